@@ -1,0 +1,133 @@
+// Package policy defines Corral's declarative sandbox policy (version 1):
+// what a sandboxed workload may read, write, reach on the network and use of
+// the machine. It loads policies from YAML or JSON with file:line:column
+// errors, validates and canonicalises them, and supplies the built-in default.
+//
+// The package imports nothing else of the project.
+package policy
+
+import "time"
+
+// Version is the only policy schema version this package understands.
+const Version = 1
+
+// Policy is one sandbox policy. The zero value is not valid; use Load,
+// Parse or Default and then Resolve against a host context.
+type Policy struct {
+	Version    int        `json:"version" yaml:"version"`
+	Filesystem Filesystem `json:"filesystem" yaml:"filesystem"`
+	Network    Network    `json:"network" yaml:"network"`
+	Process    Process    `json:"process" yaml:"process"`
+	Layers     Layers     `json:"layers" yaml:"layers"`
+}
+
+// Filesystem lists path grants. Each path is absolute or starts with "~"
+// (the caller's home) or "{workdir}"; relative paths and ".." are errors.
+// Precedence: deny beats read_only beats read_write; the most specific path
+// wins.
+type Filesystem struct {
+	ReadOnly  []PathRule `json:"read_only,omitempty" yaml:"read_only"`
+	ReadWrite []PathRule `json:"read_write,omitempty" yaml:"read_write"`
+	Deny      []PathRule `json:"deny,omitempty" yaml:"deny"`
+	// IncludeWorkdir grants the working directory read-write (default true).
+	IncludeWorkdir *bool `json:"include_workdir,omitempty" yaml:"include_workdir"`
+	// Protected paths stay read-only inside writable roots. An absolute
+	// entry names one path; a relative entry (".git/hooks") is matched under
+	// every writable root and the sandbox home. Nil means DefaultProtected.
+	Protected []string `json:"protected,omitempty" yaml:"protected"`
+}
+
+// PathRule is one path grant. In YAML it is either a plain string or a
+// mapping {path: P, optional: true}. A missing path is an error unless
+// Optional is set.
+type PathRule struct {
+	Path     string `json:"path" yaml:"path"`
+	Optional bool   `json:"optional,omitempty" yaml:"optional"`
+}
+
+// NetworkMode selects how the sandbox reaches the network.
+type NetworkMode string
+
+const (
+	NetworkNone  NetworkMode = "none"  // own network namespace, loopback only
+	NetworkHost  NetworkMode = "host"  // the host's network, unfiltered
+	NetworkProxy NetworkMode = "proxy" // reserved for governed egress; rejected for now
+)
+
+// Network is the network section.
+type Network struct {
+	Mode NetworkMode `json:"mode,omitempty" yaml:"mode"`
+}
+
+// Process is the process section: environment, identity and limits.
+type Process struct {
+	Env Env `json:"env" yaml:"env"`
+	// RunAsUser is a user name or numeric uid for the workload. Root (0) is
+	// rejected. Empty means the caller's uid, or, when the caller is root,
+	// the owner of the workdir if that is not root, else "nobody".
+	RunAsUser string `json:"run_as_user,omitempty" yaml:"run_as_user"`
+	Limits    Limits `json:"limits" yaml:"limits"`
+}
+
+// Env says which variables reach the workload. Everything not passed or set
+// is scrubbed.
+type Env struct {
+	// Pass is an allowlist of variable names copied from the caller. A
+	// trailing "*" matches a prefix ("LC_*"). Nil means DefaultEnvPass.
+	Pass []string `json:"pass,omitempty" yaml:"pass"`
+	// Set assigns variables; it wins over Pass.
+	Set map[string]string `json:"set,omitempty" yaml:"set"`
+}
+
+// Limits are resource limits. Zero means "no limit" for that resource.
+type Limits struct {
+	// Memory in bytes; written as "256M", "1G" or a plain byte count.
+	Memory ByteSize `json:"memory,omitempty" yaml:"memory"`
+	// Pids is the maximum number of tasks (cgroup pids.max).
+	Pids int `json:"pids,omitempty" yaml:"pids"`
+	// CPU is the CPU bandwidth in cores (1.5 = 150% of one core).
+	CPU float64 `json:"cpu,omitempty" yaml:"cpu"`
+	// Nofile is RLIMIT_NOFILE (soft and hard).
+	Nofile int `json:"nofile,omitempty" yaml:"nofile"`
+	// Timeout is the wall-clock limit of the run; written as "30s", "5m".
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout"`
+}
+
+// ByteSize is a size in bytes.
+type ByteSize int64
+
+// Duration is a time.Duration written as a Go duration string.
+type Duration time.Duration
+
+// Requirement says whether a layer must be applied.
+type Requirement string
+
+const (
+	Required Requirement = "required"
+	Optional Requirement = "optional"
+)
+
+// Layer names an enforcement mechanism.
+type Layer string
+
+const (
+	LayerNamespaces Layer = "namespaces"
+	LayerMounts     Layer = "mounts"
+	LayerLandlock   Layer = "landlock"
+	LayerSeccomp    Layer = "seccomp"
+	LayerCgroups    Layer = "cgroups"
+)
+
+// AllLayers lists the layers in the order they are applied.
+var AllLayers = []Layer{LayerNamespaces, LayerMounts, LayerLandlock, LayerSeccomp, LayerCgroups}
+
+// Layers maps each layer to its requirement; an absent entry is Required.
+type Layers map[Layer]Requirement
+
+// Requirement returns the requirement of layer l (Required when unset).
+func (ls Layers) Requirement(l Layer) Requirement {
+	if r, ok := ls[l]; ok && r != "" {
+		return r
+	}
+	return Required
+}

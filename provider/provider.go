@@ -1,0 +1,223 @@
+// Package provider is the seam between Corral's policy and the containment
+// mechanisms that enforce it. A Provider probes its host, describes what it
+// can enforce (Capabilities), maps a resolved policy to a Plan plus a
+// LossReport, and runs sandboxes through a fixed lifecycle:
+//
+//	Provision → Start → Exec → Stop → Deprovision
+//
+// The shape follows mature driver interfaces such as HashiCorp Nomad's task
+// driver plugin API (capabilities, fingerprint, start/wait/stop/destroy,
+// recover). This package has no OS-specific code.
+package provider
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// Provider is one containment mechanism.
+type Provider interface {
+	// Name is the provider's stable name ("linux", "docker", "mxc").
+	Name() string
+	// Probe inspects the host. It never fails: what is missing is reported
+	// in the HostReport.
+	Probe(ctx context.Context) HostReport
+	// Capabilities describes what this provider can enforce on this host.
+	Capabilities(ctx context.Context) Capabilities
+	// Map turns a resolved policy into a plan. The loss report lists every
+	// difference between policy and plan; any error item means the policy
+	// must be rejected before anything is created.
+	Map(ctx context.Context, p *policy.Resolved) (*Plan, LossReport)
+	// Provision creates the sandbox's resources (cgroups, state) without
+	// running anything. A plan with error losses is refused with
+	// CodePolicyRejected.
+	Provision(ctx context.Context, plan *Plan) (Sandbox, error)
+}
+
+// Sandbox is one provisioned sandbox. Methods are called in lifecycle order.
+type Sandbox interface {
+	ID() string
+	// Start brings up the sandbox's isolated environment and its init.
+	Start(ctx context.Context) error
+	// Exec runs one process inside the sandbox and waits for it.
+	Exec(ctx context.Context, spec ExecSpec) (ExitStatus, error)
+	// Stop terminates everything running inside; it is idempotent.
+	Stop(ctx context.Context) error
+	// Deprovision removes every resource Provision created; idempotent.
+	Deprovision(ctx context.Context) error
+	// Layers reports the layers in force, verified from outside the
+	// workload where the provider can (valid after Start).
+	Layers() []LayerStatus
+}
+
+// ExecSpec is one process to run inside a sandbox.
+type ExecSpec struct {
+	Args   []string // argv; Args[0] is looked up in the sandbox's PATH
+	Dir    string   // working directory inside; empty means the plan's workdir
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File
+	// TTY says Stdin/Stdout/Stderr are a terminal owned by Corral that
+	// becomes the process's controlling terminal.
+	TTY bool
+	// ExtraFiles are passed as fds 3, 4, ... ; nothing else is inherited.
+	ExtraFiles []*os.File
+	// Started, if set, is called with the workload's pid as seen from the
+	// host once it runs.
+	Started func(hostPID int)
+}
+
+// ExitStatus is how a workload ended.
+type ExitStatus struct {
+	Code     int    // exit code, or 128+signal when killed
+	Signal   string // signal name when killed by a signal, else ""
+	TimedOut bool   // killed because the policy timeout expired
+	Duration time.Duration
+}
+
+// HostReport is what Probe found.
+type HostReport struct {
+	Provider  string            `json:"provider"`
+	Available bool              `json:"available"`
+	Reason    string            `json:"reason,omitempty"` // why not available
+	Facts     map[string]string `json:"facts"`            // kernel, landlock_abi, cgroup, ...
+	Fixes     []string          `json:"fixes,omitempty"`  // commands or settings that would help
+}
+
+// CapabilitiesVersion is the version of the Capabilities descriptor shape.
+const CapabilitiesVersion = 1
+
+// SessionLifetime says how long a provider's environment lives.
+type SessionLifetime string
+
+const (
+	LifetimePerRun     SessionLifetime = "per-run"
+	LifetimePersistent SessionLifetime = "persistent"
+)
+
+// Capabilities is a versioned description of what a provider can enforce.
+type Capabilities struct {
+	Version                   int                  `json:"version"`
+	Provider                  string               `json:"provider"`
+	FilesystemGrants          bool                 `json:"filesystem_grants"`
+	FilesystemDeny            bool                 `json:"filesystem_deny"`
+	NetworkModes              []policy.NetworkMode `json:"network_modes"`
+	ResourceLimits            []string             `json:"resource_limits"` // memory, pids, cpu, nofile, timeout
+	UIPolicy                  bool                 `json:"ui_policy"`
+	SupportsLivePolicyUpdates bool                 `json:"supports_live_policy_updates"`
+	SessionLifetimes          []SessionLifetime    `json:"session_lifetimes"`
+	HostPathProjection        bool                 `json:"host_path_projection"` // host paths appear at the same path inside
+	StagingChannel            bool                 `json:"staging_channel"`      // files can be copied in/out
+	ReportsRuntimeReadiness   bool                 `json:"reports_runtime_readiness"`
+	Layers                    []LayerStatus        `json:"layers"` // what each layer can do on this host
+}
+
+// Plan is what a provider will do for a policy. Details is provider-specific
+// and serialisable (it is shown by `corral policy explain`).
+type Plan struct {
+	Provider string           `json:"provider"`
+	Policy   *policy.Resolved `json:"policy"`
+	Layers   []LayerStatus    `json:"layers"`
+	Details  any              `json:"details"`
+	Loss     LossReport       `json:"loss_report"`
+}
+
+// LayerState is whether a layer is (or will be) in force.
+type LayerState string
+
+const (
+	LayerActive      LayerState = "active"      // applied (or will be)
+	LayerUnavailable LayerState = "unavailable" // cannot be applied on this host
+	LayerSkipped     LayerState = "skipped"     // optional and not applied
+)
+
+// LayerStatus is one layer's state with evidence.
+type LayerStatus struct {
+	Layer    policy.Layer       `json:"layer"`
+	Required policy.Requirement `json:"requirement"`
+	State    LayerState         `json:"state"`
+	Detail   string             `json:"detail,omitempty"` // evidence or reason
+}
+
+// Severity grades a loss.
+type Severity string
+
+const (
+	SeverityError   Severity = "error"   // the policy cannot be enforced: reject
+	SeverityWarning Severity = "warning" // enforced more weakly than written
+	SeverityInfo    Severity = "info"    // worth knowing, no weaker enforcement
+)
+
+// Loss is one difference between a policy and its plan.
+type Loss struct {
+	Severity Severity `json:"severity"`
+	Area     string   `json:"area"`  // filesystem, network, process, layers, ...
+	Field    string   `json:"field"` // policy field path, e.g. "layers.landlock"
+	Message  string   `json:"message"`
+}
+
+// LossReport lists every loss of a mapping.
+type LossReport []Loss
+
+// HasErrors reports whether any item has severity error.
+func (r LossReport) HasErrors() bool {
+	for _, l := range r {
+		if l.Severity == SeverityError {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns the error items.
+func (r LossReport) Errors() LossReport {
+	var out LossReport
+	for _, l := range r {
+		if l.Severity == SeverityError {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Run executes spec in a fresh sandbox for plan: Provision, Start, Exec,
+// Stop, Deprovision. Stop and Deprovision always run once Provision
+// succeeded, even when ctx is cancelled, so nothing is left behind.
+func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart func(Sandbox)) (ExitStatus, error) {
+	if plan.Loss.HasErrors() {
+		return ExitStatus{}, Rejected(plan.Loss)
+	}
+	sb, err := p.Provision(ctx, plan)
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	cleanup := func() error {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		serr := sb.Stop(c)
+		derr := sb.Deprovision(c)
+		if serr != nil {
+			return serr
+		}
+		return derr
+	}
+	if err := sb.Start(ctx); err != nil {
+		_ = cleanup()
+		return ExitStatus{}, err
+	}
+	if onStart != nil {
+		onStart(sb)
+	}
+	st, err := sb.Exec(ctx, spec)
+	if cerr := cleanup(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return st, err
+}
+
+// Discard is an io.Writer for callers that do not want output.
+var Discard io.Writer = io.Discard
