@@ -1,0 +1,104 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Sink appends OCSF events to a JSON Lines file. It is safe for concurrent
+// use, and several processes may append to the same file: every write holds
+// an exclusive advisory flock(2) and writes one whole line with a single
+// write(2) on an O_APPEND descriptor, so lines never interleave.
+//
+// A nil *Sink is valid and discards events, so callers need no "is auditing
+// on" checks.
+type Sink struct {
+	mu     sync.Mutex
+	f      *os.File
+	closed bool
+}
+
+// Open opens (creating with mode 0600 if needed) path for appending. The mode
+// of an existing file is left unchanged.
+func Open(path string) (*Sink, error) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: open %s: %w", path, err)
+	}
+	return &Sink{f: f}, nil
+}
+
+// Emit writes e as one JSON line.
+func (s *Sink) Emit(e Event) error {
+	if s == nil {
+		return nil
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil { // Encode appends the '\n'
+		return fmt.Errorf("audit: encode event: %w", err)
+	}
+	line := buf.Bytes()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("audit: emit: %w", os.ErrClosed)
+	}
+	fd := int(s.f.Fd())
+	if err := flock(fd, syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("audit: lock %s: %w", s.f.Name(), err)
+	}
+	n, werr := s.f.Write(line)
+	uerr := flock(fd, syscall.LOCK_UN)
+	if werr != nil {
+		return fmt.Errorf("audit: write %s: %w", s.f.Name(), werr)
+	}
+	if n != len(line) {
+		return fmt.Errorf("audit: short write to %s (%d of %d bytes)", s.f.Name(), n, len(line))
+	}
+	if uerr != nil {
+		return fmt.Errorf("audit: unlock %s: %w", s.f.Name(), uerr)
+	}
+	return nil
+}
+
+// Close fsyncs and closes the file. Closing twice (or a nil Sink) is a no-op.
+func (s *Sink) Close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	serr := s.f.Sync()
+	if errors.Is(serr, syscall.EINVAL) || errors.Is(serr, syscall.ENOTSUP) {
+		serr = nil // e.g. /dev/stderr or a pipe: nothing to sync
+	}
+	cerr := s.f.Close()
+	if serr != nil {
+		return fmt.Errorf("audit: fsync %s: %w", s.f.Name(), serr)
+	}
+	if cerr != nil {
+		return fmt.Errorf("audit: close %s: %w", s.f.Name(), cerr)
+	}
+	return nil
+}
+
+func flock(fd, how int) error {
+	for {
+		err := syscall.Flock(fd, how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
