@@ -1,0 +1,165 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runName matches the group names Sweep may remove: "run-<supervisor pid>-...".
+var runName = regexp.MustCompile(`^run-([0-9]+)-`)
+
+// Sweep removes groups left behind by a supervisor that died without
+// cleaning up (e.g. SIGKILLed): children of the corral parent directories
+// named "run-<pid>-..." whose <pid> no longer exists, or now belongs to a
+// process that started after the group was created (pid reuse). Processes
+// still in such a group are killed first. It returns the directories
+// removed. Callers run it at start-up.
+func Sweep() (removed []string, err error) {
+	c := probe()
+	if c.h == nil {
+		return nil, nil
+	}
+	return sweepParents(corralParents(c))
+}
+
+// corralParents lists every corral directory New could use, one per v1
+// hierarchy and the v2 one, grouped as the hierarchy version they belong to.
+func corralParents(c choice) (v2 []string, v1 []string) {
+	if c.h.v2 != nil && c.v2.parent != "" {
+		v2 = append(v2, filepath.Join(c.v2.parent, parentName))
+	}
+	for _, h := range c.h.v1 {
+		v1 = append(v1, filepath.Join(h.own, parentName))
+	}
+	return v2, v1
+}
+
+func sweepParents(v2, v1 []string) ([]string, error) {
+	var removed []string
+	var errs []error
+	sweepOne := func(version int, parents []string) {
+		// name -> its directories across hierarchies
+		byName := map[string][]string{}
+		for _, p := range parents {
+			ents, err := os.ReadDir(p)
+			if err != nil {
+				continue
+			}
+			for _, e := range ents {
+				if e.IsDir() && runName.MatchString(e.Name()) {
+					byName[e.Name()] = append(byName[e.Name()], filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		names := make([]string, 0, len(byName))
+		for n := range byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			dirs := byName[name]
+			pid, _ := strconv.Atoi(runName.FindStringSubmatch(name)[1])
+			if supervisorAlive(pid, dirs[0]) {
+				continue
+			}
+			g := &Group{name: name, version: version, dirs: map[string]string{}, order: dirs, fd: -1}
+			if version == 2 {
+				g.dirs[""] = dirs[0]
+			} else {
+				for _, d := range dirs {
+					if _, err := os.Stat(filepath.Join(d, "freezer.state")); err == nil {
+						g.dirs["freezer"] = d
+					}
+				}
+			}
+			if err := g.Remove(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			removed = append(removed, dirs...)
+		}
+	}
+	sweepOne(2, v2)
+	sweepOne(1, v1)
+	return removed, errors.Join(errs...)
+}
+
+// supervisorAlive reports whether pid exists and could be the process that
+// created dir. A process that started well after dir was created is a reuse
+// of the pid. The directory's timestamps on cgroupfs (kernfs) are never
+// earlier than its creation, so the comparison can only err towards keeping
+// a group.
+func supervisorAlive(pid int, dir string) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+		return false
+	}
+	start, ok := procStart(pid)
+	if !ok {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return err == nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return true
+	}
+	created := time.Unix(st.Mtim.Unix())
+	if c := time.Unix(st.Ctim.Unix()); c.Before(created) {
+		created = c
+	}
+	return !start.After(created.Add(5 * time.Second))
+}
+
+// procStart returns when pid started: /proc/<pid>/stat field 22 (starttime,
+// in USER_HZ=100 ticks since boot, proc(5)) plus btime from /proc/stat.
+func procStart(pid int) (time.Time, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	bt, ok := bootTime()
+	if !ok {
+		return time.Time{}, false
+	}
+	return bt.Add(time.Duration(ticks) * (time.Second / 100)), true
+}
+
+func bootTime() (time.Time, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "btime "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			return time.Unix(n, 0), true
+		}
+	}
+	return time.Time{}, false
+}
