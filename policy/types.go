@@ -6,7 +6,11 @@
 // The package imports nothing else of the project.
 package policy
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Version is the only policy schema version this package understands.
 const Version = 1
@@ -19,12 +23,23 @@ type Policy struct {
 	Network    Network    `json:"network" yaml:"network"`
 	Process    Process    `json:"process" yaml:"process"`
 	Layers     Layers     `json:"layers" yaml:"layers"`
+
+	file string              // the file it was parsed from, for error messages
+	pos  map[string]position // field path -> position of its value in file
 }
 
-// Filesystem lists path grants. Each path is absolute or starts with "~"
-// (the caller's home) or "{workdir}"; relative paths and ".." are errors.
-// Precedence: deny beats read_only beats read_write; the most specific path
-// wins.
+// Source returns the file name the policy was parsed from ("" for Default
+// or a policy built in code).
+func (p *Policy) Source() string { return p.file }
+
+// Filesystem lists path grants. Each path is absolute ("/..."), or starts
+// with "~" / "~/" (the caller's home) or "{workdir}"; relative paths, ".."
+// components, NUL bytes and /proc/self, /proc/thread-self, /proc/<pid>
+// paths are errors. Rules follow symlinks: a grant applies to the canonical
+// target. When one canonical path is named in several lists, deny beats
+// read_only beats read_write; otherwise the most specific (deepest) path
+// wins, so {workdir}/vendor in read_only stays read-only inside a
+// read-write workdir. Anything not granted is invisible to the workload.
 type Filesystem struct {
 	ReadOnly  []PathRule `json:"read_only,omitempty" yaml:"read_only"`
 	ReadWrite []PathRule `json:"read_write,omitempty" yaml:"read_write"`
@@ -33,8 +48,11 @@ type Filesystem struct {
 	IncludeWorkdir *bool `json:"include_workdir,omitempty" yaml:"include_workdir"`
 	// Protected paths stay read-only inside writable roots. An absolute
 	// entry names one path; a relative entry (".git/hooks") is matched under
-	// every writable root and the sandbox home. Nil means DefaultProtected.
-	Protected []string `json:"protected,omitempty" yaml:"protected"`
+	// every read-write root (not the home: the sandbox home is a private,
+	// empty tmpfs). Entries that do not exist are reported in
+	// Resolved.Skipped. Nil means DefaultProtected; an empty list disables
+	// protection (so this field is never omitted from JSON).
+	Protected []string `json:"protected" yaml:"protected"`
 }
 
 // PathRule is one path grant. In YAML it is either a plain string or a
@@ -73,31 +91,57 @@ type Process struct {
 // is scrubbed.
 type Env struct {
 	// Pass is an allowlist of variable names copied from the caller. A
-	// trailing "*" matches a prefix ("LC_*"). Nil means DefaultEnvPass.
-	Pass []string `json:"pass,omitempty" yaml:"pass"`
-	// Set assigns variables; it wins over Pass.
+	// trailing "*" matches a prefix ("LC_*"). Nil means DefaultEnvPass; an
+	// empty list passes nothing (so this field is never omitted from JSON).
+	// HOME is never passed.
+	Pass []string `json:"pass" yaml:"pass"`
+	// Set assigns variables; it wins over Pass. HOME cannot be set.
 	Set map[string]string `json:"set,omitempty" yaml:"set"`
 }
 
 // Limits are resource limits. Zero means "no limit" for that resource.
 type Limits struct {
-	// Memory in bytes; written as "256M", "1G" or a plain byte count.
+	// Memory in bytes (cgroup memory.max); written as a plain byte count or
+	// "256M", "1.5G" (binary units, see ParseByteSize).
 	Memory ByteSize `json:"memory,omitempty" yaml:"memory"`
 	// Pids is the maximum number of tasks (cgroup pids.max).
 	Pids int `json:"pids,omitempty" yaml:"pids"`
-	// CPU is the CPU bandwidth in cores (1.5 = 150% of one core).
+	// CPU is the CPU bandwidth in cores (1.5 = 150% of one core); at least
+	// 0.01 when set.
 	CPU float64 `json:"cpu,omitempty" yaml:"cpu"`
 	// Nofile is RLIMIT_NOFILE (soft and hard).
 	Nofile int `json:"nofile,omitempty" yaml:"nofile"`
-	// Timeout is the wall-clock limit of the run; written as "30s", "5m".
+	// Timeout is the wall-clock limit of the run; written as a Go duration
+	// ("30s", "5m", "1h30m"); the integer 0 is also accepted.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout"`
 }
 
-// ByteSize is a size in bytes.
+// ByteSize is a size in bytes. In a policy file it is an integer (bytes) or
+// a string parsed by ParseByteSize. It marshals to JSON as an integer.
 type ByteSize int64
 
-// Duration is a time.Duration written as a Go duration string.
+// String formats s with the largest binary unit that divides it ("2G").
+func (s ByteSize) String() string {
+	n := int64(s)
+	for _, u := range []string{"T", "G", "M", "K"} {
+		shift := uint(strings.Index("KMGT", u)+1) * 10
+		if n != 0 && n%(1<<shift) == 0 {
+			return strconv.FormatInt(n>>shift, 10) + u
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
 type Duration time.Duration
+
+// String formats d as a Go duration ("1m30s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes d as a Go duration string, which Parse reads back.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(d.String())), nil
+}
 
 // Requirement says whether a layer must be applied.
 type Requirement string
@@ -122,6 +166,7 @@ const (
 var AllLayers = []Layer{LayerNamespaces, LayerMounts, LayerLandlock, LayerSeccomp, LayerCgroups}
 
 // Layers maps each layer to its requirement; an absent entry is Required.
+// In a policy file: layers: {landlock: optional}.
 type Layers map[Layer]Requirement
 
 // Requirement returns the requirement of layer l (Required when unset).

@@ -1,0 +1,344 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads and parses the policy file at path (YAML or JSON; JSON is
+// parsed as YAML). Problems are reported as *Error or Errors carrying the
+// file name, line, column and field path. A file that cannot be read gives an
+// *Error whose Err is the *fs.PathError.
+func Load(path string) (*Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		hint := ""
+		if errors.Is(err, fs.ErrNotExist) {
+			hint = "check the path, or run without a policy file to use the default policy"
+		}
+		return nil, &Error{File: path, Msg: "cannot read policy file: " + msg, Hint: hint, Err: err}
+	}
+	return Parse(data, path)
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse parses a policy from data (YAML or JSON). filename is used only in
+// error messages. Parse decodes strictly (unknown fields, duplicate keys and
+// type mismatches are errors) and then runs the static checks of Validate;
+// every problem found is returned, as one *Error or as Errors.
+func Parse(data []byte, filename string) (*Policy, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{File: filename, Msg: "the policy is empty", Hint: "start the file with \"version: 1\""}
+		}
+		return nil, yamlError(filename, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &Error{File: filename, Line: extra.Line, Column: extra.Column, Msg: "the file holds more than one YAML document", Hint: "remove the \"---\" separator and everything after it"}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlError(filename, err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			return nil, &Error{File: filename, Msg: "the policy is empty", Hint: "start the file with \"version: 1\""}
+		}
+		root = root.Content[0]
+	}
+	if isNull(root) {
+		return nil, &Error{File: filename, Line: root.Line, Column: root.Column, Msg: "the policy is empty", Hint: "start the file with \"version: 1\""}
+	}
+
+	d := &decoder{file: filename, pos: map[string]position{}, bad: map[string]bool{}}
+	p := &Policy{}
+	d.decode(root, reflect.ValueOf(p).Elem(), "")
+	p.file, p.pos = filename, d.pos
+	if root.Kind != yaml.MappingNode {
+		return nil, asError(d.errs)
+	}
+	errs := d.errs
+	if _, ok := d.pos["version"]; !ok && !d.bad["version"] {
+		errs = append(errs, &Error{File: filename, Line: root.Line, Column: root.Column, Field: "version",
+			Msg: "the policy has no version", Hint: "add \"version: 1\" at the top of the file"})
+		d.bad["version"] = true
+	}
+	for _, e := range p.validate() {
+		if !underBad(e.Field, d.bad) {
+			errs = append(errs, e)
+		}
+	}
+	if err := asError(errs); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// underBad reports whether field or one of its ancestors failed to decode.
+func underBad(field string, bad map[string]bool) bool {
+	for f := field; ; {
+		if bad[f] {
+			return true
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			return false
+		}
+		f = f[:i]
+	}
+}
+
+func yamlError(filename string, err error) *Error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	e := &Error{File: filename, Msg: "invalid YAML: " + msg, Err: err}
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Msg = "invalid YAML: " + m[2]
+	}
+	if strings.Contains(msg, "found character that cannot start any token") {
+		e.Hint = "YAML does not allow tabs for indentation; use spaces"
+	}
+	return e
+}
+
+// Validate runs the static checks that need no host access: the version,
+// path syntax, network mode, limits, layers, environment names and
+// run_as_user. Parse calls it; Resolve calls it again so that a policy built
+// in code is checked too. It returns nil, one *Error or Errors.
+func (p *Policy) Validate() error {
+	return asError(p.validate())
+}
+
+// errAt builds an *Error for field, positioned if the policy came from a
+// file that set field.
+func (p *Policy) errAt(field, msg, hint string) *Error {
+	e := &Error{File: p.file, Field: field, Msg: msg, Hint: hint}
+	if pos, ok := p.pos[field]; ok {
+		e.Line, e.Column = pos.line, pos.col
+	}
+	return e
+}
+
+// errAtKey is errAt pointing at the key of a mapping entry when known.
+func (p *Policy) errAtKey(field, msg, hint string) *Error {
+	e := p.errAt(field, msg, hint)
+	if pos, ok := p.pos[field+keySuffix]; ok {
+		e.Line, e.Column = pos.line, pos.col
+	}
+	return e
+}
+
+func (p *Policy) validate() []*Error {
+	var errs []*Error
+	add := func(e *Error) { errs = append(errs, e) }
+
+	if p.Version != Version {
+		if p.Version == 0 {
+			add(p.errAt("version", "the policy has no version", "add \"version: 1\" at the top of the file"))
+		} else {
+			add(p.errAt("version", fmt.Sprintf("unsupported policy version %d", p.Version),
+				"this Corral understands version 1 only; write \"version: 1\" or upgrade Corral"))
+		}
+	}
+
+	fsys := &p.Filesystem
+	for _, list := range []struct {
+		name  string
+		rules []PathRule
+	}{{"read_only", fsys.ReadOnly}, {"read_write", fsys.ReadWrite}, {"deny", fsys.Deny}} {
+		for i, r := range list.rules {
+			field := fmt.Sprintf("filesystem.%s[%d]", list.name, i)
+			if msg, hint := checkPathSyntax(r.Path, false); msg != "" {
+				add(p.errAt(field, msg, hint))
+			}
+		}
+	}
+	for i, s := range fsys.Protected {
+		field := fmt.Sprintf("filesystem.protected[%d]", i)
+		if msg, hint := checkPathSyntax(s, true); msg != "" {
+			add(p.errAt(field, msg, hint))
+		}
+	}
+
+	switch p.Network.Mode {
+	case "", NetworkNone, NetworkHost:
+	case NetworkProxy:
+		add(p.errAt("network.mode", "proxy is not yet supported (governed egress arrives in a later release)", "use none or host"))
+	default:
+		hint := "use none or host"
+		if s := suggest(string(p.Network.Mode), []string{"none", "host"}); s != "" {
+			hint = "did you mean " + strconv.Quote(s) + "? " + hint
+		}
+		add(p.errAt("network.mode", fmt.Sprintf("unknown network mode %q", p.Network.Mode), hint))
+	}
+
+	env := &p.Process.Env
+	for i, name := range env.Pass {
+		field := fmt.Sprintf("process.env.pass[%d]", i)
+		pattern := strings.TrimSuffix(name, "*")
+		switch {
+		case name == "":
+			add(p.errAt(field, "empty variable name", "remove the entry"))
+		case strings.ContainsAny(pattern, "=*\x00"):
+			add(p.errAt(field, fmt.Sprintf("invalid variable name or pattern %q", name),
+				"write a name such as LANG, or a prefix ending in * such as LC_*"))
+		case name == "HOME":
+			add(p.errAt(field, "HOME cannot be passed", "the sandbox sets HOME to its own private home; remove the entry"))
+		}
+	}
+	for _, name := range sortedKeys(env.Set) {
+		field := "process.env.set." + name
+		switch {
+		case name == "" || strings.ContainsAny(name, "=*\x00"):
+			add(p.errAtKey(field, fmt.Sprintf("invalid variable name %q", name), "variable names cannot be empty or contain '=', '*' or NUL"))
+		case name == "HOME":
+			add(p.errAtKey(field, "HOME cannot be set", "the sandbox sets HOME to its own private home; remove the entry"))
+		case strings.ContainsRune(env.Set[name], 0):
+			add(p.errAt(field, "value contains a NUL byte", ""))
+		}
+	}
+
+	if u := p.Process.RunAsUser; u != "" {
+		field := "process.run_as_user"
+		if uid, err := strconv.ParseInt(u, 10, 64); err == nil {
+			if uid == 0 {
+				add(p.errAt(field, "running the workload as root (uid 0) is not allowed", "remove run_as_user to run as yourself, or name an unprivileged user"))
+			} else if uid < 0 || uid > 1<<32-2 {
+				add(p.errAt(field, "uid out of range: "+u, "write a uid between 1 and 4294967294, or a user name"))
+			}
+		} else if u == "root" {
+			add(p.errAt(field, "running the workload as root is not allowed", "remove run_as_user to run as yourself, or name an unprivileged user"))
+		} else if strings.ContainsAny(u, ":/ \t\n\x00") {
+			add(p.errAt(field, fmt.Sprintf("invalid user name %q", u), "write a user name or a numeric uid"))
+		}
+	}
+
+	lim := &p.Process.Limits
+	const lp = "process.limits."
+	if lim.Memory < 0 {
+		add(p.errAt(lp+"memory", "memory limit must not be negative", "write a size such as 2G, or 0 for no limit"))
+	}
+	if lim.Pids < 0 {
+		add(p.errAt(lp+"pids", "pids limit must not be negative", "write a count such as 1024, or 0 for no limit"))
+	}
+	if lim.Nofile < 0 {
+		add(p.errAt(lp+"nofile", "nofile limit must not be negative", "write a count such as 4096, or 0 to keep the inherited limit"))
+	}
+	if lim.CPU < 0 {
+		add(p.errAt(lp+"cpu", "cpu limit must be greater than 0", "write a number of cores such as 2 or 0.5, or leave it out for no limit"))
+	} else if lim.CPU > 0 && lim.CPU < 0.01 {
+		add(p.errAt(lp+"cpu", fmt.Sprintf("cpu limit %g is below the enforceable minimum of 0.01 cores", lim.CPU), "write at least 0.01"))
+	}
+	if lim.Timeout < 0 {
+		add(p.errAt(lp+"timeout", "timeout must not be negative", "write a duration such as 30m, or 0 for none"))
+	}
+
+	for _, l := range sortedKeys(p.Layers) {
+		field := "layers." + string(l)
+		if !knownLayer(l) {
+			add(p.errAtKey(field, fmt.Sprintf("unknown layer %q", l), "layers are namespaces, mounts, landlock, seccomp, cgroups"))
+			continue
+		}
+		if r := p.Layers[l]; r != Required && r != Optional {
+			add(p.errAt(field, fmt.Sprintf("invalid requirement %q", r), "write required or optional"))
+		}
+	}
+	return errs
+}
+
+// checkPathSyntax checks one policy path statically. allowRelative permits
+// relative paths (filesystem.protected). It returns an empty msg when the
+// path is acceptable.
+func checkPathSyntax(s string, allowRelative bool) (msg, hint string) {
+	const how = "start it with /, ~/ or {workdir}/"
+	switch {
+	case s == "":
+		return "empty path", "write a path such as /usr or {workdir}/build"
+	case strings.ContainsRune(s, 0):
+		return "path contains a NUL byte", "remove the NUL byte"
+	}
+	for _, c := range strings.Split(s, "/") {
+		if c == ".." {
+			return fmt.Sprintf("path %q contains a \"..\" component", s), "write the path without \"..\"; grants must name their target directly"
+		}
+	}
+	rest := s
+	switch {
+	case s == "~" || strings.HasPrefix(s, "~/"):
+		rest = s[1:]
+	case s == "{workdir}" || strings.HasPrefix(s, "{workdir}/"):
+		rest = strings.TrimPrefix(s, "{workdir}")
+	case strings.HasPrefix(s, "~"):
+		return fmt.Sprintf("%q: ~user is not supported", s), "write the absolute path, or ~/... for your own home"
+	case strings.HasPrefix(s, "/"):
+		if procTrick(path.Clean(s)) {
+			return fmt.Sprintf("path %q names a process's /proc entry", s),
+				"/proc/self, /proc/thread-self and /proc/<pid> describe the launcher, not the workload; grant the real path instead"
+		}
+	case strings.HasPrefix(s, "{"):
+		return fmt.Sprintf("unknown placeholder in %q", s), "the only placeholder is {workdir}, at the start of the path"
+	default:
+		if !allowRelative {
+			return fmt.Sprintf("relative path %q", s), how + ", e.g. {workdir}/" + strings.TrimPrefix(s, "./")
+		}
+		if path.Clean(s) == "." {
+			return fmt.Sprintf("protected path %q names the writable root itself", s), "name a path inside it, e.g. .git/hooks, or drop read_write on that root"
+		}
+	}
+	if strings.Contains(rest, "{workdir}") {
+		return fmt.Sprintf("placeholder in the middle of %q", s), "{workdir} is only expanded at the start of a path"
+	}
+	return "", ""
+}
+
+// procTrick reports whether the clean absolute path p is or lies under
+// /proc/self, /proc/thread-self or /proc/<pid>.
+func procTrick(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/proc/")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	if first == "self" || first == "thread-self" {
+		return true
+	}
+	if first == "" {
+		return false
+	}
+	for _, c := range first {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
