@@ -54,7 +54,7 @@ type Resolved struct {
 	// of the read-write roots. A workload could create them. For the loss
 	// report.
 	Skipped []string    `json:"skipped_protected,omitempty"`
-	Env     []string    `json:"-"` // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
+	Env     []string    `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
 	Network NetworkMode `json:"network"` // never empty
 	Limits  Limits      `json:"limits"`
 	Layers  Layers      `json:"layers"`
