@@ -314,6 +314,10 @@ func Build() ([]unix.SockFilter, error) {
 // no_new_privs to the threads it synchronises — kernel/seccomp.c,
 // seccomp_sync_threads). The filter is loaded with TSYNC, so every existing
 // thread gets it and future threads inherit it.
+//
+// Consequences for the caller after Install: os/exec still works (Go forks
+// with clone(2)), but SysProcAttr.UseCgroupFD or CLONE_NEWTIME make Go use
+// clone3 and so fail with ENOSYS; personality(2) is left allowed.
 func Install() error {
 	filter, err := Build()
 	if err != nil {
