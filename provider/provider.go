@@ -45,6 +45,8 @@ type Sandbox interface {
 	Start(ctx context.Context) error
 	// Exec runs one process inside the sandbox and waits for it.
 	Exec(ctx context.Context, spec ExecSpec) (ExitStatus, error)
+	// Signal forwards a signal to the running workload.
+	Signal(sig os.Signal) error
 	// Stop terminates everything running inside; it is idempotent.
 	Stop(ctx context.Context) error
 	// Deprovision removes every resource Provision created; idempotent.

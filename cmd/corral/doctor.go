@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// doctorReport is `corral doctor`'s output.
+type doctorReport struct {
+	Host      map[string]string `json:"host"`
+	Providers []doctorProvider  `json:"providers"`
+}
+
+type doctorProvider struct {
+	provider.HostReport
+	Layers        []provider.LayerStatus `json:"layers"`
+	DefaultPolicy string                 `json:"default_policy"` // "enforceable" or why not
+	DefaultLosses provider.LossReport    `json:"default_policy_losses,omitempty"`
+}
+
+func newDoctorCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "doctor",
+		Short: "Report what this host offers each provider and whether it can enforce the default policy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep := doctorReport{Host: map[string]string{}}
+			if s, err := os.Stat("/var/run/docker.sock"); err == nil && s.Mode()&os.ModeSocket != 0 {
+				rep.Host["docker_socket"] = "/var/run/docker.sock"
+			} else {
+				rep.Host["docker_socket"] = "absent"
+			}
+			if p, err := exec.LookPath("wxc-exec"); err == nil {
+				rep.Host["wxc_exec"] = p
+			} else {
+				rep.Host["wxc_exec"] = "absent"
+			}
+			ctx := contextBackground()
+			wd, _ := os.MkdirTemp("", "corral-doctor-")
+			defer os.RemoveAll(wd)
+			for _, p := range providers() {
+				hr := p.Probe(ctx)
+				dp := doctorProvider{HostReport: hr, Layers: p.Capabilities(ctx).Layers}
+				r, err := policy.Default().Resolve(policy.Context{Home: homeDir(), Workdir: wd, Environ: os.Environ()})
+				switch {
+				case err != nil:
+					dp.DefaultPolicy = "default policy does not resolve: " + err.Error()
+				case !hr.Available:
+					dp.DefaultPolicy = "provider unavailable: " + hr.Reason
+				default:
+					_, loss := p.Map(ctx, r)
+					dp.DefaultLosses = loss
+					dp.DefaultPolicy = "enforceable"
+					if loss.HasErrors() {
+						dp.DefaultPolicy = "not enforceable: " + provider.Rejected(loss).Msg
+					}
+				}
+				rep.Providers = append(rep.Providers, dp)
+			}
+			if output == "json" {
+				return writeJSON(rep)
+			}
+			keys := make([]string, 0, len(rep.Host))
+			for k := range rep.Host {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Printf("%-16s %s\n", k+":", rep.Host[k])
+			}
+			for _, dp := range rep.Providers {
+				fmt.Printf("\nprovider %s: available=%v %s\n", dp.Provider, dp.Available, dp.Reason)
+				fk := make([]string, 0, len(dp.Facts))
+				for k := range dp.Facts {
+					fk = append(fk, k)
+				}
+				sort.Strings(fk)
+				for _, k := range fk {
+					fmt.Printf("  %-16s %s\n", k+":", dp.Facts[k])
+				}
+				printLayers(os.Stdout, dp.Layers)
+				fmt.Printf("  default policy: %s\n", dp.DefaultPolicy)
+				for _, f := range dp.Fixes {
+					fmt.Printf("  fix: %s\n", f)
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return c
+}
+
+func homeDir() string {
+	h, _ := os.UserHomeDir()
+	if h == "" {
+		return "/nonexistent"
+	}
+	return h
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+func newPolicyCmd() *cobra.Command {
+	c := &cobra.Command{Use: "policy", Short: "Validate, explain and describe policies"}
+	c.AddCommand(&cobra.Command{
+		Use:   "validate FILE",
+		Short: "Check a policy file; errors carry file:line:column and the field path",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := policy.Load(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s: valid (policy version %d, %s)\n", args[0], p.Version, policy.Hash(p))
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "schema",
+		Short: "Print the policy's JSON Schema (for editor completion and checks)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := os.Stdout.Write(policy.Schema())
+			return err
+		},
+	})
+	var prov, workdir, output string
+	explain := &cobra.Command{
+		Use:   "explain [FILE]",
+		Short: "Show the plan, loss report and layers a provider would use (default policy without FILE)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			p, err := loadPolicy(path)
+			if err != nil {
+				return err
+			}
+			r, err := resolvePolicy(p, workdir)
+			if err != nil {
+				return err
+			}
+			_, plan, serr := selectProvider(prov, r)
+			if plan == nil {
+				return serr
+			}
+			if output == "json" {
+				if err := writeJSON(plan); err != nil {
+					return err
+				}
+				return serr
+			}
+			printPlan(plan)
+			return serr
+		},
+	}
+	explain.Flags().StringVar(&prov, "provider", "auto", "provider to map the policy onto")
+	explain.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory to resolve against")
+	explain.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	c.AddCommand(explain)
+	return c
+}
+
+func printPlan(plan *provider.Plan) {
+	r := plan.Policy
+	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (private, empty)\nnetwork:  %s\n", plan.Provider, r.Hash, r.Workdir, r.Home, r.Network)
+	fmt.Println("\nfilesystem:")
+	for _, g := range r.Grants {
+		fmt.Printf("  %-5s %s    (%s)\n", g.Access, g.Path, g.Field)
+	}
+	fmt.Println("\nlayers:")
+	printLayers(os.Stdout, plan.Layers)
+	fmt.Println("\nloss report:")
+	if len(plan.Loss) == 0 {
+		fmt.Println("  none: the plan enforces the policy as written")
+	}
+	for _, l := range plan.Loss {
+		fmt.Printf("  %-7s %-10s %s: %s\n", l.Severity, l.Area, l.Field, l.Message)
+	}
+}

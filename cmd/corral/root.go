@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux"
+)
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "corral",
+		Short:         "Run AI agents' tools in policy-enforced sandboxes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd())
+	return root
+}
+
+// providers lists the providers compiled into this binary, strongest first.
+func providers() []provider.Provider {
+	return []provider.Provider{linux.New()}
+}
+
+func newVersionCmd() *cobra.Command {
+	var output string
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "Print version, commit, Go version and the providers compiled in",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var names []string
+			for _, p := range providers() {
+				names = append(names, p.Name())
+			}
+			info := map[string]any{"version": version, "commit": commit, "go": runtime.Version(),
+				"platform": runtime.GOOS + "/" + runtime.GOARCH, "providers": names}
+			if output == "json" {
+				return writeJSON(info)
+			}
+			fmt.Printf("corral %s\ncommit: %s\ngo: %s\nplatform: %s/%s\nproviders: %s\n",
+				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(names, ", "))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return c
+}
+
+func writeJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// loadPolicy reads the policy file, or the built-in default when path is "".
+func loadPolicy(path string) (*policy.Policy, error) {
+	if path == "" {
+		return policy.Default(), nil
+	}
+	return policy.Load(path)
+}
+
+func isPolicyError(err error) bool {
+	var pe *policy.Error
+	var pes policy.Errors
+	return asErr(err, &pe) || asErr(err, &pes)
+}
+
+// resolvePolicy resolves p for the caller in workdir.
+func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
+	home, _ := os.UserHomeDir()
+	if home == "" {
+		home = "/nonexistent"
+	}
+	if workdir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		workdir = wd
+	}
+	return p.Resolve(policy.Context{Home: home, Workdir: workdir, Environ: os.Environ()})
+}
+
+// selectProvider picks the provider named, or with "auto" the first
+// (strongest) available one whose mapping has no error. It never falls back
+// to a weaker provider once one rejected the policy, and never runs
+// unconfined.
+func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provider.Plan, error) {
+	ctx := contextBackground()
+	var reasons []string
+	for _, p := range providers() {
+		if name != "auto" && name != p.Name() {
+			continue
+		}
+		hr := p.Probe(ctx)
+		if !hr.Available {
+			reasons = append(reasons, fmt.Sprintf("%s: %s", p.Name(), hr.Reason))
+			if name == "auto" {
+				continue
+			}
+			return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("provider %s: %s (fix: %s)", p.Name(), hr.Reason, strings.Join(hr.Fixes, "; "))}
+		}
+		plan, loss := p.Map(ctx, r)
+		if loss.HasErrors() {
+			// policy_rejected is final: never retried on another provider.
+			return p, plan, provider.Rejected(loss)
+		}
+		return p, plan, nil
+	}
+	if len(reasons) == 0 {
+		return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("no provider named %q in this build", name)}
+	}
+	return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: "no provider available: " + strings.Join(reasons, "; ")}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"sync"
+	"syscall"
+
+	"github.com/creack/pty"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+func contextBackground() context.Context { return context.Background() }
+
+func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
+
+type runOpts struct {
+	policy, provider, workdir, audit string
+	tty, verbose                     bool
+	preserveFDs                      int
+}
+
+func newRunCmd() *cobra.Command {
+	var o runOpts
+	c := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Run one command in a sandbox",
+		Long: `Run one command in a fresh sandbox and exit with its status.
+
+Without --policy the built-in default applies: system directories read-only,
+the working directory read-write, a private /tmp and an empty private home,
+no network, a scrubbed environment and resource limits.
+
+Exit status: the command's own (128+N when killed by signal N), 124 when the
+policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
+121 unavailable, 122 policy rejected, 123 provision failed, 125 start failed,
+127 command not found.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMain(o, args)
+		},
+	}
+	f := c.Flags()
+	f.SetInterspersed(false)
+	f.StringVarP(&o.policy, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
+	f.StringVar(&o.provider, "provider", "auto", "provider: auto or linux")
+	f.StringVarP(&o.workdir, "workdir", "C", "", "working directory (default: the current directory)")
+	f.StringVar(&o.audit, "audit", "", "append OCSF JSONL audit events to this file")
+	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "print the layers in force and the loss report to stderr")
+	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass N extra fds (3..3+N-1) to the command")
+	return c
+}
+
+func runMain(o runOpts, args []string) error {
+	// Nothing but fds 0-2 (and those asked for) may reach the sandbox.
+	_ = unix.CloseRange(uint(3+o.preserveFDs), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	pol, err := loadPolicy(o.policy)
+	if err != nil {
+		return err
+	}
+	res, err := resolvePolicy(pol, o.workdir)
+	if err != nil {
+		return err
+	}
+	prov, plan, err := selectProvider(o.provider, res)
+	if plan != nil {
+		for _, l := range plan.Loss {
+			if l.Severity == provider.SeverityWarning || (o.verbose && l.Severity == provider.SeverityInfo) {
+				fmt.Fprintf(os.Stderr, "corral: %s: %s: %s\n", l.Severity, l.Field, l.Message)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	sink, err := openAudit(o.audit)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+
+	spec := provider.ExecSpec{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	for i := 0; i < o.preserveFDs; i++ {
+		spec.ExtraFiles = append(spec.ExtraFiles, os.NewFile(uintptr(3+i), fmt.Sprintf("fd%d", 3+i)))
+	}
+	var restoreTTY func()
+	if o.tty {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return provider.Errorf(provider.CodeExecFailed, "open pty: %v", err)
+		}
+		defer ptmx.Close()
+		spec.Stdin, spec.Stdout, spec.Stderr, spec.TTY = tty, tty, tty, true
+		restoreTTY = attachTerminal(ptmx)
+		defer func() {
+			tty.Close()
+			restoreTTY()
+		}()
+	}
+
+	var mu sync.Mutex
+	var sb provider.Sandbox
+	var killedBy string
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		n := 0
+		for s := range sigs {
+			n++
+			mu.Lock()
+			cur := sb
+			mu.Unlock()
+			if cur == nil || n > 1 {
+				// Not started yet, or asked twice: stop everything.
+				killedBy = s.String()
+				cancel()
+				continue
+			}
+			_ = cur.Signal(s)
+		}
+	}()
+	info := audit.RunInfo{PolicyHash: res.Hash, Provider: prov.Name(), Version: version}
+	workload := audit.Proc{CmdLine: args, UID: uidOf(plan)}
+	spec.Started = func(pid int) {
+		workload.PID = pid
+		_ = sink.Emit(audit.Launch(info, workload))
+	}
+	st, err := provider.Run(ctx, prov, plan, spec, func(s provider.Sandbox) {
+		mu.Lock()
+		sb = s
+		mu.Unlock()
+		info.SandboxID = s.ID()
+		info.Layers = auditLayers(s.Layers())
+		if o.verbose {
+			printLayers(os.Stderr, s.Layers())
+		}
+	})
+	if info.SandboxID != "" {
+		ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration}
+		if killedBy != "" {
+			ex.Killed, ex.Reason = true, "corral received "+killedBy
+		}
+		if workload.PID == 0 && err == nil {
+			_ = sink.Emit(audit.Launch(info, workload))
+		}
+		_ = sink.Emit(audit.Terminate(info, workload, ex))
+	}
+	if err != nil {
+		if killedBy != "" {
+			return exitError{code: st.Code}
+		}
+		return err
+	}
+	if st.TimedOut {
+		fmt.Fprintf(os.Stderr, "corral: timeout: the policy's limit of %s expired; the sandbox was killed\n", res.Limits.Timeout)
+	}
+	if st.Code != 0 {
+		return exitError{code: st.Code}
+	}
+	return nil
+}
+
+func uidOf(plan *provider.Plan) int {
+	type uider interface{ WorkloadUID() int }
+	if u, ok := plan.Details.(uider); ok {
+		return u.WorkloadUID()
+	}
+	return -1
+}
+
+func openAudit(path string) (*audit.Sink, error) {
+	if path == "" {
+		return nil, nil
+	}
+	s, err := audit.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--audit %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func auditLayers(ls []provider.LayerStatus) []audit.Layer {
+	var out []audit.Layer
+	for _, l := range ls {
+		out = append(out, audit.Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
+	}
+	return out
+}
+
+func printLayers(w io.Writer, ls []provider.LayerStatus) {
+	for _, l := range ls {
+		fmt.Fprintf(w, "corral: layer %-10s %-11s %-8s %s\n", l.Layer, l.State, l.Required, l.Detail)
+	}
+}
+
+// attachTerminal copies between our terminal and the pty master, puts our
+// terminal in raw mode and follows window size changes. It returns a
+// function that restores the terminal.
+func attachTerminal(ptmx *os.File) func() {
+	in := int(os.Stdin.Fd())
+	var restore func()
+	if term.IsTerminal(in) {
+		if st, err := term.MakeRaw(in); err == nil {
+			restore = func() { _ = term.Restore(in, st) }
+		}
+		_ = pty.InheritSize(os.Stdin, ptmx)
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		go func() {
+			for range winch {
+				_ = pty.InheritSize(os.Stdin, ptmx)
+			}
+		}()
+	}
+	go func() { _, _ = io.Copy(ptmx, os.Stdin) }()
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(os.Stdout, ptmx); close(done) }()
+	return func() {
+		// Drain what the command printed last, then restore the terminal.
+		<-done
+		if restore != nil {
+			restore()
+		}
+	}
+}

@@ -1,0 +1,399 @@
+//go:build linux
+
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider/linux/seccomp"
+)
+
+// InitArg is argv[1] that makes the corral binary act as the sandbox init.
+const InitArg = "__corral_init"
+
+// ctlFD is the control socket's fd number in init (ExtraFiles[0]).
+const ctlFD = 3
+
+// layerErr is a failure to apply one layer.
+type layerErr struct {
+	layer policy.Layer
+	err   error
+}
+
+func (e *layerErr) Error() string { return fmt.Sprintf("layer %s: %v", e.layer, e.err) }
+
+// InitMain is the sandbox's PID 1. It runs inside the new namespaces as the
+// workload uid with a few ambient capabilities, builds the mount tree,
+// applies Landlock, drops every capability, installs seccomp, reports
+// readiness, then runs exec requests, reaps zombies and forwards signals.
+// It never returns.
+func InitMain() {
+	unix.CloseOnExec(ctlFD)
+	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	ctl := ctlFD
+	buf := make([]byte, 1<<20)
+	n, _, _, _, err := unix.Recvmsg(ctl, buf, nil, 0)
+	if err != nil || n == 0 {
+		os.Exit(1)
+	}
+	var spec InitSpec
+	if err := json.Unmarshal(buf[:n], &spec); err != nil {
+		send(ctl, initMsg{Error: "init: bad spec: " + err.Error()})
+		os.Exit(1)
+	}
+	ready, err := setup(&spec)
+	if err != nil {
+		var le *layerErr
+		m := initMsg{Error: err.Error()}
+		if errors.As(err, &le) {
+			m.Layer = string(le.layer)
+			m.Error = le.err.Error()
+		}
+		send(ctl, m)
+		os.Exit(1)
+	}
+	ready.Ready = true
+	send(ctl, ready)
+	serve(ctl, buf, &spec)
+}
+
+func send(fd int, m initMsg) {
+	b, _ := json.Marshal(m)
+	_ = unix.Sendmsg(fd, b, nil, nil, 0)
+}
+
+// apply runs one layer's step, honouring its requirement and the testing
+// fault injection. An optional layer that fails is skipped and reported.
+func apply(spec *InitSpec, l policy.Layer, skipped *[]string, f func() error) error {
+	var err error
+	if spec.FaultLayer == string(l) {
+		err = fmt.Errorf("fault injected (CORRAL_FAULT_LAYER=%s)", l)
+	} else {
+		err = f()
+	}
+	if err == nil {
+		return nil
+	}
+	if spec.Layers[l] == policy.Optional {
+		*skipped = append(*skipped, fmt.Sprintf("%s: %v", l, err))
+		return nil
+	}
+	return &layerErr{l, err}
+}
+
+func setup(spec *InitSpec) (initMsg, error) {
+	var m initMsg
+	if err := apply(spec, policy.LayerNamespaces, &m.Skipped, func() error {
+		if spec.Hostname != "" {
+			if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+				return fmt.Errorf("sethostname: %w", err)
+			}
+		}
+		if spec.NewNet {
+			return loopbackUp()
+		}
+		return nil
+	}); err != nil {
+		return m, err
+	}
+	mountsOK := false
+	if err := apply(spec, policy.LayerMounts, &m.Skipped, func() error {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return fmt.Errorf("make / private: %w", err)
+		}
+		t, err := buildTree("/tmp", spec.Mounts, spec.UID, spec.GID)
+		if err != nil {
+			return err
+		}
+		if err := t.pivot(); err != nil {
+			return err
+		}
+		if err := remountRO("/"); err != nil {
+			return err
+		}
+		mountsOK = true
+		return nil
+	}); err != nil {
+		return m, err
+	}
+	_ = mountsOK
+	if err := setRlimits(spec); err != nil {
+		return m, &layerErr{policy.LayerCgroups, err}
+	}
+	if spec.Landlock.Enabled {
+		if err := apply(spec, policy.LayerLandlock, &m.Skipped, func() error {
+			desc, err := applyLandlock(spec.Landlock)
+			m.Landlock = desc
+			return err
+		}); err != nil {
+			return m, err
+		}
+	}
+	if err := dropCapabilities(); err != nil {
+		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("drop capabilities: %w", err)}
+	}
+	if spec.Seccomp {
+		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, seccomp.Install); err != nil {
+			return m, err
+		}
+	} else if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return m, &layerErr{policy.LayerSeccomp, fmt.Errorf("no_new_privs: %w", err)}
+	}
+	// Not dumpable: the workload (same uid) cannot read init's memory,
+	// environ or fds through /proc/1.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("PR_SET_DUMPABLE: %w", err)}
+	}
+	return m, nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+func setRlimits(spec *InitSpec) error {
+	set := func(res int, v uint64) error {
+		if v == 0 {
+			return nil
+		}
+		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("setrlimit %d=%d: %w", res, v, err)
+		}
+		return nil
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return fmt.Errorf("core dumps off: %w", err)
+	}
+	if err := set(unix.RLIMIT_NOFILE, spec.Nofile); err != nil {
+		return err
+	}
+	return set(unix.RLIMIT_NPROC, spec.Nproc)
+}
+
+// landlockABI returns the kernel's Landlock ABI version (0 if none), from
+// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION).
+func landlockABI() int {
+	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1)
+	if e != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+// applyLandlock restricts every thread of init (and so the workload) to the
+// grants, using the best the kernel's ABI offers: filesystem (ABI 1+), TCP
+// bind/connect (ABI 4+, when network is none), abstract-socket and signal
+// scoping (ABI 6+). See Documentation/userspace-api/landlock.rst.
+func applyLandlock(s LandlockSpec) (string, error) {
+	abi := landlockABI()
+	if abi < 1 {
+		return "", errors.New("not supported by this kernel (landlock ABI 0; needs CONFIG_SECURITY_LANDLOCK and lsm=landlock)")
+	}
+	cfg := landlock.V6
+	if !s.DenyTCP {
+		cfg.HandledAccessNet = 0
+	}
+	cfg = cfg.BestEffort()
+	rw := landlock.RWDirs(s.RWDirs...).WithRefer().WithIoctlDev()
+	rules := []landlock.Rule{
+		landlock.RODirs(s.RODirs...),
+		landlock.ROFiles(s.ROFiles...),
+		rw,
+		landlock.RWFiles(s.RWFiles...).WithIoctlDev(),
+	}
+	if err := cfg.Restrict(rules...); err != nil {
+		return "", err
+	}
+	parts := []string{"filesystem"}
+	if s.DenyTCP && abi >= 4 {
+		parts = append(parts, "tcp")
+	}
+	if abi >= 6 {
+		parts = append(parts, "scope(abstract-unix,signal)")
+	}
+	return fmt.Sprintf("abi %d: %s", abi, strings.Join(parts, ", ")), nil
+}
+
+// allThreadsPrctl runs prctl on every thread: credentials and no_new_privs
+// are per thread, and the workload is forked from any of Go's threads.
+func allThreadsPrctl(option int, arg2 uintptr) error {
+	_, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, uintptr(option), arg2, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// dropCapabilities empties the bounding and ambient sets and clears the
+// effective, permitted and inheritable sets on every thread.
+func dropCapabilities() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &last)
+	}
+	for c := 0; c <= last; c++ {
+		if err := allThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c)); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("bounding set drop %d: %w", c, err)
+		}
+	}
+	if _, _, e := syscall.AllThreadsSyscall6(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
+		return fmt.Errorf("ambient clear: %w", e)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("capset: %w", e)
+	}
+	return nil
+}
+
+// serve runs exec requests until the workload exits (one-shot) or the
+// supervisor closes the control socket.
+func serve(ctl int, buf []byte, spec *InitSpec) {
+	oob := make([]byte, unix.CmsgSpace(64*4))
+	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || n == 0 {
+		os.Exit(1) // supervisor gone: dying as PID 1 kills the namespace
+	}
+	var req execRequest
+	if err := json.Unmarshal(buf[:n], &req); err != nil {
+		send(ctl, initMsg{Error: "init: bad exec request: " + err.Error(), Exited: true, Code: 127})
+		os.Exit(1)
+	}
+	var fds []int
+	if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, c := range cmsgs {
+			if r, err := unix.ParseUnixRights(&c); err == nil {
+				fds = append(fds, r...)
+			}
+		}
+	}
+	// Watch the supervisor: EOF on the control socket means it died.
+	go func() {
+		b := make([]byte, 64)
+		for {
+			n, _, _, _, err := unix.Recvmsg(ctl, b, nil, 0)
+			if err != unix.EINTR && (err != nil || n == 0) {
+				os.Exit(1)
+			}
+		}
+	}()
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	path, err := lookPath(req.Args[0], req.Env)
+	if err != nil {
+		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})
+		os.Exit(0)
+	}
+	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: uintptrs(fds),
+		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: req.TTY, Ctty: 0},
+	})
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		code := 126
+		if errors.Is(err, unix.ENOENT) {
+			code = 127
+		}
+		send(ctl, initMsg{Error: fmt.Sprintf("exec %s: %v", req.Args[0], err), Exited: true, Code: code})
+		os.Exit(0)
+	}
+	send(ctl, initMsg{PID: pid})
+	go func() {
+		for s := range sigs {
+			sig := s.(syscall.Signal)
+			if unix.Kill(-pid, sig) != nil {
+				_ = unix.Kill(pid, sig)
+			}
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			send(ctl, initMsg{Error: "init: wait: " + err.Error(), Exited: true, Code: 127})
+			os.Exit(1)
+		}
+		if wpid != pid {
+			continue // a reparented orphan
+		}
+		m := initMsg{Exited: true}
+		switch {
+		case ws.Exited():
+			m.Code = ws.ExitStatus()
+		case ws.Signaled():
+			m.Signal = int(ws.Signal())
+			m.Code = 128 + m.Signal
+		}
+		send(ctl, m)
+		// Exiting as PID 1 makes the kernel kill every remaining process
+		// of the namespace: nothing the workload started outlives it.
+		os.Exit(0)
+	}
+}
+
+func uintptrs(fds []int) []uintptr {
+	out := make([]uintptr, len(fds))
+	for i, fd := range fds {
+		out[i] = uintptr(fd)
+	}
+	return out
+}
+
+// lookPath finds file in the PATH of env, like execvp(3).
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %s: command not found in the sandbox (PATH=%s)", file, path)
+}

@@ -1,0 +1,442 @@
+//go:build linux
+
+// Package linux is Corral's native Linux provider: user, mount, PID, IPC,
+// UTS, cgroup and network namespaces; a new root built from bind mounts;
+// Landlock; seccomp; cgroups and rlimits. It works as root and as an
+// unprivileged user.
+package linux
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux/cgroup"
+)
+
+// Name is the provider's name.
+const Name = "linux"
+
+// Provider is the native Linux provider. The zero value is ready to use.
+type Provider struct {
+	once sync.Once
+	host hostFacts
+}
+
+// New returns the Linux provider.
+func New() *Provider { return &Provider{} }
+
+func (p *Provider) Name() string { return Name }
+
+// hostFacts is what the provider learned about the host, once per process.
+type hostFacts struct {
+	kernel      string
+	userns      error // nil when user namespaces can be created
+	usernsFix   string
+	landlockABI int
+	seccomp     bool
+	cgroups     cgroup.Support
+}
+
+func (p *Provider) facts() *hostFacts {
+	p.once.Do(func() {
+		h := &p.host
+		if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+			h.kernel = strings.TrimSpace(string(b))
+		}
+		h.userns, h.usernsFix = probeUserns()
+		h.landlockABI = landlockABI()
+		h.seccomp = probeSeccomp()
+		h.cgroups = cgroup.Probe()
+	})
+	return &p.host
+}
+
+func readInt(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n, err == nil
+}
+
+// probeUserns reads the sysctls that gate user namespaces (without creating
+// one): user.max_user_namespaces, Debian's kernel.unprivileged_userns_clone
+// and Ubuntu's AppArmor restriction.
+func probeUserns() (error, string) {
+	if n, ok := readInt("/proc/sys/user/max_user_namespaces"); ok && n == 0 {
+		return fmt.Errorf("user namespaces are disabled (user.max_user_namespaces=0)"), "sysctl -w user.max_user_namespaces=15000"
+	}
+	if os.Geteuid() == 0 {
+		return nil, ""
+	}
+	if n, ok := readInt("/proc/sys/kernel/unprivileged_userns_clone"); ok && n == 0 {
+		return fmt.Errorf("unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)"), "sysctl -w kernel.unprivileged_userns_clone=1"
+	}
+	if n, ok := readInt("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); ok && n == 1 {
+		return fmt.Errorf("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"),
+			"add an AppArmor profile granting 'userns,' to the corral binary (see docs/install.md), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+	}
+	return nil, ""
+}
+
+func probeSeccomp() bool {
+	b, err := os.ReadFile("/proc/self/status")
+	return err == nil && strings.Contains(string(b), "\nSeccomp:")
+}
+
+// Probe reports what this host offers the provider.
+func (p *Provider) Probe(ctx context.Context) provider.HostReport {
+	h := p.facts()
+	r := provider.HostReport{Provider: Name, Available: true, Facts: map[string]string{
+		"kernel":       h.kernel,
+		"landlock_abi": strconv.Itoa(h.landlockABI),
+		"seccomp":      strconv.FormatBool(h.seccomp),
+		"cgroup":       cgroupFact(h.cgroups),
+		"uid":          strconv.Itoa(os.Getuid()),
+	}}
+	r.Facts["user_namespaces"] = "ok"
+	if h.userns != nil {
+		r.Available, r.Reason = false, h.userns.Error()
+		r.Facts["user_namespaces"] = h.userns.Error()
+		r.Fixes = append(r.Fixes, h.usernsFix)
+	}
+	if h.cgroups.Fix != "" && !h.cgroups.Writable {
+		r.Fixes = append(r.Fixes, h.cgroups.Fix)
+	}
+	return r
+}
+
+func cgroupFact(s cgroup.Support) string {
+	if s.Version == 0 {
+		return "none: " + s.Reason
+	}
+	w := "writable"
+	if !s.Writable {
+		w = "not writable: " + s.Reason
+	}
+	return fmt.Sprintf("v%d (%s) %s", s.Version, strings.Join(s.Controllers, ","), w)
+}
+
+// Capabilities describes the provider on this host.
+func (p *Provider) Capabilities(ctx context.Context) provider.Capabilities {
+	h := p.facts()
+	return provider.Capabilities{
+		Version:                 provider.CapabilitiesVersion,
+		Provider:                Name,
+		FilesystemGrants:        true,
+		FilesystemDeny:          true,
+		NetworkModes:            []policy.NetworkMode{policy.NetworkNone, policy.NetworkHost},
+		ResourceLimits:          []string{"memory", "pids", "cpu", "nofile", "timeout"},
+		SessionLifetimes:        []provider.SessionLifetime{provider.LifetimePerRun},
+		HostPathProjection:      true,
+		ReportsRuntimeReadiness: true,
+		Layers:                  h.layerAvailability(nil),
+	}
+}
+
+// layerAvailability says, per layer, whether it can be applied here.
+func (h *hostFacts) layerAvailability(req policy.Layers) []provider.LayerStatus {
+	var out []provider.LayerStatus
+	for _, l := range policy.AllLayers {
+		st := provider.LayerStatus{Layer: l, Required: req.Requirement(l), State: provider.LayerActive}
+		switch l {
+		case policy.LayerNamespaces, policy.LayerMounts:
+			if h.userns != nil {
+				st.State, st.Detail = provider.LayerUnavailable, h.userns.Error()
+			} else {
+				st.Detail = "user, mount, pid, ipc, uts, cgroup, net namespaces"
+				if l == policy.LayerMounts {
+					st.Detail = "new root from bind mounts, pivot_root"
+				}
+			}
+		case policy.LayerLandlock:
+			if h.landlockABI < 1 {
+				st.State, st.Detail = provider.LayerUnavailable, "kernel has no Landlock (ABI 0)"
+			} else {
+				st.Detail = fmt.Sprintf("landlock ABI %d", h.landlockABI)
+			}
+		case policy.LayerSeccomp:
+			if !h.seccomp {
+				st.State, st.Detail = provider.LayerUnavailable, "kernel has no seccomp"
+			} else {
+				st.Detail = "seccomp-bpf filter"
+			}
+		case policy.LayerCgroups:
+			if !h.cgroups.Writable {
+				st.State, st.Detail = provider.LayerUnavailable, "cgroups: "+h.cgroups.Reason
+			} else {
+				st.Detail = cgroupFact(h.cgroups)
+			}
+		}
+		if st.State == provider.LayerUnavailable && st.Required == policy.Optional {
+			st.State = provider.LayerSkipped
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Map turns a resolved policy into an InitSpec and reports every loss.
+func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan, provider.LossReport) {
+	h := p.facts()
+	var loss provider.LossReport
+	add := func(sev provider.Severity, area, field, format string, args ...any) {
+		loss = append(loss, provider.Loss{Severity: sev, Area: area, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	layers := h.layerAvailability(r.Layers)
+	for _, st := range layers {
+		field := "layers." + string(st.Layer)
+		switch {
+		case st.State == provider.LayerUnavailable:
+			add(provider.SeverityError, "layers", field, "required layer %s cannot be applied on this host: %s (mark it optional to run without it)", st.Layer, st.Detail)
+		case st.State == provider.LayerSkipped:
+			add(provider.SeverityWarning, "layers", field, "optional layer %s is not available and will not be applied: %s", st.Layer, st.Detail)
+		}
+		if (st.Layer == policy.LayerNamespaces || st.Layer == policy.LayerMounts) && st.Required == policy.Optional {
+			add(provider.SeverityInfo, "layers", field, "the linux provider always uses %s; every other layer builds on it", st.Layer)
+			if st.State == provider.LayerSkipped {
+				loss[len(loss)-2].Severity = provider.SeverityError
+			}
+		}
+	}
+	spec := &InitSpec{
+		Hostname: "corral",
+		NewNet:   r.Network != policy.NetworkHost,
+		Home:     r.Home,
+		Workdir:  r.Workdir,
+		Env:      r.Env,
+		Seccomp:  stateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
+		Cgroup:   stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+		Layers:   map[policy.Layer]policy.Requirement{},
+		Nofile:   uint64(r.Limits.Nofile),
+		Nproc:    uint64(r.Limits.Pids),
+	}
+	for _, l := range policy.AllLayers {
+		spec.Layers[l] = r.Layers.Requirement(l)
+	}
+	if r.Network == policy.NetworkHost {
+		add(provider.SeverityWarning, "network", "network.mode", "host: the sandbox shares the host's network stack, unfiltered")
+	}
+	if !spec.Cgroup {
+		lim := r.Limits
+		for name, set := range map[string]bool{"memory": lim.Memory > 0, "pids": lim.Pids > 0, "cpu": lim.CPU > 0} {
+			if set {
+				sev := provider.SeverityWarning
+				if name == "pids" {
+					add(sev, "process", "process.limits.pids", "pids is enforced only as RLIMIT_NPROC (per uid in the sandbox's user namespace) without cgroups")
+					continue
+				}
+				add(sev, "process", "process.limits."+name, "%s limit is not enforced without cgroups", name)
+			}
+		}
+	}
+	uid, gid, err := workloadIDs(r)
+	if err != nil {
+		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
+	}
+	spec.UID, spec.GID = uid, gid
+	if os.Getuid() == 0 {
+		if st, err := os.Stat(r.Workdir); err == nil {
+			if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) != uid && st.Mode().Perm()&0o002 == 0 {
+				if includesWorkdirRW(r) {
+					add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there will fail (set process.run_as_user or chown the workdir)", uid, r.Workdir, s.Uid)
+				}
+			}
+		}
+	}
+	if len(r.Skipped) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	}
+	mounts, ll, errs := mountPlan(r)
+	for _, e := range errs {
+		add(provider.SeverityError, "filesystem", e.field, "%s", e.msg)
+	}
+	spec.Mounts = mounts
+	spec.Landlock = ll
+	spec.Landlock.Enabled = stateOf(layers, policy.LayerLandlock) == provider.LayerActive
+	spec.Landlock.Required = r.Layers.Requirement(policy.LayerLandlock) == policy.Required
+	spec.Landlock.DenyTCP = spec.NewNet
+	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
+		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
+	}
+	if spec.Landlock.Enabled && h.landlockABI < 6 {
+		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)
+	}
+	plan := &provider.Plan{Provider: Name, Policy: r, Layers: layers, Details: spec, Loss: loss}
+	return plan, loss
+}
+
+func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
+	for _, s := range ls {
+		if s.Layer == l {
+			return s.State
+		}
+	}
+	return provider.LayerUnavailable
+}
+
+func includesWorkdirRW(r *policy.Resolved) bool {
+	for _, g := range r.Grants {
+		if g.Path == r.Workdir {
+			return g.Access == policy.AccessReadWrite
+		}
+	}
+	return false
+}
+
+// workloadIDs picks the workload's uid and gid: unprivileged, the caller's
+// own; as root, process.run_as_user, else the workdir's owner when that is
+// not root, else nobody (65534). The workload never runs as root.
+func workloadIDs(r *policy.Resolved) (int, int, error) {
+	if os.Getuid() != 0 {
+		if r.RunAs != "" {
+			if u, err := lookupUser(r.RunAs); err != nil || u != os.Getuid() {
+				return os.Getuid(), os.Getgid(), fmt.Errorf("run_as_user %q needs root; an unprivileged caller's workload runs as itself (uid %d)", r.RunAs, os.Getuid())
+			}
+		}
+		return os.Getuid(), os.Getgid(), nil
+	}
+	if r.RunAs != "" {
+		u, err := user.Lookup(r.RunAs)
+		if err != nil {
+			u, err = user.LookupId(r.RunAs)
+		}
+		if err != nil {
+			if n, aerr := strconv.Atoi(r.RunAs); aerr == nil && n > 0 {
+				return n, n, nil
+			}
+			return 65534, 65534, fmt.Errorf("run_as_user %q: no such user", r.RunAs)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if uid == 0 {
+			return 65534, 65534, fmt.Errorf("run_as_user %q is root; the workload never runs as root", r.RunAs)
+		}
+		return uid, gid, nil
+	}
+	if st, err := os.Stat(r.Workdir); err == nil {
+		if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 {
+			return int(s.Uid), int(s.Gid), nil
+		}
+	}
+	return 65534, 65534, nil
+}
+
+func lookupUser(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil {
+		return n, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(u.Uid)
+}
+
+type planErr struct{ field, msg string }
+
+// mountPlan orders the mount tree: root-level synthetic mounts (/proc,
+// /dev, /tmp, the private home) and grants, parents before children, so
+// that the most specific path wins. It also derives the Landlock rules.
+func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
+	var ms []MountSpec
+	var errs []planErr
+	granted := map[string]bool{}
+	for _, g := range r.Grants {
+		granted[g.Path] = true
+	}
+	ms = append(ms, MountSpec{Kind: MountProc, Path: "/proc", Dir: true, Field: "builtin"})
+	ms = append(ms, MountSpec{Kind: MountDev, Path: "/dev", Dir: true, Field: "builtin"})
+	if !granted["/tmp"] {
+		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: "/tmp", Dir: true, Mode: 0o1777, Field: "builtin (private /tmp)"})
+	}
+	if r.Home != "" && r.Home != "/" && !granted[r.Home] {
+		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: r.Home, Dir: true, Mode: 0o700, Field: "builtin (private home)"})
+	}
+	var ll LandlockSpec
+	ll.RWDirs = append(ll.RWDirs, "/dev", "/proc", "/tmp")
+	if r.Home != "" && !granted[r.Home] {
+		ll.RWDirs = append(ll.RWDirs, r.Home)
+	}
+	var denied []string
+	for _, g := range r.Grants {
+		for _, d := range denied {
+			if strings.HasPrefix(g.Path, d+"/") && g.Access != policy.AccessDeny {
+				errs = append(errs, planErr{g.Field, fmt.Sprintf("%s is inside denied %s; a grant cannot reopen part of a denied tree (remove one of the rules)", g.Path, d)})
+			}
+		}
+		switch g.Access {
+		case policy.AccessDeny:
+			denied = append(denied, g.Path)
+			ms = append(ms, MountSpec{Kind: MountMask, Path: g.Path, Dir: g.Dir, ReadOnly: true, Field: g.Field})
+		case policy.AccessReadOnly, policy.AccessReadWrite:
+			ro := g.Access == policy.AccessReadOnly
+			ms = append(ms, MountSpec{Kind: MountBind, Path: g.Path, Source: g.Path, Dir: g.Dir, ReadOnly: ro, Field: g.Field})
+			switch {
+			case ro && g.Dir:
+				ll.RODirs = append(ll.RODirs, g.Path)
+			case ro:
+				ll.ROFiles = append(ll.ROFiles, g.Path)
+			case g.Dir:
+				ll.RWDirs = append(ll.RWDirs, g.Path)
+			default:
+				ll.RWFiles = append(ll.RWFiles, g.Path)
+			}
+		}
+	}
+	ms = append(ms, rootSymlinks(r.Grants, granted)...)
+	sort.SliceStable(ms, func(i, j int) bool { return depth(ms[i].Path) < depth(ms[j].Path) })
+	return ms, ll, errs
+}
+
+// rootSymlinks recreates the host's top-level symlinks (merged /usr:
+// /bin -> usr/bin, /lib64 -> usr/lib64, ...) whose target is granted, so
+// that paths such as the ELF interpreter /lib64/ld-linux-x86-64.so.2
+// resolve inside as they do on the host.
+func rootSymlinks(grants []policy.PathGrant, granted map[string]bool) []MountSpec {
+	ents, err := os.ReadDir("/")
+	if err != nil {
+		return nil
+	}
+	var out []MountSpec
+	for _, e := range ents {
+		if e.Type()&os.ModeSymlink == 0 || granted["/"+e.Name()] {
+			continue
+		}
+		link := "/" + e.Name()
+		target, err := os.Readlink(link)
+		if err != nil {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			continue
+		}
+		for _, g := range grants {
+			if g.Access != policy.AccessDeny && (real == g.Path || strings.HasPrefix(real, g.Path+"/")) {
+				out = append(out, MountSpec{Kind: MountSymlink, Path: link, Source: target, Field: "builtin (host root symlink)"})
+				break
+			}
+		}
+	}
+	return out
+}
+
+func depth(p string) int {
+	p = filepath.Clean(p)
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}

@@ -1,0 +1,477 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux/cgroup"
+)
+
+// FaultEnv names the environment variable that makes one layer fail when
+// applied, for testing fail-closed behaviour (P08, P16). It can only make a
+// run fail or drop a layer the policy already marked optional.
+const FaultEnv = "CORRAL_FAULT_LAYER"
+
+// Sandbox is one Linux sandbox: a cgroup, and an init process in fresh
+// namespaces reached over a control socket.
+type Sandbox struct {
+	id     string
+	plan   *provider.Plan
+	spec   *InitSpec
+	cg     *cgroup.Group
+	layers []provider.LayerStatus
+
+	cmd     *exec.Cmd
+	ctl     *os.File
+	initPID int
+	exited  chan struct{} // closed when init has been reaped
+	killed  bool
+}
+
+// Provision creates the sandbox's cgroup. Nothing runs yet.
+func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
+	if plan.Loss.HasErrors() {
+		return nil, provider.Rejected(plan.Loss)
+	}
+	spec, ok := plan.Details.(*InitSpec)
+	if !ok {
+		return nil, provider.Errorf(provider.CodeInternal, "plan is not a linux plan")
+	}
+	spec.FaultLayer = os.Getenv(FaultEnv)
+	var rb [6]byte
+	_, _ = rand.Read(rb[:])
+	sb := &Sandbox{id: fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])), plan: plan, spec: spec}
+	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
+	if spec.Cgroup {
+		_, _ = cgroup.Sweep() // remove what SIGKILLed runs left behind
+		var err error
+		if spec.FaultLayer == string(policy.LayerCgroups) {
+			err = errors.New("fault injected (" + FaultEnv + "=cgroups)")
+		} else {
+			lim := plan.Policy.Limits
+			sb.cg, err = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
+		}
+		if err != nil {
+			if spec.Layers[policy.LayerCgroups] != policy.Optional {
+				return nil, provider.LayerError(provider.CodeProvisionFailed, "cgroups", err)
+			}
+			sb.setLayer(policy.LayerCgroups, provider.LayerSkipped, err.Error())
+		}
+	}
+	return sb, nil
+}
+
+func (s *Sandbox) ID() string { return s.id }
+
+func (s *Sandbox) setLayer(l policy.Layer, st provider.LayerState, detail string) {
+	for i := range s.layers {
+		if s.layers[i].Layer == l {
+			s.layers[i].State, s.layers[i].Detail = st, detail
+		}
+	}
+}
+
+// Layers returns the layers in force, as verified after Start.
+func (s *Sandbox) Layers() []provider.LayerStatus { return s.layers }
+
+// Start launches init in new namespaces, places it in the cgroup, sends the
+// spec and waits until every layer is applied (or one failed).
+func (s *Sandbox) Start(ctx context.Context) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "control socket: %v", err)
+	}
+	s.ctl = os.NewFile(uintptr(fds[0]), "corral-ctl")
+	child := os.NewFile(uintptr(fds[1]), "corral-ctl-init")
+	defer child.Close()
+
+	uid, gid := s.spec.UID, s.spec.GID
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if s.spec.NewNet {
+		flags |= unix.CLONE_NEWNET
+	}
+	attr := &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		Credential:                 &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true},
+		// Just what init needs to build the sandbox; all dropped before the
+		// workload runs.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN},
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	if os.Getuid() != 0 {
+		// An unprivileged caller may only map its own ids and must not
+		// call setgroups (user_namespaces(7)).
+		if uid != os.Getuid() || gid != os.Getgid() {
+			return provider.Errorf(provider.CodeStartFailed, "cannot map uid %d as uid %d", uid, os.Getuid())
+		}
+	}
+	if s.cg != nil {
+		if fd, ok := s.cg.FD(); ok {
+			attr.UseCgroupFD, attr.CgroupFD = true, fd
+		}
+	}
+	s.cmd = &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"corral-init", InitArg},
+		Env:         []string{},
+		ExtraFiles:  []*os.File{child},
+		SysProcAttr: attr,
+	}
+	s.exited = make(chan struct{})
+	started := make(chan error, 1)
+	// Pdeathsig fires when the thread that forked exits, so that thread
+	// stays locked until init is gone.
+	go func() {
+		runtime.LockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			close(s.exited)
+			return
+		}
+		started <- nil
+		_ = s.cmd.Wait()
+		close(s.exited)
+	}()
+	if err := <-started; err != nil {
+		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
+	}
+	s.initPID = s.cmd.Process.Pid
+	if s.cg != nil {
+		if _, ok := s.cg.FD(); !ok {
+			if err := s.cg.Add(s.initPID); err != nil {
+				return provider.LayerError(provider.CodeStartFailed, "cgroups", err)
+			}
+		}
+	}
+	b, _ := json.Marshal(s.spec)
+	// Env is not serialised in the spec's JSON; send it with the exec.
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, nil, nil, 0); err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "send spec: %v", err)
+	}
+	m, err := s.recv(ctx)
+	if err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "init: %v", err)
+	}
+	if !m.Ready {
+		return &provider.Error{Code: provider.CodeStartFailed, Layer: m.Layer, Msg: m.Error}
+	}
+	for _, sk := range m.Skipped {
+		l, why, _ := strings.Cut(sk, ": ")
+		s.setLayer(policy.Layer(l), provider.LayerSkipped, why)
+	}
+	if m.Landlock != "" {
+		s.setLayer(policy.LayerLandlock, provider.LayerActive, m.Landlock)
+	}
+	return s.verify()
+}
+
+// recv reads one message from init, giving up when ctx ends or init dies.
+func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
+	type res struct {
+		m   initMsg
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		n, _, _, _, err := unix.Recvmsg(int(s.ctl.Fd()), buf, nil, 0)
+		if err == nil && n == 0 {
+			err = errors.New("init exited without a report")
+		}
+		var m initMsg
+		if err == nil {
+			err = json.Unmarshal(buf[:n], &m)
+		}
+		ch <- res{m, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-ctx.Done():
+		return initMsg{}, ctx.Err()
+	}
+}
+
+// verify checks from outside, in /proc/<init>/, that the layers the plan
+// says are active really are: namespaces differ from ours, no_new_privs
+// and seccomp mode 2 are set, no capability is left, and init sits in the
+// cgroup whose limits read back as asked. Init's restrictions are inherited
+// by everything it starts and cannot be shed.
+func (s *Sandbox) verify() error {
+	fail := func(l policy.Layer, format string, args ...any) error {
+		msg := fmt.Sprintf(format, args...)
+		if s.spec.Layers[l] == policy.Optional {
+			s.setLayer(l, provider.LayerSkipped, "verification failed: "+msg)
+			return nil
+		}
+		return &provider.Error{Code: provider.CodeStartFailed, Layer: string(l), Msg: "verification failed: " + msg}
+	}
+	pid := strconv.Itoa(s.initPID)
+	var differ []string
+	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup", "net"} {
+		mine, _ := os.Readlink("/proc/self/ns/" + ns)
+		theirs, err := os.Readlink("/proc/" + pid + "/ns/" + ns)
+		if err != nil {
+			return fail(policy.LayerNamespaces, "read ns/%s: %v", ns, err)
+		}
+		if mine != theirs {
+			differ = append(differ, ns)
+		} else if ns != "net" || s.spec.NewNet {
+			return fail(policy.LayerNamespaces, "%s namespace is the host's", ns)
+		}
+	}
+	s.setLayer(policy.LayerNamespaces, provider.LayerActive, "own "+strings.Join(differ, ", ")+" namespaces (checked in /proc/"+pid+"/ns)")
+	st, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return fail(policy.LayerNamespaces, "read status: %v", err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(string(st), "\n") {
+		k, v, _ := strings.Cut(line, ":")
+		fields[k] = strings.TrimSpace(v)
+	}
+	for _, c := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
+		if strings.Trim(fields[c], "0") != "" {
+			return fail(policy.LayerNamespaces, "%s is %s, want no capabilities", c, fields[c])
+		}
+	}
+	if fields["NoNewPrivs"] != "1" {
+		return fail(policy.LayerSeccomp, "NoNewPrivs is %q", fields["NoNewPrivs"])
+	}
+	if s.spec.Seccomp && stateOf(s.layers, policy.LayerSeccomp) == provider.LayerActive {
+		if fields["Seccomp"] != "2" {
+			return fail(policy.LayerSeccomp, "Seccomp mode is %q, want 2 (filter)", fields["Seccomp"])
+		}
+		s.setLayer(policy.LayerSeccomp, provider.LayerActive, "Seccomp: 2, NoNewPrivs: 1, no capabilities (checked in /proc/"+pid+"/status)")
+	}
+	if stateOf(s.layers, policy.LayerMounts) == provider.LayerActive {
+		mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+		if err != nil {
+			return fail(policy.LayerMounts, "read mountinfo: %v", err)
+		}
+		if !rootIsCorral(string(mi)) {
+			return fail(policy.LayerMounts, "root of the sandbox is not corral's tmpfs")
+		}
+		s.setLayer(policy.LayerMounts, provider.LayerActive, fmt.Sprintf("%d mounts under a private read-only root (checked in /proc/%s/mountinfo)", strings.Count(string(mi), "\n"), pid))
+	}
+	if s.cg != nil && stateOf(s.layers, policy.LayerCgroups) == provider.LayerActive {
+		ev, err := s.cg.Verify()
+		if err != nil {
+			return fail(policy.LayerCgroups, "%v", err)
+		}
+		procs, _ := s.cg.Procs()
+		in := false
+		for _, p := range procs {
+			in = in || p == s.initPID
+		}
+		if !in {
+			return fail(policy.LayerCgroups, "init %d is not in %s", s.initPID, strings.Join(s.cg.Paths(), ", "))
+		}
+		keys := make([]string, 0, len(ev))
+		for k, v := range ev {
+			keys = append(keys, k+"="+v)
+		}
+		sort.Strings(keys)
+		s.setLayer(policy.LayerCgroups, provider.LayerActive, strings.Join(keys, " "))
+	}
+	return nil
+}
+
+// rootIsCorral reports whether the mount at "/" in a mountinfo is the
+// tmpfs Corral made (source "corral-root").
+func rootIsCorral(mountinfo string) bool {
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[4] != "/" {
+			continue
+		}
+		for i, x := range f {
+			if x == "-" && i+2 < len(f) {
+				return f[i+1] == "tmpfs" && f[i+2] == "corral-root"
+			}
+		}
+	}
+	return false
+}
+
+// Signal forwards sig to the workload (through init).
+func (s *Sandbox) Signal(sig os.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return provider.Errorf(provider.CodeNotFound, "sandbox %s is not running", s.id)
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Exec runs spec inside and waits for it. The policy's timeout is enforced
+// here: when it expires, the whole sandbox is killed.
+func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
+	t0 := time.Now()
+	if len(spec.Args) == 0 {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "no command given")
+	}
+	dir := spec.Dir
+	if dir == "" {
+		dir = s.spec.Workdir
+	}
+	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
+	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY}
+	files := append([]*os.File{spec.Stdin, spec.Stdout, spec.Stderr}, spec.ExtraFiles...)
+	var fds []int
+	var devnull *os.File
+	for _, f := range files {
+		if f == nil {
+			if devnull == nil {
+				var err error
+				if devnull, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+					return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "%v", err)
+				}
+				defer devnull.Close()
+			}
+			f = devnull
+		}
+		fds = append(fds, int(f.Fd()))
+	}
+	req.NFiles = len(fds)
+	b, _ := json.Marshal(req)
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "send exec request: %v", err)
+	}
+	timeout := time.Duration(s.plan.Policy.Limits.Timeout)
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	msgs := make(chan initMsg, 2)
+	go func() {
+		for {
+			m, err := s.recv(context.Background())
+			if err != nil {
+				close(msgs)
+				return
+			}
+			msgs <- m
+			if m.Exited {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeExecFailed, "sandbox init died")
+			}
+			if m.PID != 0 && spec.Started != nil {
+				spec.Started(s.hostPID())
+			}
+			if m.Exited {
+				st := provider.ExitStatus{Code: m.Code, Duration: time.Since(t0)}
+				if m.Signal != 0 {
+					st.Signal = unix.SignalName(syscall.Signal(m.Signal))
+				}
+				if m.Error != "" {
+					return st, provider.Errorf(provider.CodeExecFailed, "%s", m.Error)
+				}
+				return st, nil
+			}
+		case <-timer:
+			s.kill()
+			return provider.ExitStatus{Code: provider.CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: time.Since(t0)}, nil
+		case <-ctx.Done():
+			s.kill()
+			return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
+		}
+	}
+}
+
+// hostPID finds the workload's pid in our PID namespace: init's only child.
+func (s *Sandbox) hostPID() int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", s.initPID))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.Atoi(f[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// kill ends init with SIGKILL; the kernel then kills every process in the
+// sandbox's PID namespace.
+func (s *Sandbox) kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.killed = true
+		_ = s.cmd.Process.Kill()
+	}
+}
+
+// Stop kills whatever still runs and waits for init to be reaped.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	if s.exited != nil {
+		select {
+		case <-s.exited:
+		default:
+			s.kill()
+			select {
+			case <-s.exited:
+			case <-ctx.Done():
+				return provider.Errorf(provider.CodeStopFailed, "init %d did not exit: %v", s.initPID, ctx.Err())
+			}
+		}
+	}
+	if s.ctl != nil {
+		s.ctl.Close()
+		s.ctl = nil
+	}
+	if s.cg != nil {
+		if err := s.cg.Kill(); err != nil {
+			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
+		}
+	}
+	return nil
+}
+
+// Deprovision removes the cgroup.
+func (s *Sandbox) Deprovision(ctx context.Context) error {
+	if s.cg != nil {
+		if err := s.cg.Remove(); err != nil {
+			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
+		}
+		s.cg = nil
+	}
+	return nil
+}
+
+// PeakMemory returns the cgroup's peak memory use in bytes, if known.
+func (s *Sandbox) PeakMemory() (int64, bool) {
+	if s.cg == nil {
+		return 0, false
+	}
+	n, err := s.cg.PeakMemory()
+	return n, err == nil
+}

@@ -1,0 +1,86 @@
+package linux
+
+import "github.com/corral-sandbox/corral/policy"
+
+// MountKind is one kind of entry in the sandbox's mount tree.
+type MountKind string
+
+const (
+	MountBind   MountKind = "bind"   // a host path cloned (recursively) into the tree
+	MountTmpfs  MountKind = "tmpfs"  // a fresh private tmpfs
+	MountMask   MountKind = "mask"   // a denied path: empty, mode 000, read-only
+	MountProc   MountKind = "proc"   // a fresh procfs for the sandbox's PID namespace
+	MountDev    MountKind = "dev"    // the minimal /dev
+	MountDevpts MountKind = "devpts" // a new devpts instance
+	// MountSymlink is a symlink in the root (Source is its target), kept
+	// so that merged-/usr links such as /bin -> usr/bin work inside.
+	MountSymlink MountKind = "symlink"
+)
+
+// MountSpec is one mount of the sandbox tree. Path is where it appears
+// inside; binds keep host paths at the same place (host path projection).
+type MountSpec struct {
+	Kind     MountKind `json:"kind"`
+	Path     string    `json:"path"`
+	Source   string    `json:"source,omitempty"` // host path (bind)
+	ReadOnly bool      `json:"read_only"`
+	Dir      bool      `json:"dir"`
+	Mode     uint32    `json:"mode,omitempty"` // tmpfs root mode
+	Field    string    `json:"field,omitempty"`
+}
+
+// LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
+type LandlockSpec struct {
+	Enabled  bool     `json:"enabled"`
+	Required bool     `json:"required"`
+	RODirs   []string `json:"ro_dirs,omitempty"`
+	ROFiles  []string `json:"ro_files,omitempty"`
+	RWDirs   []string `json:"rw_dirs,omitempty"`
+	RWFiles  []string `json:"rw_files,omitempty"`
+	DenyTCP  bool     `json:"deny_tcp"` // handle TCP bind/connect with no allow rule (network none)
+}
+
+// InitSpec is everything the in-sandbox init needs; the supervisor sends it
+// over the control socket. It is also the linux provider's Plan.Details.
+type InitSpec struct {
+	UID        int                                 `json:"uid"` // workload uid, same inside and outside
+	GID        int                                 `json:"gid"`
+	Hostname   string                              `json:"hostname"`
+	NewNet     bool                                `json:"new_network_namespace"`
+	Mounts     []MountSpec                         `json:"mounts"`
+	Landlock   LandlockSpec                        `json:"landlock"`
+	Seccomp    bool                                `json:"seccomp"`
+	Nofile     uint64                              `json:"rlimit_nofile,omitempty"`
+	Nproc      uint64                              `json:"rlimit_nproc,omitempty"`
+	Home       string                              `json:"home"`
+	Workdir    string                              `json:"workdir"`
+	Env        []string                            `json:"-"`
+	Cgroup     bool                                `json:"cgroup"`
+	Layers     map[policy.Layer]policy.Requirement `json:"layers"`
+	FaultLayer string                              `json:"-"` // testing: make this layer fail on apply
+}
+
+// execRequest asks init to run one process; its stdio arrives as fds.
+type execRequest struct {
+	Args   []string `json:"args"`
+	Dir    string   `json:"dir"`
+	Env    []string `json:"env"`
+	TTY    bool     `json:"tty"`
+	NFiles int      `json:"nfiles"`
+}
+
+// initMsg is what init reports back.
+type initMsg struct {
+	Ready    bool     `json:"ready,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Layer    string   `json:"layer,omitempty"`    // the layer whose application failed
+	Landlock string   `json:"landlock,omitempty"` // what Landlock enforced, e.g. "abi 7: fs, tcp, scope"
+	Skipped  []string `json:"skipped,omitempty"`  // optional layers not applied, "layer: reason"
+	PID      int      `json:"pid,omitempty"`      // workload pid inside the sandbox
+	Exited   bool     `json:"exited,omitempty"`
+	Code     int      `json:"code"`
+	Signal   int      `json:"signal,omitempty"`
+}
+
+// WorkloadUID is the uid the workload runs as, inside and outside.
+func (s *InitSpec) WorkloadUID() int { return s.UID }
