@@ -466,7 +466,11 @@ func TestSweep(t *testing.T) {
 }
 
 func TestSupervisorAlivePidReuse(t *testing.T) {
-	dir := t.TempDir()
+	dir, err := os.MkdirTemp("", "corral-cgroup-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	old := time.Now().Add(-time.Hour)
 	if err := os.Chtimes(dir, old, old); err != nil {
 		t.Fatal(err)
@@ -480,5 +484,58 @@ func TestSupervisorAlivePidReuse(t *testing.T) {
 	}
 	if supervisorAlive(deadPid(t), dir) {
 		t.Error("dead pid counted as alive")
+	}
+}
+
+// TestProbeUnprivileged re-runs TestProbe's check as uid 65534 (when we are
+// root): an unprivileged caller must get a Reason and a Fix unless the host
+// delegates cgroups to it.
+func TestProbeUnprivileged(t *testing.T) {
+	if os.Getenv("CORRAL_CGROUP_PROBE_CHILD") == "1" {
+		s := Probe()
+		fmt.Printf("PROBE %d %v %q %q\n", s.Version, s.Writable, s.Reason, s.Fix)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to uid 65534")
+	}
+	// The go build directory is private to root: copy the binary out.
+	dir, err := os.MkdirTemp("", "corral-cgroup-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "cgroup.test")
+	data, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestProbeUnprivileged$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CORRAL_CGROUP_PROBE_CHILD=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "PROBE") {
+		t.Skipf("cannot run the test binary as uid 65534 (%v): %s", err, out)
+	}
+	t.Logf("%s", out)
+	line := string(out)[strings.Index(string(out), "PROBE"):]
+	if strings.Contains(line, " true ") {
+		t.Skip("cgroups are delegated to uid 65534 here")
+	}
+	var v int
+	var w bool
+	var reason, fix string
+	if _, err := fmt.Sscanf(line, "PROBE %d %t %q %q", &v, &w, &reason, &fix); err != nil {
+		t.Fatalf("parse %q: %v", line, err)
+	}
+	if reason == "" || fix == "" {
+		t.Errorf("unprivileged Probe without Reason/Fix: %s", line)
 	}
 }

@@ -229,8 +229,8 @@ func probe() choice {
 		} else {
 			c.Fix = "delegate controllers: systemd-run --user --scope -p Delegate=yes corral run ..."
 		}
-	case h.v2 != nil:
-		c.Support = Support{Version: 2, Controllers: c.v2.avail, Reason: c.v2.reason, Fix: fixV2Root}
+	case h.v2 != nil && (len(h.v1) == 0 || len(intersect(readControllers(filepath.Join(h.v2.own, "cgroup.controllers")))) > 0):
+		c.Support = Support{Version: 2, Reason: c.v2.reason, Fix: fixV2Root}
 		if os.Geteuid() != 0 {
 			c.Fix = fixV2User
 		}
@@ -238,7 +238,11 @@ func probe() choice {
 			c.Reason += "; " + c.v1.reason
 		}
 	case len(h.v1) > 0:
+		// Hybrid host whose controllers are all bound to v1.
 		c.Support = Support{Version: 1, Reason: c.v1.reason, Fix: fixV1}
+		if c.Reason == "" {
+			c.Reason = "cgroup v1: no writable memory, pids or cpu hierarchy"
+		}
 	default:
 		c.Support = Support{Reason: "no cgroup filesystem mounted (" + h.v2err + ")",
 			Fix: "mount cgroup2 at /sys/fs/cgroup"}
