@@ -1,14 +1,3 @@
-// Package cgroup puts one sandbox's process tree into a fresh cgroup with
-// memory, pids and CPU limits, verifies the limits from the filesystem,
-// kills everything in the group, and removes it.
-//
-// It drives cgroup v2 (Documentation/admin-guide/cgroup-v2.rst) when the
-// unified hierarchy offers the controllers, else cgroup v1
-// (Documentation/admin-guide/cgroup-v1/memory.rst, pids.rst; CPU bandwidth
-// per Documentation/scheduler/sched-bwc.rst). See v2plan for where groups
-// are created on v2; on v1 each group is
-// <hierarchy mount>/<own cgroup path>/corral/<name> in the memory, pids,
-// cpu and (for Kill) freezer hierarchies.
 package cgroup
 
 import (
@@ -56,7 +45,9 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 
 // New creates the group name (e.g. "run-<pid>-<rand>", the form Sweep
 // recognises) under the corral parent next to the caller's own cgroup and
-// writes l. Memory is rounded down to whole pages, as the kernel does. On
+// writes l. Memory is rounded down to whole pages, as the kernel does. With
+// the v2 "nested" placement (see the package doc) it first moves the calling
+// process into a leaf of its own cgroup. On
 // any failure what was created is removed and the error names the file and
 // errno (see FileError).
 func New(name string, l Limits) (*Group, error) {

@@ -22,29 +22,8 @@ const (
 	supervisorLeaf = "corral-supervisor" // leaf we move into for the nested v2 strategy
 )
 
-// v2plan is where and how New creates groups on the unified hierarchy.
-//
-// cgroup-v2.rst ("No Internal Process Constraint"): a non-root cgroup that
-// has controllers enabled in cgroup.subtree_control can't contain processes.
-// Our own cgroup contains us, so groups can't go directly below it with
-// controllers on. Strategies, tried in order:
-//
-//  1. root: our cgroup is the hierarchy's real root (which is exempt):
-//     <root>/corral/<name>.
-//  2. sibling: the parent P of our cgroup is writable by us (its
-//     cgroup.subtree_control and the directory) and holds no processes:
-//     enable controllers in P, create P/corral next to our cgroup, enable
-//     them in P/corral, and create P/corral/<name>. Nobody moves. This is the
-//     usual case for root, and for a desktop user inside systemd's user@
-//     service (whose whole subtree is delegated to the user).
-//  3. nested: our own cgroup O is delegated to us (e.g. systemd-run --user
-//     --scope -p Delegate=yes) and we are its only process: move ourselves
-//     into the leaf O/corral-supervisor, then proceed as in 2 with P = O.
-//     After the move, the next supervisor in that leaf takes strategy 2.
-//
-// Controllers that New enables in parents are left enabled, and the corral
-// directory is kept (concurrent supervisors share it); only each group's
-// own directory is removed.
+// v2plan is where and how New creates groups on the unified hierarchy;
+// see "Placement on v2" in the package doc.
 type v2plan struct {
 	parent   string   // directory in which the corral directory lives
 	moveTo   string   // nested strategy: leaf to move ourselves into first
