@@ -93,8 +93,13 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 		n = n.Alias
 	}
 	if isNull(n) {
-		v.SetZero()
-		return
+		if n.Value == "~" && (v.Type() == pathRuleType || strings.HasPrefix(field, "filesystem.protected[")) {
+			// A bare ~ is YAML's null, but in a path list it means home.
+			n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "~", Line: n.Line, Column: n.Column}
+		} else {
+			v.SetZero()
+			return
+		}
 	}
 	switch v.Type() {
 	case pathRuleType:

@@ -78,7 +78,7 @@ func TestUnknownFieldHasPositionAndSuggestion(t *testing.T) {
 
 func TestUnknownFieldHints(t *testing.T) {
 	cases := []struct{ src, field, hint string }{
-		{"version: 1\nmode: host\n", "mode", "network.mode"},                       // misplaced
+		{"version: 1\nmode: host\n", "mode", "network.mode"},                                     // misplaced
 		{"version: 1\nfilesystem:\n  read-write: []\n", "filesystem.read-write", `"read_write"`}, // dash for underscore
 		{"version: 1\nprocess:\n  zzz: 1\n", "process.zzz", "valid fields of process are env, run_as_user, limits"},
 		{"version: 1\nfilesystem:\n  read_only:\n    - {path: /usr, optinal: true}\n", "filesystem.read_only[0].optinal", `"optional"`},

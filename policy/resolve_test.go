@@ -1,0 +1,467 @@
+package policy
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// canon returns the canonical form of p (t.TempDir may sit behind symlinks).
+func canon(t *testing.T, p string) string {
+	t.Helper()
+	c, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mkdirs(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func touch(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		mkdirs(t, filepath.Dir(p))
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// parse parses src (a policy body without the version line).
+func parse(t *testing.T, src string) *Policy {
+	t.Helper()
+	p, err := Parse([]byte("version: 1\n"+src), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// env is a fixture: a temp home and workdir.
+type env struct{ home, work string }
+
+func newEnv(t *testing.T) env {
+	root := canon(t, t.TempDir())
+	e := env{home: filepath.Join(root, "home"), work: filepath.Join(root, "home", "project")}
+	mkdirs(t, e.work)
+	return e
+}
+
+func (e env) ctx() Context { return Context{Home: e.home, Workdir: e.work} }
+
+func grantOf(r *Resolved, path string) (PathGrant, bool) {
+	for _, g := range r.Grants {
+		if g.Path == path {
+			return g, true
+		}
+	}
+	return PathGrant{}, false
+}
+
+func TestDangerousGrants(t *testing.T) {
+	e := newEnv(t)
+	ln, err := net.Listen("unix", filepath.Join(e.work, "d.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Symlink("/etc", filepath.Join(e.work, "etc-link")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ src, field, msg string }{
+		{"filesystem:\n  read_write: [/etc]\n", "filesystem.read_write[0]", "modify the host system"},
+		{"filesystem:\n  read_write: [/]\n", "filesystem.read_write[0]", "modify the host system"},
+		{"filesystem:\n  read_write: [~]\n", "filesystem.read_write[0]", "home directory"},
+		{"filesystem:\n  read_write: [\"~/\"]\n", "filesystem.read_write[0]", "home directory"},
+		{"filesystem:\n  read_write: [/dev/null]\n", "filesystem.read_write[0]", "under /dev"},
+		{"filesystem:\n  read_write: [/proc/sys]\n", "filesystem.read_write[0]", "under /proc"},
+		{"filesystem:\n  read_write: [\"{workdir}/etc-link\"]\n", "filesystem.read_write[0]", "modify the host system"},
+		{"filesystem:\n  read_write: [\"{workdir}/d.sock\"]\n", "filesystem.read_write[0]", "unix socket"},
+		{"filesystem:\n  read_only: [\"{workdir}/d.sock\"]\n", "filesystem.read_only[0]", "unix socket"},
+	}
+	for _, c := range cases {
+		_, err := parse(t, c.src).Resolve(e.ctx())
+		got := only(t, err)
+		if got.Field != c.field || !strings.Contains(got.Msg, c.msg) || got.Hint == "" {
+			t.Errorf("%q: got %v", c.src, got)
+		}
+		if got.File != "p.yaml" || got.Line != 3 {
+			t.Errorf("%q: error not positioned: %s:%d", c.src, got.File, got.Line)
+		}
+	}
+	// Denying a socket is fine.
+	r, err := parse(t, "filesystem:\n  deny: [\"{workdir}/d.sock\"]\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, "d.sock")); !ok || g.Access != AccessDeny {
+		t.Errorf("socket deny grant = %+v, %v", g, ok)
+	}
+}
+
+func TestDangerousWorkdir(t *testing.T) {
+	e := newEnv(t)
+	for _, wd := range []string{e.home, "/"} {
+		_, err := Default().Resolve(Context{Home: e.home, Workdir: wd})
+		got := only(t, err)
+		if got.Field != "filesystem.include_workdir" || !strings.Contains(got.Hint, "include_workdir: false") ||
+			!strings.Contains(got.Hint, "cd into a project directory") {
+			t.Errorf("workdir %s: got %v", wd, got)
+		}
+	}
+	// Without include_workdir the home is an acceptable working directory.
+	p := Default()
+	off := false
+	p.Filesystem.IncludeWorkdir = &off
+	r, err := p.Resolve(Context{Home: e.home, Workdir: e.home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := grantOf(r, e.home); ok {
+		t.Error("home granted although include_workdir is false")
+	}
+	// Bad working directories.
+	file := filepath.Join(e.work, "f")
+	touch(t, file)
+	for _, wd := range []string{"", "rel", filepath.Join(e.work, "missing"), file, "/proc/self/cwd", "/proc"} {
+		_, err := Default().Resolve(Context{Home: e.home, Workdir: wd})
+		if got := only(t, err); got.Field != "workdir" {
+			t.Errorf("workdir %q: got %v", wd, got)
+		}
+	}
+}
+
+func TestMissingVersusOptional(t *testing.T) {
+	e := newEnv(t)
+	src := "filesystem:\n  read_only:\n    - \"{workdir}/there\"\n    - {path: \"{workdir}/gone\", optional: true}\n    - \"{workdir}/nope\"\n"
+	mkdirs(t, filepath.Join(e.work, "there"))
+	_, err := parse(t, src).Resolve(e.ctx())
+	got := only(t, err)
+	expectAt(t, got, "filesystem.read_only[2]", 6, 7, "does not exist")
+	if !strings.Contains(got.Hint, "optional: true") {
+		t.Errorf("hint %q", got.Hint)
+	}
+	mkdirs(t, filepath.Join(e.work, "nope"))
+	r, err := parse(t, src).Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := grantOf(r, filepath.Join(e.work, "gone")); ok {
+		t.Error("optional missing path was granted")
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, "there")); !ok || g.Access != AccessReadOnly || !g.Dir {
+		t.Errorf("grant = %+v, %v", g, ok)
+	}
+	// "~" without a home is an error.
+	_, err = parse(t, "filesystem:\n  read_only: [~/x]\n").Resolve(Context{Workdir: e.work})
+	if got := only(t, err); !strings.Contains(got.Msg, "home directory is unknown") {
+		t.Errorf("got %v", got)
+	}
+}
+
+func TestSymlinkFollowsTarget(t *testing.T) {
+	e := newEnv(t)
+	real := filepath.Join(e.home, "data", "real")
+	mkdirs(t, real)
+	touch(t, filepath.Join(real, "file"))
+	if err := os.Symlink(real, filepath.Join(e.work, "link")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parse(t, "filesystem:\n  read_only: [\"{workdir}/link\", \"{workdir}/link/file\"]\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := grantOf(r, filepath.Join(e.work, "link")); ok {
+		t.Error("grant kept the symlink path")
+	}
+	g, ok := grantOf(r, real)
+	if !ok || g.Access != AccessReadOnly || !g.Dir || g.Field != "filesystem.read_only[0]" {
+		t.Errorf("grant of target = %+v, %v", g, ok)
+	}
+	if g, ok := grantOf(r, filepath.Join(real, "file")); !ok || g.Dir {
+		t.Errorf("file grant = %+v, %v", g, ok)
+	}
+	// A symlinked workdir is canonicalised too.
+	alias := filepath.Join(e.home, "alias")
+	if err := os.Symlink(e.work, alias); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Default().Resolve(Context{Home: e.home, Workdir: alias})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Workdir != e.work {
+		t.Errorf("Workdir = %q, want %q", r.Workdir, e.work)
+	}
+	if g, ok := grantOf(r, e.work); !ok || g.Access != AccessReadWrite || g.Field != "filesystem.include_workdir" {
+		t.Errorf("workdir grant = %+v, %v", g, ok)
+	}
+}
+
+func TestPrecedenceSamePath(t *testing.T) {
+	e := newEnv(t)
+	for _, d := range []string{"a", "b", "c"} {
+		mkdirs(t, filepath.Join(e.work, d))
+	}
+	if err := os.Symlink("c", filepath.Join(e.work, "c-alias")); err != nil {
+		t.Fatal(err)
+	}
+	src := `filesystem:
+  include_workdir: false
+  read_write: ["{workdir}/a", "{workdir}/b", "{workdir}/c-alias"]
+  read_only: ["{workdir}/a", "{workdir}/b"]
+  deny: ["{workdir}/a", "{workdir}/c"]
+`
+	r, err := parse(t, src).Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Access{"a": AccessDeny, "b": AccessReadOnly, "c": AccessDeny}
+	if len(r.Grants) != len(want) {
+		t.Errorf("grants = %+v, want one per path", r.Grants)
+	}
+	for d, acc := range want {
+		if g, ok := grantOf(r, filepath.Join(e.work, d)); !ok || g.Access != acc {
+			t.Errorf("%s: grant %+v, want %s", d, g, acc)
+		}
+	}
+	if g, _ := grantOf(r, filepath.Join(e.work, "b")); g.Field != "filesystem.read_only[1]" {
+		t.Errorf("winning field = %q", g.Field)
+	}
+}
+
+func TestNestedOrdering(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.work, "a", "b", "c"), filepath.Join(e.work, "a-b"), filepath.Join(e.work, "z"))
+	src := `filesystem:
+  read_only: ["{workdir}/a/b/c", "{workdir}/a-b", "{workdir}/a"]
+  deny: ["{workdir}/a/b"]
+  read_write: ["{workdir}/z"]
+  protected: []
+`
+	r, err := parse(t, src).Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Grants) != 6 {
+		t.Fatalf("want 6 grants, got %+v", r.Grants)
+	}
+	for i, gi := range r.Grants {
+		for j, gj := range r.Grants {
+			if strings.HasPrefix(gj.Path, gi.Path+"/") && j < i {
+				t.Errorf("child %s (%d) precedes parent %s (%d)", gj.Path, j, gi.Path, i)
+			}
+		}
+	}
+	if r.Grants[0].Path != e.work {
+		t.Errorf("first grant %s, want the workdir", r.Grants[0].Path)
+	}
+	if g, _ := grantOf(r, filepath.Join(e.work, "a", "b")); g.Access != AccessDeny {
+		t.Errorf("nested deny lost: %+v", g)
+	}
+}
+
+func TestProtectedDefaults(t *testing.T) {
+	e := newEnv(t)
+	hooks := filepath.Join(e.work, ".git", "hooks")
+	config := filepath.Join(e.work, ".git", "config")
+	mkdirs(t, hooks)
+	touch(t, config)
+	other := filepath.Join(e.home, "other")
+	mkdirs(t, other)
+	touch(t, filepath.Join(other, ".bashrc"))
+	// A symlinked .ssh leaving the writable roots cannot be protected by a
+	// bind; it is reported as skipped, and its target is not exposed.
+	outside := filepath.Join(e.home, "secret-ssh")
+	mkdirs(t, outside)
+	if err := os.Symlink(outside, filepath.Join(e.work, ".ssh")); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := parse(t, "filesystem:\n  read_write: [~/other]\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, field := range map[string]string{
+		hooks:                           "filesystem.protected[0]",
+		config:                          "filesystem.protected[1]",
+		filepath.Join(other, ".bashrc"): "filesystem.protected[2]",
+	} {
+		g, ok := grantOf(r, path)
+		if !ok || g.Access != AccessReadOnly || g.Field != field {
+			t.Errorf("%s: grant %+v, %v; want ro from %s", path, g, ok, field)
+		}
+	}
+	if g, _ := grantOf(r, hooks); !g.Dir {
+		t.Error(".git/hooks not marked as a directory")
+	}
+	if _, ok := grantOf(r, outside); ok {
+		t.Error("symlink target outside the rw roots was granted")
+	}
+	for _, want := range []string{filepath.Join(e.work, ".bashrc"), filepath.Join(e.work, ".ssh"), filepath.Join(other, ".git/hooks")} {
+		if !slices.Contains(r.Skipped, want) {
+			t.Errorf("Skipped lacks %s: %v", want, r.Skipped)
+		}
+	}
+	if slices.Contains(r.Skipped, hooks) || slices.Contains(r.Skipped, filepath.Join(e.home, ".bashrc")) {
+		t.Errorf("Skipped has existing or home paths: %v", r.Skipped)
+	}
+	if !slices.IsSorted(r.Skipped) {
+		t.Errorf("Skipped not sorted: %v", r.Skipped)
+	}
+
+	// protected: [] disables protection.
+	r, err = parse(t, "filesystem:\n  protected: []\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Grants) != 1 || len(r.Skipped) != 0 {
+		t.Errorf("with protection off: grants %+v skipped %v", r.Grants, r.Skipped)
+	}
+}
+
+func TestProtectedNeverExposes(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.work, ".git", "hooks"), filepath.Join(e.home, "elsewhere"))
+	// .git is denied, so .git/hooks must not be bound back on top of it; an
+	// absolute protected path outside every grant must not become visible.
+	src := "filesystem:\n  deny: [\"{workdir}/.git\"]\n  protected: [.git/hooks, ~/elsewhere, \"{workdir}/missing\"]\n"
+	r, err := parse(t, src).Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := grantOf(r, filepath.Join(e.work, ".git", "hooks")); ok {
+		t.Error("protected path re-exposed inside a denied directory")
+	}
+	if _, ok := grantOf(r, filepath.Join(e.home, "elsewhere")); ok {
+		t.Error("absolute protected path outside the grants became visible")
+	}
+	if !slices.Contains(r.Skipped, filepath.Join(e.work, "missing")) {
+		t.Errorf("Skipped = %v", r.Skipped)
+	}
+	// An absolute protected path inside the workdir becomes ro.
+	mkdirs(t, filepath.Join(e.work, "keep"))
+	r, err = parse(t, "filesystem:\n  protected: [\"{workdir}/keep\"]\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, "keep")); !ok || g.Access != AccessReadOnly {
+		t.Errorf("absolute protected grant = %+v, %v", g, ok)
+	}
+}
+
+func TestEnvScrubbing(t *testing.T) {
+	e := newEnv(t)
+	c := e.ctx()
+	c.Environ = []string{"CANARY=leak", "LC_ALL=C.UTF-8", "HOME=/root", "TERM=xterm", "LANG=en", "LANG=second", "AWS_SECRET_ACCESS_KEY=x", "junk"}
+	r, err := parse(t, "process:\n  env:\n    set: {TERM: dumb, EXTRA: \"1\"}\n").Resolve(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"EXTRA=1", "LANG=en", "LC_ALL=C.UTF-8", "PATH=" + DefaultPATH, "TERM=dumb"}
+	if !slices.Equal(r.Env, want) {
+		t.Errorf("Env = %v\nwant  %v", r.Env, want)
+	}
+	// Even a catch-all pass never lets HOME through; a passed PATH is kept.
+	c.Environ = append(c.Environ, "PATH=/custom")
+	r, err = parse(t, "process:\n  env:\n    pass: [\"*\"]\n").Resolve(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range r.Env {
+		if strings.HasPrefix(kv, "HOME=") {
+			t.Errorf("HOME passed: %v", r.Env)
+		}
+	}
+	if !slices.Contains(r.Env, "CANARY=leak") || !slices.Contains(r.Env, "PATH=/custom") {
+		t.Errorf("pass * lost variables: %v", r.Env)
+	}
+	// pass: [] passes nothing but PATH's default.
+	r, err = parse(t, "process:\n  env:\n    pass: []\n").Resolve(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Env, []string{"PATH=" + DefaultPATH}) {
+		t.Errorf("pass [] Env = %v", r.Env)
+	}
+}
+
+func TestResolveCarriesPolicyFields(t *testing.T) {
+	e := newEnv(t)
+	p := parse(t, "network: {mode: host}\nprocess:\n  run_as_user: alice\n  limits: {pids: 9}\nlayers: {landlock: optional}\n")
+	r, err := p.Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Network != NetworkHost || r.RunAs != "alice" || r.Limits.Pids != 9 || r.Layers.Requirement(LayerLandlock) != Optional ||
+		r.Hash != Hash(p) || r.Home != e.home || r.Policy != p {
+		t.Errorf("resolved = %+v", r)
+	}
+}
+
+func TestResolveValidatesPoliciesBuiltInCode(t *testing.T) {
+	p := Default()
+	p.Process.RunAsUser = "root"
+	p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, PathRule{Path: "relative"})
+	_, err := p.Resolve(newEnv(t).ctx())
+	es := problems(t, err)
+	if len(es) != 2 || es[0].Line != 0 {
+		t.Errorf("got %v", err)
+	}
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Error("errors.As(*Error) failed")
+	}
+}
+
+func TestDefaultResolves(t *testing.T) {
+	e := newEnv(t)
+	r, err := Default().Resolve(Context{Home: e.home, Workdir: e.work, Environ: []string{"PATH=/bin", "CANARY=x"}})
+	if err != nil {
+		t.Fatalf("default policy: %v", err)
+	}
+	if g, ok := grantOf(r, e.work); !ok || g.Access != AccessReadWrite {
+		t.Errorf("workdir grant = %+v, %v", g, ok)
+	}
+	if usr, err := filepath.EvalSymlinks("/usr"); err == nil {
+		if g, ok := grantOf(r, usr); !ok || g.Access != AccessReadOnly {
+			t.Errorf("/usr grant = %+v, %v", g, ok)
+		}
+	}
+	if shadow, err := filepath.EvalSymlinks("/etc/shadow"); err == nil {
+		if g, ok := grantOf(r, shadow); !ok || g.Access != AccessDeny {
+			t.Errorf("/etc/shadow grant = %+v, %v", g, ok)
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range r.Grants {
+		if seen[g.Path] {
+			t.Errorf("duplicate grant %s", g.Path)
+		}
+		seen[g.Path] = true
+		if strings.HasPrefix(g.Path, e.home) && g.Path != e.work && g.Access != AccessReadOnly {
+			t.Errorf("unexpected grant under home: %+v", g)
+		}
+	}
+	if !slices.Equal(r.Env, []string{"PATH=/bin"}) {
+		t.Errorf("Env = %v", r.Env)
+	}
+	if r.Network != NetworkNone || r.Limits.Memory != 2<<30 || r.Limits.Pids != 1024 || r.Hash != Hash(Default()) {
+		t.Errorf("resolved default = %+v", r)
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("default policy invalid: %v", err)
+	}
+}
