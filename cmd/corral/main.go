@@ -27,6 +27,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == linux.InitArg {
 		linux.InitMain()
 	}
+	if len(os.Args) > 1 && os.Args[1] == linux.HoldArg {
+		linux.HoldMain()
+	}
 	os.Exit(execute(os.Args[1:]))
 }
 

@@ -44,16 +44,18 @@ func InitMain() {
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 	ctl := ctlFD
 	buf := make([]byte, 1<<20)
-	n, _, _, _, err := unix.Recvmsg(ctl, buf, nil, 0)
+	oob := make([]byte, unix.CmsgSpace(64*4))
+	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		os.Exit(1)
 	}
+	idfds := rightsOf(oob[:oobn])
 	var spec InitSpec
 	if err := json.Unmarshal(buf[:n], &spec); err != nil {
 		send(ctl, initMsg{Error: "init: bad spec: " + err.Error()})
 		os.Exit(1)
 	}
-	ready, err := setup(&spec)
+	ready, err := setup(&spec, idfds)
 	if err != nil {
 		var le *layerErr
 		m := initMsg{Error: err.Error()}
@@ -93,7 +95,19 @@ func apply(spec *InitSpec, l policy.Layer, skipped *[]string, f func() error) er
 	return &layerErr{l, err}
 }
 
-func setup(spec *InitSpec) (initMsg, error) {
+func rightsOf(oob []byte) []int {
+	var fds []int
+	if cmsgs, err := unix.ParseSocketControlMessage(oob); err == nil {
+		for _, c := range cmsgs {
+			if r, err := unix.ParseUnixRights(&c); err == nil {
+				fds = append(fds, r...)
+			}
+		}
+	}
+	return fds
+}
+
+func setup(spec *InitSpec, idfds []int) (initMsg, error) {
 	var m initMsg
 	if err := apply(spec, policy.LayerNamespaces, &m.Skipped, func() error {
 		if spec.Hostname != "" {
@@ -113,7 +127,7 @@ func setup(spec *InitSpec) (initMsg, error) {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("make / private: %w", err)
 		}
-		t, err := buildTree("/tmp", spec.Mounts, spec.UID, spec.GID)
+		t, err := buildTree("/tmp", spec.Mounts, spec.UID, spec.GID, idfds)
 		if err != nil {
 			return err
 		}
@@ -278,7 +292,7 @@ func dropCapabilities() error {
 // serve runs exec requests until the workload exits (one-shot) or the
 // supervisor closes the control socket.
 func serve(ctl int, buf []byte, spec *InitSpec) {
-	oob := make([]byte, unix.CmsgSpace(64*4))
+	oob := make([]byte, unix.CmsgSpace(253*4))
 	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
 		os.Exit(1) // supervisor gone: dying as PID 1 kills the namespace
@@ -288,14 +302,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		send(ctl, initMsg{Error: "init: bad exec request: " + err.Error(), Exited: true, Code: 127})
 		os.Exit(1)
 	}
-	var fds []int
-	if cmsgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, c := range cmsgs {
-			if r, err := unix.ParseUnixRights(&c); err == nil {
-				fds = append(fds, r...)
-			}
-		}
-	}
+	fds := rightsOf(oob[:oobn])
 	// Watch the supervisor: EOF on the control socket means it died.
 	go func() {
 		b := make([]byte, 64)

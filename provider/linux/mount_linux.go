@@ -192,7 +192,8 @@ func (t *tree) mountFS(fstype, p string, flags uintptr, data string) error {
 // buildTree clones every bind source, mounts a tmpfs root at base and
 // assembles the tree there. Sources are cloned before anything is mounted
 // so that mounts over /tmp cannot hide a grant below /tmp.
-func buildTree(base string, mounts []MountSpec, uid, gid int) (*tree, error) {
+// idfds are the supervisor's idmapped clones for the IDMap binds, in order.
+func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tree, error) {
 	clones := make(map[int]int)
 	defer func() {
 		for _, fd := range clones {
@@ -201,6 +202,13 @@ func buildTree(base string, mounts []MountSpec, uid, gid int) (*tree, error) {
 	}()
 	for i, m := range mounts {
 		if m.Kind != MountBind {
+			continue
+		}
+		if m.IDMap {
+			if len(idfds) == 0 {
+				return nil, fmt.Errorf("%s: idmapped mount missing", m.Path)
+			}
+			clones[i], idfds = idfds[0], idfds[1:]
 			continue
 		}
 		fd, err := cloneTree(m.Source, m.ReadOnly, false)

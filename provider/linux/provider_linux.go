@@ -246,19 +246,23 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
 	}
 	spec.UID, spec.GID = uid, gid
-	if os.Getuid() == 0 {
-		if st, err := os.Stat(r.Workdir); err == nil {
-			if s, ok := st.Sys().(*syscall.Stat_t); ok && int(s.Uid) != uid && st.Mode().Perm()&0o002 == 0 {
-				if includesWorkdirRW(r) {
-					add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there will fail (set process.run_as_user or chown the workdir)", uid, r.Workdir, s.Uid)
-				}
-			}
+	if os.Getuid() == 0 && includesWorkdirRW(r) {
+		if o := ownerUID(r.Workdir); o != uid && o != 0 {
+			add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there may fail (set process.run_as_user)", uid, r.Workdir, o)
 		}
 	}
 	if len(r.Skipped) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
 	}
 	mounts, ll, errs := mountPlan(r)
+	if os.Getuid() == 0 && uid != 0 {
+		for i := range mounts {
+			m := &mounts[i]
+			if m.Kind == MountBind && !m.ReadOnly && m.Dir && ownerUID(m.Source) == 0 {
+				m.IDMap = true
+			}
+		}
+	}
 	for _, e := range errs {
 		add(provider.SeverityError, "filesystem", e.field, "%s", e.msg)
 	}
@@ -284,6 +288,18 @@ func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
 		}
 	}
 	return provider.LayerUnavailable
+}
+
+// ownerUID returns the owner of path, or -1.
+func ownerUID(path string) int {
+	st, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(s.Uid)
+	}
+	return -1
 }
 
 func includesWorkdirRW(r *policy.Resolved) bool {

@@ -165,9 +165,22 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			}
 		}
 	}
+	idfds, err := idmappedClones(s.spec.Mounts, uid, gid)
+	if err != nil {
+		return provider.LayerError(provider.CodeStartFailed, "mounts", err)
+	}
+	defer func() {
+		for _, fd := range idfds {
+			unix.Close(fd)
+		}
+	}()
+	var rights []byte
+	if len(idfds) > 0 {
+		rights = unix.UnixRights(idfds...)
+	}
 	b, _ := json.Marshal(s.spec)
-	// Env is not serialised in the spec's JSON; send it with the exec.
-	if err := unix.Sendmsg(int(s.ctl.Fd()), b, nil, nil, 0); err != nil {
+	// Env is not serialised in the spec's JSON; it is sent with each exec.
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, rights, nil, 0); err != nil {
 		return provider.Errorf(provider.CodeStartFailed, "send spec: %v", err)
 	}
 	m, err := s.recv(ctx)

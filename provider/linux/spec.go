@@ -26,6 +26,10 @@ type MountSpec struct {
 	ReadOnly bool      `json:"read_only"`
 	Dir      bool      `json:"dir"`
 	Mode     uint32    `json:"mode,omitempty"` // tmpfs root mode
+	// IDMap: the supervisor (root) prepares this bind as an idmapped
+	// mount where on-disk uid/gid 0 appear as the workload's, so a root
+	// caller's read-write tree is writable by the unprivileged workload.
+	IDMap bool `json:"idmap,omitempty"`
 	Field    string    `json:"field,omitempty"`
 }
 

@@ -1,0 +1,108 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// HoldArg is argv[1] that makes the corral binary block on stdin: the
+// supervisor uses it to create the user namespace an idmapped mount needs.
+const HoldArg = "__corral_hold"
+
+// HoldMain blocks until stdin closes, then exits.
+func HoldMain() {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// swapMap maps id 0 and id w onto each other and every other id onto
+// itself; as an idmapped mount's mapping it makes files owned by root on
+// disk appear owned by w, and files w creates land on disk as root
+// (Documentation/filesystems/idmappings.rst).
+func swapMap(w int) []syscall.SysProcIDMap {
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: w, Size: 1}, {ContainerID: w, HostID: 0, Size: 1}}
+	if w > 1 {
+		m = append(m, syscall.SysProcIDMap{ContainerID: 1, HostID: 1, Size: w - 1})
+	}
+	const max = 4294967294 // (uid_t)-1 is invalid
+	if w < max {
+		m = append(m, syscall.SysProcIDMap{ContainerID: w + 1, HostID: w + 1, Size: max - w})
+	}
+	return m
+}
+
+// idmapUserns returns an fd of a user namespace with swapMap(uid) and
+// swapMap(gid), made by a short-lived child that holds it while we open it.
+func idmapUserns(uid, gid int) (int, error) {
+	cmd := exec.Command("/proc/self/exe", HoldArg)
+	cmd.Args[0] = "corral-idmap"
+	cmd.Env = []string{}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return -1, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  unix.CLONE_NEWUSER,
+		UidMappings: swapMap(uid),
+		GidMappings: swapMap(gid),
+		Pdeathsig:   syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("idmap user namespace: %w", err)
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("idmap user namespace: %w", err)
+	}
+	return fd, nil
+}
+
+// idmappedClones prepares the IDMap binds of mounts as detached idmapped
+// mounts, in order. The caller sends the fds to init and closes them.
+func idmappedClones(mounts []MountSpec, uid, gid int) ([]int, error) {
+	var need bool
+	for _, m := range mounts {
+		need = need || m.IDMap
+	}
+	if !need {
+		return nil, nil
+	}
+	ns, err := idmapUserns(uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ns)
+	var fds []int
+	for _, m := range mounts {
+		if !m.IDMap {
+			continue
+		}
+		fd, err := cloneTree(m.Source, false, false)
+		if err == nil {
+			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)})
+			if err != nil {
+				unix.Close(fd)
+				err = fmt.Errorf("idmapped mount of %s (needs a filesystem with idmap support: ext4, xfs, btrfs, tmpfs ≥ 6.3): %w", m.Source, err)
+			}
+		}
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			return nil, err
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
