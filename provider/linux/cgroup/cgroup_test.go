@@ -36,8 +36,10 @@ func requireControllers(t *testing.T, s Support, cs ...string) {
 	}
 }
 
+// testName is a group name Sweep recognises, so groups leaked by a crashed
+// test run are swept by the next one.
 func testName(t *testing.T) string {
-	return fmt.Sprintf("test-%d-%s-%08x", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")), rand.Uint32())
+	return fmt.Sprintf("run-%d-test-%s-%08x", os.Getpid(), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")), rand.Uint32())
 }
 
 // newGroup creates a group removed (and checked gone) at test end.

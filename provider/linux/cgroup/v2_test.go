@@ -261,3 +261,34 @@ func TestV2Placement(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestV2Sweep(t *testing.T) {
+	p := v2Plan(t)
+	stale, err := newV2(p, fmt.Sprintf("run-%d-%08x", deadPid(t), rand.Uint32()), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stale.Remove() })
+	live := newV2Group(t, p, Limits{})
+	fd, _ := stale.FD()
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	removed, err := sweepParents([]string{filepath.Join(p.parent, parentName)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, stale.Paths()) {
+		t.Errorf("removed %v, want %v", removed, stale.Paths())
+	}
+	assertGone(t, stale.Paths())
+	if _, err := os.Stat(live.Paths()[0]); err != nil {
+		t.Errorf("live group: %v", err)
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Error("process in swept v2 group survived")
+	}
+}
