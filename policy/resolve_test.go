@@ -265,6 +265,14 @@ func TestNestedOrdering(t *testing.T) {
 			}
 		}
 	}
+	if !slices.IsSortedFunc(r.Grants, func(a, b PathGrant) int {
+		if d := depth(a.Path) - depth(b.Path); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Path, b.Path)
+	}) {
+		t.Errorf("grants not sorted by (depth, path): %+v", r.Grants)
+	}
 	if r.Grants[0].Path != e.work {
 		t.Errorf("first grant %s, want the workdir", r.Grants[0].Path)
 	}

@@ -3,6 +3,30 @@
 // the machine. It loads policies from YAML or JSON with file:line:column
 // errors, validates and canonicalises them, and supplies the built-in default.
 //
+// A policy file looks like this (every section is optional except version;
+// quote "{workdir}/..." in YAML flow lists; Schema returns the JSON Schema):
+//
+//	version: 1
+//	filesystem:
+//	  read_only: [/usr, /etc, {path: /opt/tools, optional: true}]
+//	  read_write: [~/.cache/go-build, "{workdir}/../x"]  # error: no ".."
+//	  deny: [~/.aws]
+//	  include_workdir: true               # default
+//	  protected: [.git/hooks, .envrc]     # default: DefaultProtected
+//	network:
+//	  mode: none                          # none (default) or host
+//	process:
+//	  env: {pass: [PATH, LANG, "LC_*"], set: {CI: "1"}}
+//	  run_as_user: builder
+//	  limits: {memory: 2G, pids: 1024, cpu: 1.5, nofile: 4096, timeout: 30m}
+//	layers:
+//	  landlock: optional                  # others stay required
+//
+// Load and Parse decode strictly and run the static checks (Validate);
+// Resolve then checks the policy against the host and a caller (Context)
+// and produces the Resolved form that providers map. Default is used when
+// no file is given.
+//
 // The package imports nothing else of the project.
 package policy
 
