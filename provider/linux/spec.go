@@ -29,8 +29,8 @@ type MountSpec struct {
 	// IDMap: the supervisor (root) prepares this bind as an idmapped
 	// mount where on-disk uid/gid 0 appear as the workload's, so a root
 	// caller's read-write tree is writable by the unprivileged workload.
-	IDMap bool `json:"idmap,omitempty"`
-	Field    string    `json:"field,omitempty"`
+	IDMap bool   `json:"idmap,omitempty"`
+	Field string `json:"field,omitempty"`
 }
 
 // LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
