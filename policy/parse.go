@@ -74,6 +74,7 @@ func Parse(data []byte, filename string) (*Policy, error) {
 	p := &Policy{}
 	d.decode(root, reflect.ValueOf(p).Elem(), "")
 	p.file, p.pos = filename, d.pos
+	p.fillDefaults()
 	if root.Kind != yaml.MappingNode {
 		return nil, asError(d.errs)
 	}
@@ -92,6 +93,36 @@ func Parse(data []byte, filename string) (*Policy, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// fillDefaults gives every field the file leaves out the built-in default's
+// value, so a policy file states only what it changes: without
+// filesystem.read_only the system directories stay readable, without
+// filesystem.deny the credential files stay hidden, and each absent
+// process.limits field keeps its default (write 0 for "no limit"). Lists
+// that are written replace the default list; they are not merged.
+func (p *Policy) fillDefaults() {
+	def := Default()
+	absent := func(field string) bool { _, ok := p.pos[field]; return !ok }
+	if absent("filesystem.read_only") {
+		p.Filesystem.ReadOnly = def.Filesystem.ReadOnly
+	}
+	if absent("filesystem.deny") {
+		p.Filesystem.Deny = def.Filesystem.Deny
+	}
+	l, dl := &p.Process.Limits, def.Process.Limits
+	if absent("process.limits.memory") {
+		l.Memory = dl.Memory
+	}
+	if absent("process.limits.pids") {
+		l.Pids = dl.Pids
+	}
+	if absent("process.limits.cpu") {
+		l.CPU = dl.CPU
+	}
+	if absent("process.limits.nofile") {
+		l.Nofile = dl.Nofile
+	}
 }
 
 // underBad reports whether field or one of its ancestors failed to decode.

@@ -534,3 +534,30 @@ func TestSchema(t *testing.T) {
 		}
 	}
 }
+
+// A policy file states only what it changes: absent fields take the
+// default's values, written ones replace them.
+func TestParseFillsAbsentFieldsFromDefault(t *testing.T) {
+	p, err := Parse([]byte("version: 1\nfilesystem:\n  read_write: [/tmp]\nprocess:\n  limits:\n    pids: 5\n    memory: 0\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	if len(p.Filesystem.ReadOnly) != len(def.Filesystem.ReadOnly) || p.Filesystem.ReadOnly[0].Path != "/usr" {
+		t.Errorf("read_only = %v, want the default system dirs", p.Filesystem.ReadOnly)
+	}
+	if len(p.Filesystem.Deny) != len(def.Filesystem.Deny) {
+		t.Errorf("deny = %v, want the default deny list", p.Filesystem.Deny)
+	}
+	l := p.Process.Limits
+	if l.Pids != 5 || l.Memory != 0 || l.Nofile != def.Process.Limits.Nofile || l.CPU != def.Process.Limits.CPU {
+		t.Errorf("limits = %+v: want pids 5 and memory 0 as written, nofile and cpu from the default", l)
+	}
+	p2, err := Parse([]byte("version: 1\nfilesystem:\n  read_only: []\n  deny: []\n"), "y.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p2.Filesystem.ReadOnly) != 0 || len(p2.Filesystem.Deny) != 0 {
+		t.Errorf("explicit empty lists must stay empty, got ro=%v deny=%v", p2.Filesystem.ReadOnly, p2.Filesystem.Deny)
+	}
+}

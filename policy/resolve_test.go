@@ -331,7 +331,7 @@ func TestProtectedDefaults(t *testing.T) {
 	}
 
 	// protected: [] disables protection.
-	r, err = parse(t, "filesystem:\n  protected: []\n").Resolve(e.ctx())
+	r, err = parse(t, "filesystem:\n  read_only: []\n  deny: []\n  protected: []\n").Resolve(e.ctx())
 	if err != nil {
 		t.Fatal(err)
 	}

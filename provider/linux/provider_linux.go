@@ -386,7 +386,19 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 		ll.RWDirs = append(ll.RWDirs, r.Home)
 	}
 	var denied []string
-	for _, g := range r.Grants {
+	// parentAccess is the access of the nearest enclosing grant.
+	parentAccess := func(i int) policy.Access {
+		for j := i - 1; j >= 0; j-- {
+			if strings.HasPrefix(r.Grants[i].Path, r.Grants[j].Path+"/") {
+				return r.Grants[j].Access
+			}
+		}
+		return ""
+	}
+	for i, g := range r.Grants {
+		if g.Access != policy.AccessDeny && parentAccess(i) == g.Access {
+			continue // already covered by its parent's bind (e.g. /usr/bin under /usr)
+		}
 		for _, d := range denied {
 			if strings.HasPrefix(g.Path, d+"/") && g.Access != policy.AccessDeny {
 				errs = append(errs, planErr{g.Field, fmt.Sprintf("%s is inside denied %s; a grant cannot reopen part of a denied tree (remove one of the rules)", g.Path, d)})
