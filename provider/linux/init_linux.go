@@ -260,10 +260,19 @@ func applyLandlock(s LandlockSpec) (string, error) {
 // are per thread, and the workload is forked from any of Go's threads.
 func allThreadsPrctl(option int, arg2 uintptr) error {
 	_, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, uintptr(option), arg2, 0)
-	if e != 0 {
-		return e
+	return allThreadsErr(e)
+}
+
+// allThreadsErr explains ENOTSUP: the Go runtime refuses AllThreadsSyscall
+// when cgo is linked, so corral must be built with CGO_ENABLED=0.
+func allThreadsErr(e syscall.Errno) error {
+	switch e {
+	case 0:
+		return nil
+	case syscall.ENOTSUP:
+		return errors.New("this corral binary was built with cgo; build it with CGO_ENABLED=0")
 	}
-	return nil
+	return e
 }
 
 // dropCapabilities empties the bounding and ambient sets and clears the
@@ -279,12 +288,12 @@ func dropCapabilities() error {
 		}
 	}
 	if _, _, e := syscall.AllThreadsSyscall6(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); e != 0 {
-		return fmt.Errorf("ambient clear: %w", e)
+		return fmt.Errorf("ambient clear: %w", allThreadsErr(e))
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("capset: %w", e)
+		return fmt.Errorf("capset: %w", allThreadsErr(e))
 	}
 	return nil
 }
