@@ -223,7 +223,8 @@ func TestRedact(t *testing.T) {
 		{[]string{"tool", "--api-key=abc", "--verbose"}, []string{"tool", "--api-key=" + Redacted, "--verbose"}},
 		{[]string{"tool", "-password", "abc"}, []string{"tool", "-password", Redacted}},
 		{[]string{"tool", "--client_secret=abc"}, []string{"tool", "--client_secret=" + Redacted}},
-		{[]string{"mysql", "-p", "abc", "-u", "root"}, []string{"mysql", "-p", Redacted, "-u", "root"}},
+		{[]string{"mysql", "--pass", "abc", "-u", "root"}, []string{"mysql", "--pass", Redacted, "-u", "root"}},
+		{[]string{"mkdir", "-p", "build/out"}, []string{"mkdir", "-p", "build/out"}},
 		{[]string{"env", "GITHUB_TOKEN=abc", "aws_secret_access_key=abc", "PATH=/bin"}, []string{"env", "GITHUB_TOKEN=" + Redacted, "aws_secret_access_key=" + Redacted, "PATH=/bin"}},
 		{[]string{"x", "DB_PASSWORD=abc", "MY_CREDENTIALS=abc", "API_KEY=abc"}, []string{"x", "DB_PASSWORD=" + Redacted, "MY_CREDENTIALS=" + Redacted, "API_KEY=" + Redacted}},
 		{[]string{"curl", "-H", "Authorization: Bearer abc"}, []string{"curl", "-H", "Authorization: " + Redacted}},
@@ -252,7 +253,7 @@ func TestRedactionInFile(t *testing.T) {
 	}
 	w := Proc{PID: 1, UID: 0, Path: "/usr/bin/tool", CmdLine: []string{
 		"tool", "--token", secret + "1", "--api-key=" + secret + "2", "GITHUB_TOKEN=" + secret + "3",
-		"-p", secret + "4", "https://u:" + secret + "5@h/", "--secret=" + secret + "6",
+		"--pass", secret + "4", "https://u:" + secret + "5@h/", "--secret=" + secret + "6",
 	}}
 	run := testRun()
 	run.Supervisor.CmdLine = []string{"corral", "run", "--", "tool", "--password", secret + "7"}

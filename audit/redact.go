@@ -10,7 +10,8 @@ const Redacted = "[REDACTED]"
 //   - the value of secret-named flags, as "--token=v" / "-token=v" or as the
 //     following argument ("--token v"); secret names contain token, password,
 //     passwd, secret, api-key/apikey/api_key, credential or private-key, or
-//     are exactly "pass" or "p" (so "-p v" is masked, even when harmless);
+//     are exactly "pass" ("-p" is not masked: mkdir -p, cp -p and ssh -p
+//     are far more common than a password after a bare -p);
 //   - env-style "NAME=value" args whose NAME contains TOKEN, SECRET,
 //     PASSWORD, PASSWD, KEY or CREDENTIAL (case-insensitive);
 //   - "Authorization: ..." header values and passwords in URL userinfo
@@ -58,7 +59,7 @@ func redactArg(a string) (string, bool) {
 func secretFlag(name string) bool {
 	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
 	switch n {
-	case "p", "pass":
+	case "pass":
 		return true
 	}
 	for _, s := range []string{"token", "password", "passwd", "secret", "api-key", "apikey", "credential", "private-key"} {
