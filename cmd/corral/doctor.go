@@ -86,7 +86,7 @@ func newDoctorCmd() *cobra.Command {
 				for _, k := range fk {
 					fmt.Printf("  %-16s %s\n", k+":", dp.Facts[k])
 				}
-				printLayers(os.Stdout, dp.Layers)
+				printLayers(os.Stdout, "  ", dp.Layers)
 				fmt.Printf("  default policy: %s\n", dp.DefaultPolicy)
 				for _, f := range dp.Fixes {
 					fmt.Printf("  fix: %s\n", f)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
@@ -31,6 +32,32 @@ func main() {
 		linux.HoldMain()
 	}
 	os.Exit(execute(os.Args[1:]))
+}
+
+// buildCommit is the commit the binary was built from: -X main.commit, or
+// the VCS stamp `go build` records (debug.ReadBuildInfo).
+func buildCommit() string {
+	if commit != "unknown" {
+		return commit
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			if dirty {
+				rev += "-dirty"
+			}
+			return rev
+		}
+	}
+	return commit
 }
 
 func execute(args []string) int {

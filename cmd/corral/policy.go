@@ -80,8 +80,14 @@ func printPlan(plan *provider.Plan) {
 	for _, g := range r.Grants {
 		fmt.Printf("  %-5s %s    (%s)\n", g.Access, g.Path, g.Field)
 	}
+	if d, ok := plan.Details.(interface{ Summary() []string }); ok {
+		fmt.Println("\nplan:")
+		for _, line := range d.Summary() {
+			fmt.Println("  " + line)
+		}
+	}
 	fmt.Println("\nlayers:")
-	printLayers(os.Stdout, plan.Layers)
+	printLayers(os.Stdout, "  ", plan.Layers)
 	fmt.Println("\nloss report:")
 	if len(plan.Loss) == 0 {
 		fmt.Println("  none: the plan enforces the policy as written")

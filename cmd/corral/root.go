@@ -41,13 +41,13 @@ func newVersionCmd() *cobra.Command {
 			for _, p := range providers() {
 				names = append(names, p.Name())
 			}
-			info := map[string]any{"version": version, "commit": commit, "go": runtime.Version(),
+			info := map[string]any{"version": version, "commit": buildCommit(), "go": runtime.Version(),
 				"platform": runtime.GOOS + "/" + runtime.GOARCH, "providers": names}
 			if output == "json" {
 				return writeJSON(info)
 			}
 			fmt.Printf("corral %s\ncommit: %s\ngo: %s\nplatform: %s/%s\nproviders: %s\n",
-				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(names, ", "))
+				version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(names, ", "))
 			return nil
 		},
 	}

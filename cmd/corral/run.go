@@ -146,7 +146,7 @@ func runMain(o runOpts, args []string) error {
 		info.SandboxID = s.ID()
 		info.Layers = auditLayers(s.Layers())
 		if o.verbose {
-			printLayers(os.Stderr, s.Layers())
+			printLayers(os.Stderr, "corral: ", s.Layers())
 		}
 	})
 	if info.SandboxID != "" {
@@ -201,9 +201,10 @@ func auditLayers(ls []provider.LayerStatus) []audit.Layer {
 	return out
 }
 
-func printLayers(w io.Writer, ls []provider.LayerStatus) {
+// printLayers prints one line per layer, each line starting with prefix.
+func printLayers(w io.Writer, prefix string, ls []provider.LayerStatus) {
 	for _, l := range ls {
-		fmt.Fprintf(w, "corral: layer %-10s %-11s %-8s %s\n", l.Layer, l.State, l.Required, l.Detail)
+		fmt.Fprintf(w, "%slayer %-10s %-11s %-8s %s\n", prefix, l.Layer, l.State, l.Required, l.Detail)
 	}
 }
 

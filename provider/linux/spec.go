@@ -1,6 +1,10 @@
 package linux
 
-import "github.com/corral-sandbox/corral/policy"
+import (
+	"fmt"
+
+	"github.com/corral-sandbox/corral/policy"
+)
 
 // MountKind is one kind of entry in the sandbox's mount tree.
 type MountKind string
@@ -88,3 +92,28 @@ type initMsg struct {
 
 // WorkloadUID is the uid the workload runs as, inside and outside.
 func (s *InitSpec) WorkloadUID() int { return s.UID }
+
+// Summary describes the plan in lines of text, for `corral policy explain`.
+func (s *InitSpec) Summary() []string {
+	out := []string{fmt.Sprintf("workload uid %d gid %d, hostname %q, own network namespace: %v", s.UID, s.GID, s.Hostname, s.NewNet)}
+	for _, m := range s.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		line := fmt.Sprintf("%-7s %-2s %s", m.Kind, mode, m.Path)
+		switch {
+		case m.Kind == MountSymlink:
+			line = fmt.Sprintf("%-7s    %s -> %s", m.Kind, m.Path, m.Source)
+		case m.IDMap:
+			line += "  (idmapped: owner root appears as the workload's uid)"
+		}
+		out = append(out, line)
+	}
+	if s.Landlock.Enabled {
+		out = append(out, fmt.Sprintf("landlock: %d read-only dirs, %d read-only files, %d read-write dirs, %d read-write files, deny TCP: %v",
+			len(s.Landlock.RODirs), len(s.Landlock.ROFiles), len(s.Landlock.RWDirs), len(s.Landlock.RWFiles), s.Landlock.DenyTCP))
+	}
+	out = append(out, fmt.Sprintf("seccomp: %v; cgroup: %v; rlimit nofile %d, nproc %d; core dumps off", s.Seccomp, s.Cgroup, s.Nofile, s.Nproc))
+	return out
+}
