@@ -56,6 +56,11 @@ func buildCommit() string {
 			}
 			return rev
 		}
+		// With -buildvcs=false the module's pseudo-version still names
+		// the commit: v0.0.0-<time>-<commit>[+dirty].
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			return v
+		}
 	}
 	return commit
 }
