@@ -63,9 +63,13 @@ type ExecSpec struct {
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
-	// TTY says Stdin/Stdout/Stderr are a terminal owned by Corral that
-	// becomes the process's controlling terminal.
+	// TTY asks for a pseudo-terminal created inside the sandbox (so
+	// the process sees a terminal of its own, never the caller's) that
+	// becomes its controlling terminal; the provider copies Stdin to it
+	// and its output to Stdout. Stderr is not used.
 	TTY bool
+	// Resize, with TTY, carries window sizes (rows, columns) to apply.
+	Resize <-chan [2]uint16
 	// ExtraFiles are passed as fds 3, 4, ... ; nothing else is inherited.
 	ExtraFiles []*os.File
 	// Started, if set, is called with the workload's pid as seen from the

@@ -94,19 +94,11 @@ func runMain(o runOpts, args []string) error {
 	for i := 0; i < o.preserveFDs; i++ {
 		spec.ExtraFiles = append(spec.ExtraFiles, os.NewFile(uintptr(3+i), fmt.Sprintf("fd%d", 3+i)))
 	}
-	var restoreTTY func()
 	if o.tty {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			return provider.Errorf(provider.CodeExecFailed, "open pty: %v", err)
-		}
-		defer ptmx.Close()
-		spec.Stdin, spec.Stdout, spec.Stderr, spec.TTY = tty, tty, tty, true
-		restoreTTY = attachTerminal(ptmx)
-		defer func() {
-			tty.Close()
-			restoreTTY()
-		}()
+		spec.TTY = true
+		restore, resize := attachTerminal()
+		spec.Resize = resize
+		defer restore()
 	}
 
 	var mu sync.Mutex
@@ -208,33 +200,37 @@ func printLayers(w io.Writer, prefix string, ls []provider.LayerStatus) {
 	}
 }
 
-// attachTerminal copies between our terminal and the pty master, puts our
-// terminal in raw mode and follows window size changes. It returns a
-// function that restores the terminal.
-func attachTerminal(ptmx *os.File) func() {
+// attachTerminal puts the caller's terminal (if stdin is one) in raw mode
+// and reports its size now and on every SIGWINCH. It returns a function
+// that restores the terminal.
+func attachTerminal() (func(), <-chan [2]uint16) {
 	in := int(os.Stdin.Fd())
-	var restore func()
-	if term.IsTerminal(in) {
-		if st, err := term.MakeRaw(in); err == nil {
-			restore = func() { _ = term.Restore(in, st) }
-		}
-		_ = pty.InheritSize(os.Stdin, ptmx)
-		winch := make(chan os.Signal, 1)
-		signal.Notify(winch, syscall.SIGWINCH)
-		go func() {
-			for range winch {
-				_ = pty.InheritSize(os.Stdin, ptmx)
+	resize := make(chan [2]uint16, 4)
+	if !term.IsTerminal(in) {
+		close(resize)
+		return func() {}, resize
+	}
+	st, err := term.MakeRaw(in)
+	send := func() {
+		if rows, cols, err := pty.Getsize(os.Stdin); err == nil {
+			select {
+			case resize <- [2]uint16{uint16(rows), uint16(cols)}:
+			default:
 			}
-		}()
-	}
-	go func() { _, _ = io.Copy(ptmx, os.Stdin) }()
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(os.Stdout, ptmx); close(done) }()
-	return func() {
-		// Drain what the command printed last, then restore the terminal.
-		<-done
-		if restore != nil {
-			restore()
 		}
 	}
+	send()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for range winch {
+			send()
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		if err == nil {
+			_ = term.Restore(in, st)
+		}
+	}, resize
 }

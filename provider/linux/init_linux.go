@@ -329,6 +329,19 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})
 		os.Exit(0)
 	}
+	if req.TTY {
+		master, slave, err := openPTY()
+		if err != nil {
+			send(ctl, initMsg{Error: "pty: " + err.Error(), Exited: true, Code: 126})
+			os.Exit(0)
+		}
+		b, _ := json.Marshal(initMsg{TTY: true})
+		if err := unix.Sendmsg(ctl, b, unix.UnixRights(master), nil, 0); err != nil {
+			os.Exit(1)
+		}
+		unix.Close(master)
+		fds = append([]int{slave, slave, slave}, fds...)
+	}
 	pid, err := syscall.ForkExec(path, req.Args, &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
@@ -381,6 +394,26 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		// of the namespace: nothing the workload started outlives it.
 		os.Exit(0)
 	}
+}
+
+// openPTY creates a pseudo-terminal in the sandbox's own devpts instance,
+// so the workload's terminal is Corral's and resolves to a /dev/pts path
+// inside. TIOCGPTPEER (Linux 4.13) opens the peer without a path lookup.
+func openPTY() (master, slave int, err error) {
+	master, err = unix.Open("/dev/pts/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, -1, err
+	}
+	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(master)
+		return -1, -1, fmt.Errorf("unlockpt: %w", err)
+	}
+	s, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY))
+	if e != 0 {
+		unix.Close(master)
+		return -1, -1, fmt.Errorf("TIOCGPTPEER: %w", e)
+	}
+	return master, int(s), nil
 }
 
 func uintptrs(fds []int) []uintptr {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,13 +210,17 @@ func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
 	ch := make(chan res, 1)
 	go func() {
 		buf := make([]byte, 64<<10)
-		n, _, _, _, err := unix.Recvmsg(int(s.ctl.Fd()), buf, nil, 0)
+		oob := make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := unix.Recvmsg(int(s.ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == nil && n == 0 {
 			err = errors.New("init exited without a report")
 		}
 		var m initMsg
 		if err == nil {
 			err = json.Unmarshal(buf[:n], &m)
+		}
+		if fds := rightsOf(oob[:oobn]); len(fds) > 0 {
+			m.fd = fds[0]
 		}
 		ch <- res{m, err}
 	}()
@@ -351,6 +356,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
 	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY}
 	files := append([]*os.File{spec.Stdin, spec.Stdout, spec.Stderr}, spec.ExtraFiles...)
+	if spec.TTY {
+		files = spec.ExtraFiles // stdio is the pty init creates
+	}
 	var fds []int
 	var devnull *os.File
 	for _, f := range files {
@@ -378,6 +386,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		defer t.Stop()
 		timer = t.C
 	}
+	var ttyDone <-chan struct{}
 	msgs := make(chan initMsg, 2)
 	go func() {
 		for {
@@ -398,10 +407,20 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			if !ok {
 				return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeExecFailed, "sandbox init died")
 			}
+			if m.TTY {
+				ttyDone = attachPTY(os.NewFile(uintptr(m.fd), "pty-master"), spec)
+				continue
+			}
 			if m.PID != 0 && spec.Started != nil {
 				spec.Started(s.hostPID())
 			}
 			if m.Exited {
+				if ttyDone != nil {
+					select { // let the last output reach the caller
+					case <-ttyDone:
+					case <-time.After(2 * time.Second):
+					}
+				}
 				st := provider.ExitStatus{Code: m.Code, Duration: time.Since(t0)}
 				if m.Signal != 0 {
 					st.Signal = unix.SignalName(syscall.Signal(m.Signal))
@@ -419,6 +438,31 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
 		}
 	}
+}
+
+// attachPTY copies the caller's stdin to the pty master and its output to
+// stdout, and applies window sizes from spec.Resize. The returned channel
+// closes when the output side ends (every holder of the terminal exited).
+func attachPTY(master *os.File, spec provider.ExecSpec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer master.Close()
+		if spec.Stdout != nil {
+			_, _ = io.Copy(spec.Stdout, master)
+		}
+	}()
+	if spec.Stdin != nil {
+		go func() { _, _ = io.Copy(master, spec.Stdin) }()
+	}
+	if spec.Resize != nil {
+		go func() {
+			for sz := range spec.Resize {
+				_ = unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: sz[0], Col: sz[1]})
+			}
+		}()
+	}
+	return done
 }
 
 // hostPID finds the workload's pid in our PID namespace: init's only child.

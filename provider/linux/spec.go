@@ -85,9 +85,11 @@ type initMsg struct {
 	Landlock string   `json:"landlock,omitempty"` // what Landlock enforced, e.g. "abi 7: fs, tcp, scope"
 	Skipped  []string `json:"skipped,omitempty"`  // optional layers not applied, "layer: reason"
 	PID      int      `json:"pid,omitempty"`      // workload pid inside the sandbox
+	TTY      bool     `json:"tty,omitempty"`      // the pty master comes with this message
 	Exited   bool     `json:"exited,omitempty"`
 	Code     int      `json:"code"`
 	Signal   int      `json:"signal,omitempty"`
+	fd       int      // an fd received with the message (the pty master)
 }
 
 // WorkloadUID is the uid the workload runs as, inside and outside.
