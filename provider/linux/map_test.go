@@ -127,3 +127,27 @@ func hasLoss(r provider.LossReport, sev provider.Severity, field string) bool {
 	}
 	return false
 }
+
+// Directories between a read-write root and a nested mount are pinned with
+// self-binds so the workload cannot rename them away.
+func TestMountPlanPinsAncestorsOfNestedMounts(t *testing.T) {
+	ms, _, _ := mountPlan(resolved(
+		policy.PathGrant{Path: "/w", Access: policy.AccessReadWrite, Dir: true},
+		policy.PathGrant{Path: "/w/.git/hooks", Access: policy.AccessReadOnly, Dir: true},
+		policy.PathGrant{Path: "/w/a/b/secret", Access: policy.AccessDeny},
+		policy.PathGrant{Path: "/usr", Access: policy.AccessReadOnly, Dir: true},
+		policy.PathGrant{Path: "/usr/x/y", Access: policy.AccessReadWrite, Dir: true},
+	))
+	for _, p := range []string{"/w/.git", "/w/a", "/w/a/b"} {
+		i := indexOf(ms, p, MountBind)
+		if i < 0 || ms[i].ReadOnly {
+			t.Errorf("%s not pinned read-write: %+v", p, ms)
+		}
+		if i >= 0 && i > indexOf(ms, "/w/.git/hooks", MountBind) && p == "/w/.git" {
+			t.Errorf("pin %s mounted after the path it holds", p)
+		}
+	}
+	if indexOf(ms, "/usr/x", MountBind) >= 0 {
+		t.Error("a directory inside a read-only bind was pinned (it cannot be renamed anyway)")
+	}
+}

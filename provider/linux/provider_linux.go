@@ -423,9 +423,46 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 			}
 		}
 	}
+	ms = append(ms, pins(ms)...)
 	ms = append(ms, rootSymlinks(r.Grants, granted)...)
 	sort.SliceStable(ms, func(i, j int) bool { return depth(ms[i].Path) < depth(ms[j].Path) })
 	return ms, ll, errs
+}
+
+// pins returns read-write self-binds of every directory between a
+// read-write bind and a mount nested deeper inside it. A mount point cannot
+// be renamed (EBUSY), so the workload cannot move the directory that holds a
+// protected path aside and create a fresh, writable one at the original
+// place (mv .git .git-old; mkdir -p .git/hooks) — which the host would see.
+func pins(ms []MountSpec) []MountSpec {
+	have := map[string]bool{}
+	for _, m := range ms {
+		have[m.Path] = true
+	}
+	var out []MountSpec
+	for _, m := range ms {
+		if m.Kind != MountBind && m.Kind != MountMask {
+			continue
+		}
+		// The nearest enclosing bind.
+		var parent *MountSpec
+		for i := range ms {
+			p := &ms[i]
+			if p.Kind == MountBind && strings.HasPrefix(m.Path, p.Path+"/") && (parent == nil || len(p.Path) > len(parent.Path)) {
+				parent = p
+			}
+		}
+		if parent == nil || parent.ReadOnly {
+			continue
+		}
+		for dir := filepath.Dir(m.Path); dir != parent.Path && strings.HasPrefix(dir, parent.Path+"/"); dir = filepath.Dir(dir) {
+			if !have[dir] {
+				have[dir] = true
+				out = append(out, MountSpec{Kind: MountBind, Path: dir, Source: dir, Dir: true, Field: parent.Field + " (pinned: holds " + m.Path + ")"})
+			}
+		}
+	}
+	return out
 }
 
 // rootSymlinks recreates the host's top-level symlinks (merged /usr:
