@@ -95,7 +95,9 @@ log "measuring memory ($MEM_RUNS runs each)"
 tree_rss=()
 for _ in $(seq "$MEM_RUNS"); do
 	rm -rf "$wd" && mkdir "$wd"
-	tree_rss+=("$(/usr/bin/time -f %M -o "$tmp/time.out" "$corral" run -C "$wd" -- true && cat "$tmp/time.out")")
+	/usr/bin/time -f %M -o "$tmp/time.out" "$corral" run -C "$wd" -- true ||
+		{ log "corral run -- true failed under /usr/bin/time"; exit 1; }
+	tree_rss+=("$(cat "$tmp/time.out")")
 done
 bwrap_rss=()
 for _ in $(seq "$MEM_RUNS"); do
