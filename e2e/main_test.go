@@ -443,14 +443,15 @@ func assertCode(t *testing.T, r result, want ...int) {
 // lineValue returns the value after "key: " on the first line starting with key.
 func lineValue(out, key string) (string, bool) {
 	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(l, key+": "); ok {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
 			return strings.TrimSpace(v), true
 		}
 	}
 	return "", false
 }
 
-// hostProcsWith lists host pids whose command line contains s.
+// hostProcsWith lists host pids, other than corral's own, whose command
+// line contains s.
 func hostProcsWith(s string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
@@ -463,7 +464,11 @@ func hostProcsWith(s string) []int {
 		if err != nil {
 			continue
 		}
-		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) {
+		argv := strings.Split(string(b), "\x00")
+		if filepath.Base(argv[0]) == "corral" || argv[0] == "corral-init" {
+			continue // the supervisor's own command line names the workload
+		}
+		if strings.Contains(strings.Join(argv, " "), s) {
 			out = append(out, pid)
 		}
 	}
