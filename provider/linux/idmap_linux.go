@@ -39,29 +39,28 @@ func swapMap(w int) []syscall.SysProcIDMap {
 }
 
 // idmapUserns returns an fd of a user namespace with swapMap(uid) and
-// swapMap(gid), made by a short-lived child that holds it while we open it.
+// swapMap(gid). A child created in it holds it just long enough: Start
+// returns once the maps are written and the child has exec'd, the fd is
+// opened, and the child is killed and reaped in the background.
 func idmapUserns(uid, gid int) (int, error) {
 	cmd := exec.Command("/proc/self/exe", HoldArg)
 	cmd.Args[0] = "corral-idmap"
 	cmd.Env = []string{}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return -1, err
-	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
 		UidMappings: swapMap(uid),
 		GidMappings: swapMap(gid),
 		Pdeathsig:   syscall.SIGKILL,
 	}
+	if _, err := cmd.StdinPipe(); err != nil { // blocks HoldMain until killed
+		return -1, err
+	}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("idmap user namespace: %w", err)
 	}
-	defer func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	_ = cmd.Process.Kill()
+	go func() { _ = cmd.Wait() }()
 	if err != nil {
 		return -1, fmt.Errorf("idmap user namespace: %w", err)
 	}

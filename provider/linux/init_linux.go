@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"unsafe"
@@ -25,6 +26,16 @@ const InitArg = "__corral_init"
 
 // ctlFD is the control socket's fd number in init (ExtraFiles[0]).
 const ctlFD = 3
+
+func init() {
+	// The sandbox init does its per-thread work (bounding set, cgroup v1
+	// placement) on the main thread, which also forks the workload; lock
+	// it from the start so that thread is the thread group leader whose
+	// /proc/<pid>/status the supervisor verifies.
+	if len(os.Args) > 1 && os.Args[1] == InitArg {
+		runtime.LockOSThread()
+	}
+}
 
 // layerErr is a failure to apply one layer.
 type layerErr struct {
@@ -49,13 +60,20 @@ func InitMain() {
 	if err != nil || n == 0 {
 		os.Exit(1)
 	}
-	idfds := rightsOf(oob[:oobn])
+	fds := rightsOf(oob[:oobn])
 	var spec InitSpec
 	if err := json.Unmarshal(buf[:n], &spec); err != nil {
 		send(ctl, initMsg{Error: "init: bad spec: " + err.Error()})
 		os.Exit(1)
 	}
-	ready, err := setup(&spec, idfds)
+	var idfds, taskfds []int
+	for _, m := range spec.Mounts {
+		if m.IDMap && len(fds) > 0 {
+			idfds, fds = append(idfds, fds[0]), fds[1:]
+		}
+	}
+	taskfds = fds
+	ready, err := setup(&spec, idfds, taskfds)
 	if err != nil {
 		var le *layerErr
 		m := initMsg{Error: err.Error()}
@@ -107,8 +125,16 @@ func rightsOf(oob []byte) []int {
 	return fds
 }
 
-func setup(spec *InitSpec, idfds []int) (initMsg, error) {
+// setup applies every layer, in order, on the locked main thread. idfds are
+// the supervisor's idmapped clones; taskfds are open cgroup v1 "tasks"
+// files to join.
+func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	var m initMsg
+	if len(taskfds) > 0 {
+		if err := apply(spec, policy.LayerCgroups, &m.Skipped, func() error { return joinCgroup(taskfds) }); err != nil {
+			return m, err
+		}
+	}
 	if err := apply(spec, policy.LayerNamespaces, &m.Skipped, func() error {
 		if spec.Hostname != "" {
 			if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
@@ -275,15 +301,34 @@ func allThreadsErr(e syscall.Errno) error {
 	return e
 }
 
-// dropCapabilities empties the bounding and ambient sets and clears the
-// effective, permitted and inheritable sets on every thread.
+// joinCgroup moves the calling (main) thread into the cgroup v1
+// hierarchies whose "tasks" files the supervisor opened: writing "0" moves
+// only the writer, which the kernel does without the global threadgroup
+// lock that makes moving a whole process cost a full RCU grace period
+// (kernel/cgroup/cgroup.c, cgroup_procs_write_start). The workload is forked
+// from this thread and inherits the cgroup; the permission check uses the
+// opener's (root's) credentials (cgroup-v1 __cgroup1_procs_write).
+func joinCgroup(taskfds []int) error {
+	for _, fd := range taskfds {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("join cgroup: %w", err)
+		}
+		unix.Close(fd)
+	}
+	return nil
+}
+
+// dropCapabilities empties the bounding set of the main thread (the one that
+// forks the workload: the bounding set only limits what an exec can gain)
+// and clears the ambient, effective, permitted and inheritable sets on
+// every thread.
 func dropCapabilities() error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &last)
 	}
 	for c := 0; c <= last; c++ {
-		if err := allThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c)); err != nil && err != unix.EINVAL {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("bounding set drop %d: %w", c, err)
 		}
 	}

@@ -159,16 +159,23 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
 	}
 	s.initPID = s.cmd.Process.Pid
-	if s.cg != nil {
-		if _, ok := s.cg.FD(); !ok {
-			if err := s.cg.Add(s.initPID); err != nil {
-				return provider.LayerError(provider.CodeStartFailed, "cgroups", err)
-			}
-		}
-	}
 	idfds, err := idmappedClones(s.spec.Mounts, uid, gid)
 	if err != nil {
 		return provider.LayerError(provider.CodeStartFailed, "mounts", err)
+	}
+	if s.cg != nil {
+		if _, ok := s.cg.FD(); !ok {
+			// cgroup v1: init's main thread joins through these (see
+			// joinCgroup); moving the whole process from here would wait
+			// for an RCU grace period.
+			for _, dir := range s.cg.Paths() {
+				fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return provider.LayerError(provider.CodeStartFailed, "cgroups", err)
+				}
+				idfds = append(idfds, fd)
+			}
+		}
 	}
 	defer func() {
 		for _, fd := range idfds {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +40,20 @@ type Group struct {
 	removed bool
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
+// validName reports whether name matches [A-Za-z0-9][A-Za-z0-9._-]{0,200}
+// (checked by hand: compiling a regexp costs every corral start-up).
+func validName(name string) bool {
+	if name == "" || len(name) > 201 {
+		return false
+	}
+	for i, c := range name {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || (c != '.' && c != '_' && c != '-')) {
+			return false
+		}
+	}
+	return true
+}
 
 // New creates the group name (e.g. "run-<pid>-<rand>", the form Sweep
 // recognises) under the corral parent next to the caller's own cgroup and
@@ -51,7 +63,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$`)
 // any failure what was created is removed and the error names the file and
 // errno (see FileError).
 func New(name string, l Limits) (*Group, error) {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return nil, fmt.Errorf("cgroup: invalid group name %q", name)
 	}
 	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPUCores < 0 || math.IsNaN(l.CPUCores) || math.IsInf(l.CPUCores, 0) {
@@ -417,6 +429,9 @@ const killTimeout = 2 * time.Second
 // freezer.state) so nothing can fork, SIGKILLs every pid in cgroup.procs,
 // thaws, and repeats until the group is empty or killTimeout passes.
 func (g *Group) Kill() error {
+	if pids, err := g.Procs(); err == nil && len(pids) == 0 {
+		return nil // nothing to freeze or signal
+	}
 	deadline := time.Now().Add(killTimeout)
 	if g.version == 2 {
 		kf := filepath.Join(g.dirs[""], "cgroup.kill")

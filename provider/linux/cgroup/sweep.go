@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,8 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// runName matches the group names Sweep may remove: "run-<supervisor pid>-...".
-var runName = regexp.MustCompile(`^run-([0-9]+)-`)
+// runPID parses the group names Sweep may remove, "run-<supervisor pid>-...".
+func runPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "run-")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(num)
+	return pid, ok && err == nil && pid > 0 && num[0] != '+'
+}
 
 // Sweep removes groups left behind by a supervisor that died without
 // cleaning up (e.g. SIGKILLed): children of the corral parent directories
@@ -54,7 +61,7 @@ func sweepParents(v2, v1 []string) ([]string, error) {
 				continue
 			}
 			for _, e := range ents {
-				if e.IsDir() && runName.MatchString(e.Name()) {
+				if _, ok := runPID(e.Name()); e.IsDir() && ok {
 					byName[e.Name()] = append(byName[e.Name()], filepath.Join(p, e.Name()))
 				}
 			}
@@ -66,7 +73,7 @@ func sweepParents(v2, v1 []string) ([]string, error) {
 		sort.Strings(names)
 		for _, name := range names {
 			dirs := byName[name]
-			pid, _ := strconv.Atoi(runName.FindStringSubmatch(name)[1])
+			pid, _ := runPID(name)
 			if supervisorAlive(pid, dirs[0]) {
 				continue
 			}
