@@ -155,33 +155,20 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		_ = s.cmd.Wait()
 		close(s.exited)
 	}()
-	if err := <-started; err != nil {
-		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
-	}
-	s.initPID = s.cmd.Process.Pid
-	idfds, err := idmappedClones(s.spec.Mounts, uid, gid)
-	if err != nil {
-		return provider.LayerError(provider.CodeStartFailed, "mounts", err)
-	}
-	if s.cg != nil {
-		if _, ok := s.cg.FD(); !ok {
-			// cgroup v1: init's main thread joins through these (see
-			// joinCgroup); moving the whole process from here would wait
-			// for an RCU grace period.
-			for _, dir := range s.cg.Paths() {
-				fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
-				if err != nil {
-					return provider.LayerError(provider.CodeStartFailed, "cgroups", err)
-				}
-				idfds = append(idfds, fd)
-			}
-		}
-	}
+	// Prepare the fds init needs while the clone runs.
+	idfds, ferr := s.initFDs(uid, gid)
 	defer func() {
 		for _, fd := range idfds {
 			unix.Close(fd)
 		}
 	}()
+	if err := <-started; err != nil {
+		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
+	}
+	s.initPID = s.cmd.Process.Pid
+	if ferr != nil {
+		return ferr
+	}
 	var rights []byte
 	if len(idfds) > 0 {
 		rights = unix.UnixRights(idfds...)
@@ -206,6 +193,34 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		s.setLayer(policy.LayerLandlock, provider.LayerActive, m.Landlock)
 	}
 	return s.verify()
+}
+
+// initFDs returns the fds sent to init with its spec: the idmapped clones
+// of the IDMap binds, in order, then (cgroup v1) the "tasks" files that
+// init's main thread writes to join the cgroup (see joinCgroup; moving the
+// whole process from here would wait for an RCU grace period).
+func (s *Sandbox) initFDs(uid, gid int) ([]int, error) {
+	fds, err := idmappedClones(s.spec.Mounts, uid, gid)
+	if err != nil {
+		return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
+	}
+	if s.cg == nil {
+		return fds, nil
+	}
+	if _, ok := s.cg.FD(); ok {
+		return fds, nil // v2: init is cloned into the cgroup
+	}
+	for _, dir := range s.cg.Paths() {
+		fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			return nil, provider.LayerError(provider.CodeStartFailed, "cgroups", err)
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
 }
 
 // recv reads one message from init, giving up when ctx ends or init dies.
