@@ -41,6 +41,9 @@ type Sandbox struct {
 	cg     *cgroup.Group
 	layers []provider.LayerStatus
 
+	cgDone chan struct{} // closed when the cgroup is created (or failed)
+	cgErr  error
+
 	cmd     *exec.Cmd
 	ctl     *os.File
 	initPID int
@@ -63,25 +66,41 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	sb := &Sandbox{id: fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])), plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
 	if spec.Cgroup {
-		_, _ = cgroup.Sweep() // remove what SIGKILLed runs left behind
-		var err error
-		if spec.FaultLayer == string(policy.LayerCgroups) {
-			err = errors.New("fault injected (" + FaultEnv + "=cgroups)")
-		} else {
-			lim := plan.Policy.Limits
-			sb.cg, err = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
-		}
-		if err != nil {
-			if spec.Layers[policy.LayerCgroups] != policy.Optional {
-				return nil, provider.LayerError(provider.CodeProvisionFailed, "cgroups", err)
+		// Created in the background while init is cloned and starts;
+		// Start waits for it (cgroupReady) before anything can run.
+		sb.cgDone = make(chan struct{})
+		go func() {
+			defer close(sb.cgDone)
+			_, _ = cgroup.Sweep() // remove what SIGKILLed runs left behind
+			if spec.FaultLayer == string(policy.LayerCgroups) {
+				sb.cgErr = errors.New("fault injected (" + FaultEnv + "=cgroups)")
+				return
 			}
-			sb.setLayer(policy.LayerCgroups, provider.LayerSkipped, err.Error())
-		}
+			lim := plan.Policy.Limits
+			sb.cg, sb.cgErr = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
+		}()
 	}
 	return sb, nil
 }
 
 func (s *Sandbox) ID() string { return s.id }
+
+// cgroupReady waits for the cgroup Provision started. A failure is fatal
+// when the layer is required; when it is optional the layer is skipped.
+func (s *Sandbox) cgroupReady() error {
+	if s.cgDone == nil {
+		return nil
+	}
+	<-s.cgDone
+	if s.cgErr != nil && s.cg == nil {
+		if s.spec.Layers[policy.LayerCgroups] != policy.Optional {
+			return provider.LayerError(provider.CodeProvisionFailed, "cgroups", s.cgErr)
+		}
+		s.setLayer(policy.LayerCgroups, provider.LayerSkipped, s.cgErr.Error())
+		s.cgErr = nil
+	}
+	return nil
+}
 
 func (s *Sandbox) setLayer(l policy.Layer, st provider.LayerState, detail string) {
 	for i := range s.layers {
@@ -128,9 +147,15 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			return provider.Errorf(provider.CodeStartFailed, "cannot map uid %d as uid %d", uid, os.Getuid())
 		}
 	}
-	if s.cg != nil {
-		if fd, ok := s.cg.FD(); ok {
-			attr.UseCgroupFD, attr.CgroupFD = true, fd
+	if cgroup.Probe().Version == 2 {
+		// v2: init is cloned straight into the cgroup (CLONE_INTO_CGROUP).
+		if err := s.cgroupReady(); err != nil {
+			return err
+		}
+		if s.cg != nil {
+			if fd, ok := s.cg.FD(); ok {
+				attr.UseCgroupFD, attr.CgroupFD = true, fd
+			}
 		}
 	}
 	s.cmd = &exec.Cmd{
@@ -203,6 +228,12 @@ func (s *Sandbox) initFDs(uid, gid int) ([]int, error) {
 	fds, err := idmappedClones(s.spec.Mounts, uid, gid)
 	if err != nil {
 		return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
+	}
+	if err := s.cgroupReady(); err != nil {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+		return nil, err
 	}
 	if s.cg == nil {
 		return fds, nil
@@ -511,6 +542,9 @@ func (s *Sandbox) kill() {
 
 // Stop kills whatever still runs and waits for init to be reaped.
 func (s *Sandbox) Stop(ctx context.Context) error {
+	if s.cgDone != nil {
+		<-s.cgDone // never race the background creation
+	}
 	if s.exited != nil {
 		select {
 		case <-s.exited:
