@@ -369,6 +369,8 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 	}()
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})
@@ -405,40 +407,49 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		os.Exit(0)
 	}
 	send(ctl, initMsg{PID: pid})
-	go func() {
-		for s := range sigs {
+	// Signals are forwarded and children reaped here, on the locked main
+	// thread: with Landlock ABI < 8 each thread was restricted on its own
+	// and has its own domain, and signal scoping (ABI 6) only lets a thread
+	// signal processes in its domain — the workload's is the main thread's.
+	for {
+		select {
+		case s := <-sigs:
 			sig := s.(syscall.Signal)
 			if unix.Kill(-pid, sig) != nil {
 				_ = unix.Kill(pid, sig)
 			}
+		case <-chld:
+			for {
+				var ws unix.WaitStatus
+				wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil || wpid <= 0 {
+					break // ECHILD or nothing more to reap now
+				}
+				if wpid == pid {
+					exitWith(ctl, ws)
+				}
+			}
 		}
-	}()
-	for {
-		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, 0, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			send(ctl, initMsg{Error: "init: wait: " + err.Error(), Exited: true, Code: 127})
-			os.Exit(1)
-		}
-		if wpid != pid {
-			continue // a reparented orphan
-		}
-		m := initMsg{Exited: true}
-		switch {
-		case ws.Exited():
-			m.Code = ws.ExitStatus()
-		case ws.Signaled():
-			m.Signal = int(ws.Signal())
-			m.Code = 128 + m.Signal
-		}
-		send(ctl, m)
-		// Exiting as PID 1 makes the kernel kill every remaining process
-		// of the namespace: nothing the workload started outlives it.
-		os.Exit(0)
 	}
+}
+
+// exitWith reports the workload's status and exits. Exiting as PID 1 makes
+// the kernel kill every remaining process of the namespace: nothing the
+// workload started outlives it.
+func exitWith(ctl int, ws unix.WaitStatus) {
+	m := initMsg{Exited: true}
+	switch {
+	case ws.Exited():
+		m.Code = ws.ExitStatus()
+	case ws.Signaled():
+		m.Signal = int(ws.Signal())
+		m.Code = 128 + m.Signal
+	}
+	send(ctl, m)
+	os.Exit(0)
 }
 
 // openPTY creates a pseudo-terminal in the sandbox's own devpts instance,

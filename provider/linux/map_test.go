@@ -151,3 +151,21 @@ func TestMountPlanPinsAncestorsOfNestedMounts(t *testing.T) {
 		t.Error("a directory inside a read-only bind was pinned (it cannot be renamed anyway)")
 	}
 }
+
+// A workdir no grant covers is not visible inside: the command starts in
+// the private home instead of failing on chdir.
+func TestMapWorkdirNotGranted(t *testing.T) {
+	r := resolved(policy.PathGrant{Path: "/usr", Access: policy.AccessReadOnly, Dir: true})
+	plan, loss := New().Map(context.Background(), r)
+	if got := plan.Details.(*InitSpec).Workdir; got != "/home/u" {
+		t.Errorf("workdir = %q, want the home", got)
+	}
+	if !hasLoss(loss, provider.SeverityInfo, "filesystem.include_workdir") {
+		t.Errorf("no info about the workdir: %+v", loss)
+	}
+	r.Grants = append(r.Grants, policy.PathGrant{Path: "/w", Access: policy.AccessReadWrite, Dir: true})
+	plan, _ = New().Map(context.Background(), r)
+	if got := plan.Details.(*InitSpec).Workdir; got != "/w" {
+		t.Errorf("granted workdir = %q, want /w", got)
+	}
+}

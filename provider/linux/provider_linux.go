@@ -225,6 +225,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	for _, l := range policy.AllLayers {
 		spec.Layers[l] = r.Layers.Requirement(l)
 	}
+	// Every other layer builds on these two: they are never skipped.
+	spec.Layers[policy.LayerNamespaces] = policy.Required
+	spec.Layers[policy.LayerMounts] = policy.Required
 	if r.Network == policy.NetworkHost {
 		add(provider.SeverityWarning, "network", "network.mode", "host: the sandbox shares the host's network stack, unfiltered")
 	}
@@ -253,6 +256,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	if len(r.Skipped) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	}
+	if !visible(r, r.Workdir) {
+		spec.Workdir = r.Home
+		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
 	}
 	mounts, ll, errs := mountPlan(r)
 	if os.Getuid() == 0 && uid != 0 {
@@ -288,6 +295,18 @@ func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
 		}
 	}
 	return provider.LayerUnavailable
+}
+
+// visible reports whether path is inside the sandbox: the nearest grant
+// containing it is not a deny.
+func visible(r *policy.Resolved, path string) bool {
+	best := policy.PathGrant{}
+	for _, g := range r.Grants {
+		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
+			best = g
+		}
+	}
+	return best.Path != "" && best.Access != policy.AccessDeny
 }
 
 // ownerUID returns the owner of path, or -1.

@@ -65,7 +65,7 @@ type InitSpec struct {
 	Env        []string                            `json:"-"`
 	Cgroup     bool                                `json:"cgroup"`
 	Layers     map[policy.Layer]policy.Requirement `json:"layers"`
-	FaultLayer string                              `json:"-"` // testing: make this layer fail on apply
+	FaultLayer string                              `json:"fault_layer,omitempty"` // testing: make this layer fail on apply
 }
 
 // execRequest asks init to run one process; its stdio arrives as fds.
