@@ -91,7 +91,7 @@ type PathRule struct {
 type NetworkMode string
 
 const (
-	NetworkNone  NetworkMode = "none"  // own network namespace, loopback only
+	NetworkNone  NetworkMode = "none"  // own network namespace, no interface up
 	NetworkHost  NetworkMode = "host"  // the host's network, unfiltered
 	NetworkProxy NetworkMode = "proxy" // reserved for governed egress; rejected for now
 )

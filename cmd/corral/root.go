@@ -25,9 +25,18 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
+// registry holds the providers compiled into this binary, strongest first.
+var registry = []provider.Provider{linux.New()}
+
 // providers lists the providers compiled into this binary, strongest first.
-func providers() []provider.Provider {
-	return []provider.Provider{linux.New()}
+func providers() []provider.Provider { return registry }
+
+// warmProviders probes every provider in the background so that host facts
+// are ready when selection needs them (Probe caches what it reads).
+func warmProviders() {
+	for _, p := range registry {
+		go p.Probe(contextBackground())
+	}
 }
 
 func newVersionCmd() *cobra.Command {

@@ -65,6 +65,7 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 func runMain(o runOpts, args []string) error {
 	// Nothing but fds 0-2 (and those asked for) may reach the sandbox.
 	_ = unix.CloseRange(uint(3+o.preserveFDs), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	warmProviders()
 	pol, err := loadPolicy(o.policy)
 	if err != nil {
 		return err
@@ -127,9 +128,11 @@ func runMain(o runOpts, args []string) error {
 	}()
 	info := audit.RunInfo{PolicyHash: res.Hash, Provider: prov.Name(), Version: version}
 	workload := audit.Proc{CmdLine: args, UID: uidOf(plan)}
-	spec.Started = func(pid int) {
-		workload.PID = pid
-		_ = sink.Emit(audit.Launch(info, workload))
+	if sink != nil {
+		spec.Started = func(pid int) {
+			workload.PID = pid
+			_ = sink.Emit(audit.Launch(info, workload))
+		}
 	}
 	st, err := provider.Run(ctx, prov, plan, spec, func(s provider.Sandbox) {
 		mu.Lock()
