@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// cli runs a corral subcommand (not run) as root and returns its output
+// and exit code.
+func cli(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(corralBin, args...)
+	cmd.Dir = baseDir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("corral %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// policy validate reports every problem with file:line:column and the
+// field path, and exits with policy_rejected (122).
+func TestCLIPolicyValidateErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nfilesystem:\n  read_only: [relative/x]\nprocess:\n  limts: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := cli(t, "policy", "validate", bad)
+	if code != 122 {
+		t.Errorf("exit %d, want 122\n%s", code, stderr)
+	}
+	for _, want := range []string{bad + ":3:15: filesystem.read_only[0]", bad + ":5:3: process.limts", `did you mean "limits"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`{"version": 1, "network": {"mode": "none"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := cli(t, "policy", "validate", good)
+	if code != 0 || !strings.Contains(out, "valid") || !strings.Contains(out, "sha256:") {
+		t.Errorf("valid JSON policy: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// policy schema is JSON Schema naming every top-level section.
+func TestCLIPolicySchema(t *testing.T) {
+	out, _, code := cli(t, "policy", "schema")
+	var s map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil {
+		t.Fatalf("schema is not JSON (exit %d): %.200s", code, out)
+	}
+	props, _ := s["properties"].(map[string]any)
+	for _, k := range []string{"version", "filesystem", "network", "process", "layers"} {
+		if _, ok := props[k]; !ok {
+			t.Errorf("schema has no property %q", k)
+		}
+	}
+	if s["additionalProperties"] != false {
+		t.Error("schema allows unknown top-level fields")
+	}
+}
+
+// policy explain shows the plan, the layers and the loss report; a policy
+// that cannot be enforced is explained and exits 122.
+func TestCLIPolicyExplain(t *testing.T) {
+	wd := t.TempDir()
+	out, stderr, code := cli(t, "policy", "explain", "-C", wd)
+	if code != 0 {
+		t.Fatalf("explain default: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"provider: linux", "plan:", "bind    rw " + wd, "mask    ro /etc/shadow", "layer landlock", "loss report:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = cli(t, "policy", "explain", "-C", wd, "-o", "json")
+	var plan struct {
+		Provider string `json:"provider"`
+		Layers   []struct {
+			Layer, State string
+		} `json:"layers"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil || plan.Provider != "linux" || len(plan.Layers) != 5 {
+		t.Errorf("explain -o json: exit %d, parsed %+v", code, plan)
+	}
+	p := filepath.Join(wd, "grant-in-deny.yaml")
+	sub := filepath.Join(wd, "d", "pub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := "version: 1\nfilesystem:\n  deny: [" + filepath.Join(wd, "d") + "]\n  read_only: [/usr, " + sub + "]\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = cli(t, "policy", "explain", p, "-C", wd)
+	if code != 122 || !strings.Contains(out, "error") || !strings.Contains(stderr, "inside denied") {
+		t.Errorf("grant inside a deny: exit %d, want 122 with the loss shown\n%s%s", code, out, stderr)
+	}
+}
+
+// version names the providers compiled in; doctor reports the host and
+// whether the default policy is enforceable, as text and JSON.
+func TestCLIVersionAndDoctor(t *testing.T) {
+	out, _, code := cli(t, "version")
+	if code != 0 || !strings.Contains(out, "providers: linux") || !strings.Contains(out, "go: go1.") {
+		t.Errorf("version: exit %d\n%s", code, out)
+	}
+	out, _, code = cli(t, "doctor", "-o", "json")
+	var rep struct {
+		Host      map[string]string `json:"host"`
+		Providers []struct {
+			Provider      string            `json:"provider"`
+			Available     bool              `json:"available"`
+			Facts         map[string]string `json:"facts"`
+			DefaultPolicy string            `json:"default_policy"`
+		} `json:"providers"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Providers) != 1 {
+		t.Fatalf("doctor -o json: exit %d\n%s", code, out)
+	}
+	p := rep.Providers[0]
+	if p.Provider != "linux" || p.Facts["kernel"] == "" || p.Facts["landlock_abi"] == "" || rep.Host["docker_socket"] == "" {
+		t.Errorf("doctor facts incomplete: %+v host %+v", p, rep.Host)
+	}
+	// As root on this host every layer is available.
+	if p.Available && p.DefaultPolicy != "enforceable" {
+		t.Errorf("default policy: %q", p.DefaultPolicy)
+	}
+	text, _, _ := cli(t, "doctor")
+	if !strings.Contains(text, "default policy:") || !strings.Contains(text, "landlock_abi:") {
+		t.Errorf("doctor text:\n%s", text)
+	}
+}
+
+// A usage error (no command) exits 2, not one of Corral's codes.
+func TestCLIUsageError(t *testing.T) {
+	_, stderr, code := cli(t, "run")
+	if code != 2 || !strings.Contains(stderr, "requires at least 1 arg") {
+		t.Errorf("run without a command: exit %d\n%s", code, stderr)
+	}
+}
