@@ -36,6 +36,10 @@ type Provider interface {
 	// running anything. A plan with error losses is refused with
 	// CodePolicyRejected.
 	Provision(ctx context.Context, plan *Plan) (Sandbox, error)
+	// Recover reattaches to a sandbox a previous supervisor started, by
+	// id (Nomad's RecoverTask). Providers whose sandboxes cannot outlive
+	// their supervisor return CodeNotFound.
+	Recover(ctx context.Context, id string) (Sandbox, error)
 }
 
 // Sandbox is one provisioned sandbox. Methods are called in lifecycle order.

@@ -83,6 +83,13 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	return sb, nil
 }
 
+// Recover always fails: a per-run sandbox dies with its supervisor (its
+// init has a parent-death signal and the kernel kills the PID namespace),
+// so there is nothing to reattach to; its cgroup is swept by the next run.
+func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
+	return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s: linux sandboxes are per-run and end with the corral that started them", id)
+}
+
 func (s *Sandbox) ID() string { return s.id }
 
 // cgroupReady waits for the cgroup Provision started. A failure is fatal
