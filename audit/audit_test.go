@@ -445,3 +445,41 @@ func TestConcurrentProcesses(t *testing.T) {
 	}
 	checkConcurrentFile(t, path, procs*50)
 }
+
+// The audit log is never reached through a symlink or a hard link: a file
+// kept where a sandbox can write could be swapped for one pointing at a
+// file the caller would then append to.
+func TestOpenRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sym := filepath.Join(dir, "audit-sym.jsonl")
+	if err := os.Symlink(victim, sym); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(sym); err == nil {
+		s.Close()
+		t.Error("Open followed a symlink")
+	}
+	symdir := filepath.Join(dir, "linkdir")
+	if err := os.Symlink(dir, symdir); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(filepath.Join(symdir, "a.jsonl")); err == nil {
+		s.Close()
+		t.Error("Open followed a symlinked directory")
+	}
+	hard := filepath.Join(dir, "audit-hard.jsonl")
+	if err := os.Link(victim, hard); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(hard); err == nil {
+		s.Close()
+		t.Error("Open accepted a file with two hard links")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
+		t.Errorf("victim changed: %q", b)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sink appends OCSF events to a JSON Lines file. It is safe for concurrent
@@ -25,10 +27,40 @@ type Sink struct {
 
 // Open opens (creating with mode 0600 if needed) path for appending. The mode
 // of an existing file is left unchanged.
+//
+// The file is opened without following symlinks in any component
+// (openat2 RESOLVE_NO_SYMLINKS) and must be a regular file with one link
+// owned by the caller: a log kept where a sandbox can write could otherwise
+// be swapped for a link to a file the (root) caller would then append to.
 func Open(path string) (*Sink, error) {
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+		Flags:   unix.O_APPEND | unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Mode:    0o600,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	if err != nil {
+		if err == unix.ELOOP {
+			return nil, fmt.Errorf("audit: open %s: a path component is a symlink; give the real path", path)
+		}
 		return nil, fmt.Errorf("audit: open %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: stat %s: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = fmt.Errorf("not a regular file")
+	case st.Nlink != 1:
+		err = fmt.Errorf("has %d hard links", st.Nlink)
+	case int(st.Uid) != os.Geteuid():
+		err = fmt.Errorf("is owned by uid %d, not by the caller (uid %d)", st.Uid, os.Geteuid())
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit: %s %v; refusing to append to it", path, err)
 	}
 	return &Sink{f: f}, nil
 }

@@ -1,11 +1,18 @@
 package policy
 
 // DefaultProtected is used when Filesystem.Protected is nil: files that let a
-// workload run code outside the sandbox later (git hooks and config, shell
-// start-up files), credentials (.ssh) and Corral's own configuration and
-// state. Each is matched under every read-write root.
+// workload run code outside the sandbox later, credentials (.ssh) and
+// Corral's own configuration and state. Each is matched under every
+// read-write root.
+//
+// The whole .git directory is protected, not only hooks and config: git
+// also takes hooks and config from the directory named in .git/commondir,
+// from .git/config.worktree and from .git/modules/*, and a missing path
+// cannot be bound over. Read-only .git keeps git status, diff and log
+// working; commits must then happen outside the sandbox (or list
+// protected paths without .git).
 var DefaultProtected = []string{
-	".git/hooks", ".git/config",
+	".git",
 	".bashrc", ".bash_profile", ".bash_login", ".profile",
 	".zshrc", ".zprofile", ".zshenv",
 	".ssh",

@@ -94,11 +94,17 @@ func (p *Policy) Resolve(ctx Context) (*Resolved, error) {
 	return out, nil
 }
 
-// dangerousRW are paths that may never be granted read-write; dangerousTrees
-// may not be granted read-write anywhere beneath either.
+// dangerousRW are paths that may never be granted read-write themselves
+// (their subdirectories may); dangerousTrees may not be granted read-write
+// anywhere at or beneath them: system software and configuration, boot
+// files, kernel interfaces, package and spool state (cron jobs). A root
+// caller's read-write trees are written as root on disk, so a file planted
+// there would run as root later. serviceTrees hold the sockets of the
+// host's services and may not be granted at all, only denied.
 var (
-	dangerousRW    = []string{"/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev"}
-	dangerousTrees = []string{"/proc", "/sys", "/dev"}
+	dangerousRW    = []string{"/", "/home", "/root", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media"}
+	dangerousTrees = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/var/spool", "/var/cache", "/var/log"}
+	serviceTrees   = []string{"/run", "/var/run"}
 )
 
 type resolver struct {
@@ -331,6 +337,13 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 			"remove the grant (a later release adds explicit socket grants); to hide it, list it under deny", nil)
 		return false
 	}
+	for _, d := range serviceTrees {
+		if p := filepath.Clean(written); under(p, d) || under(canon, d) {
+			r.fail(field, fmt.Sprintf("%s is under %s, where the host's services keep their sockets (a read-only grant does not stop connect())", desc, d),
+				"remove the grant; a later release adds explicit socket grants", nil)
+			return false
+		}
+	}
 	if access != AccessReadWrite {
 		return true
 	}
@@ -354,7 +367,7 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 		}
 		for _, d := range dangerousTrees {
 			if under(p, d) {
-				r.fail(field, fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host kernel or devices", desc, d), hint, nil)
+				r.fail(field, fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host system", desc, d), hint, nil)
 				return false
 			}
 		}

@@ -90,6 +90,15 @@ func TestDangerousGrants(t *testing.T) {
 		{"filesystem:\n  read_write: [\"{workdir}/etc-link\"]\n", "filesystem.read_write[0]", "modify the host system"},
 		{"filesystem:\n  read_write: [\"{workdir}/d.sock\"]\n", "filesystem.read_write[0]", "unix socket"},
 		{"filesystem:\n  read_only: [\"{workdir}/d.sock\"]\n", "filesystem.read_only[0]", "unix socket"},
+		// Whole system trees, not only their roots: a root caller's writes
+		// land as root on disk (/etc/profile.d, /usr/local/bin, cron).
+		{"filesystem:\n  read_write: [/etc/profile.d]\n", "filesystem.read_write[0]", "under /etc"},
+		{"filesystem:\n  read_write: [/usr/local/bin]\n", "filesystem.read_write[0]", "under /usr"},
+		{"filesystem:\n  read_write: [/var/spool]\n", "filesystem.read_write[0]", "under /var/spool"},
+		{"filesystem:\n  read_write: [/home]\n", "filesystem.read_write[0]", "modify the host system"},
+		{"filesystem:\n  read_write: [/tmp]\n", "filesystem.read_write[0]", "modify the host system"},
+		// Sockets of host services: not even read-only.
+		{"filesystem:\n  read_only: [/run]\n", "filesystem.read_only[0]", "sockets"},
 	}
 	for _, c := range cases {
 		_, err := parse(t, c.src).Resolve(e.ctx())
@@ -302,23 +311,29 @@ func TestProtectedDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gitDir := filepath.Join(e.work, ".git")
 	for path, field := range map[string]string{
-		hooks:                           "filesystem.protected[0]",
-		config:                          "filesystem.protected[1]",
-		filepath.Join(other, ".bashrc"): "filesystem.protected[2]",
+		gitDir:                          "filesystem.protected[0]",
+		filepath.Join(other, ".bashrc"): "filesystem.protected[1]",
 	} {
 		g, ok := grantOf(r, path)
 		if !ok || g.Access != AccessReadOnly || g.Field != field {
 			t.Errorf("%s: grant %+v, %v; want ro from %s", path, g, ok, field)
 		}
 	}
-	if g, _ := grantOf(r, hooks); !g.Dir {
-		t.Error(".git/hooks not marked as a directory")
+	if g, _ := grantOf(r, gitDir); !g.Dir {
+		t.Error(".git not marked as a directory")
+	}
+	// hooks and config are covered by the read-only .git (no own grant).
+	for _, p := range []string{hooks, config} {
+		if g, ok := grantOf(r, p); ok {
+			t.Errorf("%s has a grant of its own: %+v", p, g)
+		}
 	}
 	if _, ok := grantOf(r, outside); ok {
 		t.Error("symlink target outside the rw roots was granted")
 	}
-	for _, want := range []string{filepath.Join(e.work, ".bashrc"), filepath.Join(e.work, ".ssh"), filepath.Join(other, ".git/hooks")} {
+	for _, want := range []string{filepath.Join(e.work, ".bashrc"), filepath.Join(e.work, ".ssh"), filepath.Join(other, ".git")} {
 		if !slices.Contains(r.Skipped, want) {
 			t.Errorf("Skipped lacks %s: %v", want, r.Skipped)
 		}

@@ -1,4 +1,9 @@
 // Command corral runs commands in policy-enforced sandboxes.
+
+// The runtime must not keep cgroup files open to follow CPU limits: every fd
+// corral holds is one that --preserve-fds could mistake for the caller's,
+// and the sandbox init would hold host cgroup files.
+//go:debug containermaxprocs=0
 package main
 
 import (

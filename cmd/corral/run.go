@@ -64,6 +64,15 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 
 func runMain(o runOpts, args []string) error {
 	// Nothing but fds 0-2 (and those asked for) may reach the sandbox.
+	// The preserved ones are taken now, before corral opens anything that
+	// could take a number the caller left free.
+	var preserved []*os.File
+	for fd := 3; fd < 3+o.preserveFDs; fd++ {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return fmt.Errorf("--preserve-fds %d: fd %d is not open in the caller (pass fds 3..%d)", o.preserveFDs, fd, 2+o.preserveFDs)
+		}
+		preserved = append(preserved, os.NewFile(uintptr(fd), fmt.Sprintf("fd%d", fd)))
+	}
 	_ = unix.CloseRange(uint(3+o.preserveFDs), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	warmProviders()
 	pol, err := loadPolicy(o.policy)
@@ -92,9 +101,7 @@ func runMain(o runOpts, args []string) error {
 	defer sink.Close()
 
 	spec := provider.ExecSpec{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
-	for i := 0; i < o.preserveFDs; i++ {
-		spec.ExtraFiles = append(spec.ExtraFiles, os.NewFile(uintptr(3+i), fmt.Sprintf("fd%d", 3+i)))
-	}
+	spec.ExtraFiles = preserved
 	if o.tty {
 		spec.TTY = true
 		restore, resize := attachTerminal()

@@ -181,6 +181,11 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 			return m, err
 		}
 	}
+	// no_new_privs on every thread whatever happens to seccomp: nothing
+	// inside may gain privileges through exec.
+	if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
+		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("no_new_privs: %w", err)}
+	}
 	if err := dropCapabilities(); err != nil {
 		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("drop capabilities: %w", err)}
 	}
@@ -188,8 +193,6 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, seccomp.Install); err != nil {
 			return m, err
 		}
-	} else if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
-		return m, &layerErr{policy.LayerSeccomp, fmt.Errorf("no_new_privs: %w", err)}
 	}
 	// Not dumpable: the workload (same uid) cannot read init's memory,
 	// environ or fds through /proc/1.
@@ -294,6 +297,12 @@ func joinCgroup(taskfds []int) error {
 			return fmt.Errorf("join cgroup: %w", err)
 		}
 		unix.Close(fd)
+	}
+	// A cgroup namespace rooted here, so the workload does not see the
+	// host's cgroup paths (the one from clone was rooted where init
+	// started). Like CLONE_NEWUTS, it is per thread and inherited on fork.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("cgroup namespace: %w", err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,12 +148,17 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN},
 		Pdeathsig:   syscall.SIGKILL,
 	}
-	if os.Getuid() != 0 {
+	if os.Getuid() == 0 {
+		// Drop the caller's supplementary groups (root's group 0 among
+		// them): they would still count in permission checks inside.
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential.NoSetGroups = false
+		attr.Credential.Groups = []uint32{}
+	} else if uid != os.Getuid() || gid != os.Getgid() {
 		// An unprivileged caller may only map its own ids and must not
-		// call setgroups (user_namespaces(7)).
-		if uid != os.Getuid() || gid != os.Getgid() {
-			return provider.Errorf(provider.CodeStartFailed, "cannot map uid %d as uid %d", uid, os.Getuid())
-		}
+		// call setgroups (user_namespaces(7)), so its own supplementary
+		// groups stay: they are the caller's anyway.
+		return provider.Errorf(provider.CodeStartFailed, "cannot map uid %d as uid %d", uid, os.Getuid())
 	}
 	if cgroup.Probe().Version == 2 {
 		// v2: init is cloned straight into the cgroup (CLONE_INTO_CGROUP).
@@ -222,7 +228,9 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		s.setLayer(policy.Layer(l), provider.LayerSkipped, why)
 	}
 	if m.Landlock != "" {
-		s.setLayer(policy.LayerLandlock, provider.LayerActive, m.Landlock)
+		// Landlock has no /proc status to check from outside: this is
+		// init's report of what landlock_restrict_self accepted.
+		s.setLayer(policy.LayerLandlock, provider.LayerActive, m.Landlock+" (reported by init)")
 	}
 	return s.verify()
 }
@@ -330,19 +338,27 @@ func (s *Sandbox) verify() error {
 		k, v, _ := strings.Cut(line, ":")
 		fields[k] = strings.TrimSpace(v)
 	}
+	if os.Getuid() == 0 && fields["Groups"] != "" {
+		return fail(policy.LayerNamespaces, "supplementary groups %q reached the sandbox", fields["Groups"])
+	}
 	for _, c := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
 		if strings.Trim(fields[c], "0") != "" {
 			return fail(policy.LayerNamespaces, "%s is %s, want no capabilities", c, fields[c])
 		}
 	}
 	if fields["NoNewPrivs"] != "1" {
-		return fail(policy.LayerSeccomp, "NoNewPrivs is %q", fields["NoNewPrivs"])
+		return fail(policy.LayerNamespaces, "NoNewPrivs is %q", fields["NoNewPrivs"])
 	}
+	// Each remaining check stands alone: an optional layer that fails
+	// verification is marked skipped and the others are still checked.
 	if s.spec.Seccomp && stateOf(s.layers, policy.LayerSeccomp) == provider.LayerActive {
 		if fields["Seccomp"] != "2" {
-			return fail(policy.LayerSeccomp, "Seccomp mode is %q, want 2 (filter)", fields["Seccomp"])
+			if err := fail(policy.LayerSeccomp, "Seccomp mode is %q, want 2 (filter)", fields["Seccomp"]); err != nil {
+				return err
+			}
+		} else {
+			s.setLayer(policy.LayerSeccomp, provider.LayerActive, "Seccomp: 2, NoNewPrivs: 1, no capabilities (checked in /proc/"+pid+"/status)")
 		}
-		s.setLayer(policy.LayerSeccomp, provider.LayerActive, "Seccomp: 2, NoNewPrivs: 1, no capabilities (checked in /proc/"+pid+"/status)")
 	}
 	if stateOf(s.layers, policy.LayerMounts) == provider.LayerActive {
 		mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
@@ -355,26 +371,32 @@ func (s *Sandbox) verify() error {
 		s.setLayer(policy.LayerMounts, provider.LayerActive, fmt.Sprintf("%d mounts under a private read-only root (checked in /proc/%s/mountinfo)", strings.Count(string(mi), "\n"), pid))
 	}
 	if s.cg != nil && stateOf(s.layers, policy.LayerCgroups) == provider.LayerActive {
-		ev, err := s.cg.Verify()
-		if err != nil {
-			return fail(policy.LayerCgroups, "%v", err)
+		if detail, msg := s.verifyCgroup(); msg != "" {
+			return fail(policy.LayerCgroups, "%s", msg)
+		} else {
+			s.setLayer(policy.LayerCgroups, provider.LayerActive, detail)
 		}
-		procs, _ := s.cg.Procs()
-		in := false
-		for _, p := range procs {
-			in = in || p == s.initPID
-		}
-		if !in {
-			return fail(policy.LayerCgroups, "init %d is not in %s", s.initPID, strings.Join(s.cg.Paths(), ", "))
-		}
-		keys := make([]string, 0, len(ev))
-		for k, v := range ev {
-			keys = append(keys, k+"="+v)
-		}
-		sort.Strings(keys)
-		s.setLayer(policy.LayerCgroups, provider.LayerActive, strings.Join(keys, " "))
 	}
 	return nil
+}
+
+// verifyCgroup reads the limits back and checks init is a member. It
+// returns the evidence, or a message saying what is wrong.
+func (s *Sandbox) verifyCgroup() (detail, msg string) {
+	ev, err := s.cg.Verify()
+	if err != nil {
+		return "", err.Error()
+	}
+	procs, _ := s.cg.Procs()
+	if !slices.Contains(procs, s.initPID) {
+		return "", fmt.Sprintf("init %d is not in %s", s.initPID, strings.Join(s.cg.Paths(), ", "))
+	}
+	keys := make([]string, 0, len(ev))
+	for k, v := range ev {
+		keys = append(keys, k+"="+v)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, " ") + " (read back from the cgroup files)", ""
 }
 
 // rootIsCorral reports whether the mount at "/" in a mountinfo is the

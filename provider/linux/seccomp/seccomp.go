@@ -143,6 +143,11 @@ var socketRule = familyAllow{
 	what:          "family not AF_UNIX/AF_INET/AF_INET6/AF_NETLINK+NETLINK_ROUTE",
 }
 
+// suidBits denies when mode argument arg has S_ISUID or S_ISGID set.
+func suidBits(arg int) check {
+	return anyBits{arg: arg, mask: unix.S_ISUID | unix.S_ISGID, what: "mode with S_ISUID/S_ISGID"}
+}
+
 // rules is the filter table. Order only affects speed: rules for hot
 // syscalls that carry argument checks come first.
 var rules = []rule{
@@ -156,6 +161,23 @@ var rules = []rule{
 	{name: "clone3", action: retENOSYS},
 	{name: "unshare", action: retEPERM, when: anyBits{arg: 0, mask: nsFlags, what: "CLONE_NEW* flags"}},
 	{name: "setns", action: retEPERM},
+
+	// No set-user-ID or set-group-ID bits: a read-write tree of a root
+	// caller is idmapped so that files the workload creates are owned by
+	// root on disk, and a setuid-root file there would be a way up for
+	// anyone on the host. The mode argument is checked on every call that
+	// sets or creates a mode; openat2 carries it in memory the filter
+	// cannot read, so it gets ENOSYS and libc falls back to openat.
+	{name: "chmod", action: retEPERM, when: suidBits(1), optional: true},
+	{name: "fchmod", action: retEPERM, when: suidBits(1)},
+	{name: "fchmodat", action: retEPERM, when: suidBits(2)},
+	{name: "fchmodat2", action: retEPERM, when: suidBits(2)},
+	{name: "open", action: retEPERM, when: suidBits(2), optional: true},
+	{name: "openat", action: retEPERM, when: suidBits(3)},
+	{name: "creat", action: retEPERM, when: suidBits(1), optional: true},
+	{name: "mknod", action: retEPERM, when: suidBits(1), optional: true},
+	{name: "mknodat", action: retEPERM, when: suidBits(2)},
+	{name: "openat2", action: retENOSYS},
 
 	{name: "ptrace", action: retEPERM},
 	{name: "process_vm_readv", action: retEPERM},

@@ -16,6 +16,16 @@ const x32SyscallBit = 0x40000000
 // sysnums maps the syscall names used in the rule table to this
 // architecture's numbers.
 var sysnums = map[string]uint32{
+	"fchmod":            unix.SYS_FCHMOD,
+	"fchmodat":          unix.SYS_FCHMODAT,
+	"fchmodat2":         unix.SYS_FCHMODAT2,
+	"openat":            unix.SYS_OPENAT,
+	"mknodat":           unix.SYS_MKNODAT,
+	"openat2":           unix.SYS_OPENAT2,
+	"chmod":             unix.SYS_CHMOD,
+	"open":              unix.SYS_OPEN,
+	"creat":             unix.SYS_CREAT,
+	"mknod":             unix.SYS_MKNOD,
 	"ptrace":            unix.SYS_PTRACE,
 	"process_vm_readv":  unix.SYS_PROCESS_VM_READV,
 	"process_vm_writev": unix.SYS_PROCESS_VM_WRITEV,
