@@ -86,6 +86,9 @@ type ExitStatus struct {
 	Code     int    // exit code, or 128+signal when killed
 	Signal   string // signal name when killed by a signal, else ""
 	TimedOut bool   // killed because the policy timeout expired
+	// Reason explains an end the workload did not choose (e.g. the
+	// sandbox was killed); empty otherwise.
+	Reason   string
 	Duration time.Duration
 }
 

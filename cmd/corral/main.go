@@ -1,9 +1,10 @@
-// Command corral runs commands in policy-enforced sandboxes.
+// containermaxprocs=0: the runtime must not keep cgroup files open to
+// follow CPU limits. Every fd corral holds is one that --preserve-fds could
+// mistake for the caller's, and the sandbox init would hold host cgroup files.
 
-// The runtime must not keep cgroup files open to follow CPU limits: every fd
-// corral holds is one that --preserve-fds could mistake for the caller's,
-// and the sandbox init would hold host cgroup files.
 //go:debug containermaxprocs=0
+
+// Command corral runs commands in policy-enforced sandboxes.
 package main
 
 import (

@@ -109,6 +109,14 @@ func runMain(o runOpts, args []string) error {
 		defer restore()
 	}
 
+	if !o.tty && term.IsTerminal(int(os.Stdin.Fd())) {
+		// The command shares the caller's terminal: put its settings back
+		// however the command left them.
+		if st, err := term.GetState(int(os.Stdin.Fd())); err == nil {
+			defer func() { _ = term.Restore(int(os.Stdin.Fd()), st) }()
+		}
+	}
+
 	var mu sync.Mutex
 	var sb provider.Sandbox
 	var killedBy string
@@ -166,6 +174,9 @@ func runMain(o runOpts, args []string) error {
 			return exitError{code: st.Code}
 		}
 		return err
+	}
+	if st.Reason != "" {
+		fmt.Fprintf(os.Stderr, "corral: %s\n", st.Reason)
 	}
 	if st.TimedOut {
 		fmt.Fprintf(os.Stderr, "corral: timeout: the policy's limit of %s expired; the sandbox was killed\n", res.Limits.Timeout)

@@ -360,6 +360,15 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
+	// Signals that would make the Go runtime crash init when they come
+	// from kill(2) (the workload shares init's uid): caught and dropped.
+	// Real faults still crash, as the runtime handles them synchronously.
+	fatal := make(chan os.Signal, 4)
+	signal.Notify(fatal, unix.SIGSEGV, unix.SIGBUS, unix.SIGABRT, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGPIPE)
+	go func() {
+		for range fatal {
+		}
+	}()
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})

@@ -232,7 +232,11 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 		case MountBind:
 			err = t.attach(clones[i], m.Path, m.Dir)
 		case MountTmpfs:
-			err = t.mountFS("tmpfs", m.Path, unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("mode=%o,%s", m.Mode, owner))
+			data := fmt.Sprintf("mode=%o,%s", m.Mode, owner)
+			if m.Size > 0 {
+				data += fmt.Sprintf(",size=%d", m.Size)
+			}
+			err = t.mountFS("tmpfs", m.Path, unix.MS_NOSUID|unix.MS_NODEV, data)
 			t.synthetic = append(t.synthetic, m.Path)
 		case MountMask:
 			err = t.mask(m)
@@ -355,9 +359,11 @@ func (t *tree) proc(p string) error {
 	defer unix.Close(nullfd)
 	for _, name := range procMasked {
 		sp := filepath.Join(p, name)
-		if _, err := unix.Openat2(t.rootfd, strings.TrimPrefix(sp, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveStrict}); err != nil {
-			continue
+		pfd, err := unix.Openat2(t.rootfd, strings.TrimPrefix(sp, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveStrict})
+		if err != nil {
+			continue // absent on this kernel
 		}
+		unix.Close(pfd)
 		cfd, err := unix.OpenTree(nullfd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 		if err != nil {
 			return fmt.Errorf("mask %s: %w", sp, err)

@@ -381,7 +381,8 @@ func lookupUser(name string) (int, error) {
 
 type planErr struct{ field, msg string }
 
-// mountPlan orders the mount tree: root-level synthetic mounts (/proc,
+// mountPlan orders the mount tree (tmpfs sizes are capped at the memory
+// limit, which bounds them even without cgroups): root-level synthetic mounts (/proc,
 // /dev, /tmp, the private home) and grants, parents before children, so
 // that the most specific path wins. It also derives the Landlock rules.
 func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
@@ -394,10 +395,10 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 	ms = append(ms, MountSpec{Kind: MountProc, Path: "/proc", Dir: true, Field: "builtin"})
 	ms = append(ms, MountSpec{Kind: MountDev, Path: "/dev", Dir: true, Field: "builtin"})
 	if !granted["/tmp"] {
-		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: "/tmp", Dir: true, Mode: 0o1777, Field: "builtin (private /tmp)"})
+		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: "/tmp", Dir: true, Mode: 0o1777, Size: int64(r.Limits.Memory), Field: "builtin (private /tmp)"})
 	}
 	if r.Home != "" && r.Home != "/" && !granted[r.Home] {
-		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: r.Home, Dir: true, Mode: 0o700, Field: "builtin (private home)"})
+		ms = append(ms, MountSpec{Kind: MountTmpfs, Path: r.Home, Dir: true, Mode: 0o700, Size: int64(r.Limits.Memory), Field: "builtin (private home)"})
 	}
 	var ll LandlockSpec
 	ll.RWDirs = append(ll.RWDirs, "/dev", "/proc", "/tmp")

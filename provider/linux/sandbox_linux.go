@@ -487,11 +487,18 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeExecFailed, "sandbox init died")
+				return s.initDied(t0), nil
 			}
 			if m.TTY {
 				ttyDone = attachPTY(os.NewFile(uintptr(m.fd), "pty-master"), spec)
 				continue
+			}
+			if m.PID != 0 && os.Getuid() == 0 {
+				// Now that the workload is forked (and cannot inherit
+				// it), keep the OOM killer off init: killing it ends the
+				// whole sandbox instead of the process that used the
+				// memory. Lowering needs CAP_SYS_RESOURCE, so root only.
+				_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", s.initPID), []byte("-1000"), 0)
 			}
 			if m.PID != 0 && spec.Started != nil {
 				spec.Started(s.hostPID())
@@ -545,6 +552,26 @@ func attachPTY(master *os.File, spec provider.ExecSpec) <-chan struct{} {
 		}()
 	}
 	return done
+}
+
+// initDied reports a sandbox whose init ended before the workload did:
+// everything inside died with it. The status is init's 128+signal.
+func (s *Sandbox) initDied(t0 time.Time) provider.ExitStatus {
+	select {
+	case <-s.exited:
+	case <-time.After(2 * time.Second):
+	}
+	st := provider.ExitStatus{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Duration: time.Since(t0)}
+	if ps := s.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Code, st.Signal = 128+int(ws.Signal()), unix.SignalName(ws.Signal())
+		}
+	}
+	st.Reason = fmt.Sprintf("the sandbox's init ended (%s), and every process inside with it", st.Signal)
+	if st.Signal == "SIGKILL" && s.cg != nil && s.plan.Policy.Limits.Memory > 0 {
+		st.Reason += "; the usual cause is the memory limit (process.limits.memory)"
+	}
+	return st
 }
 
 // hostPID finds the workload's pid in our PID namespace: init's only child.

@@ -30,6 +30,7 @@ type MountSpec struct {
 	ReadOnly bool      `json:"read_only"`
 	Dir      bool      `json:"dir"`
 	Mode     uint32    `json:"mode,omitempty"` // tmpfs root mode
+	Size     int64     `json:"size,omitempty"` // tmpfs size in bytes; 0: the kernel's default (half of RAM)
 	// IDMap: the supervisor (root) prepares this bind as an idmapped
 	// mount where on-disk uid/gid 0 appear as the workload's, so a root
 	// caller's read-write tree is writable by the unprivileged workload.
