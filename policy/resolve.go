@@ -50,9 +50,10 @@ type Resolved struct {
 	// exist appear here as ro entries under their rw root.
 	Grants []PathGrant `json:"grants"`
 	// Skipped lists protected paths under read-write roots that could not be
-	// protected by a bind: they did not exist, or were symlinks leading out
-	// of the read-write roots. A workload could create them. For the loss
-	// report.
+	// protected by a bind: they did not exist, or are symlinks (whose
+	// target, when inside a read-write root, is made read-only, but the
+	// link itself could be replaced). A workload could create or replace
+	// them. For the loss report.
 	Skipped []string    `json:"skipped_protected,omitempty"`
 	Env     []string    `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
 	Network NetworkMode `json:"network"` // never empty
@@ -440,6 +441,11 @@ func (r *resolver) protect() []string {
 			return
 		}
 		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: fi.IsDir(), Field: field})
+		if canon != joined {
+			// The target is read-only, but the link is what tools open,
+			// and a link in a writable directory can be replaced.
+			skipped[joined] = true
+		}
 	}
 	for i, e := range entries {
 		field := fmt.Sprintf("filesystem.protected[%d]", i)

@@ -488,3 +488,26 @@ func TestDefaultResolves(t *testing.T) {
 		t.Errorf("default policy invalid: %v", err)
 	}
 }
+
+// A protected path that is a symlink to a place inside a read-write root:
+// the target becomes read-only, and the link itself, which a workload could
+// replace, is reported.
+func TestProtectedSymlinkReported(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.work, "dotfiles"))
+	touch(t, filepath.Join(e.work, "dotfiles", "bashrc"))
+	link := filepath.Join(e.work, ".bashrc")
+	if err := os.Symlink("dotfiles/bashrc", link); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Default().Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, "dotfiles", "bashrc")); !ok || g.Access != AccessReadOnly {
+		t.Errorf("symlink target not read-only: %+v %v", g, ok)
+	}
+	if !slices.Contains(r.Skipped, link) {
+		t.Errorf("the replaceable link is not reported: %v", r.Skipped)
+	}
+}

@@ -254,8 +254,16 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there may fail (set process.run_as_user)", uid, r.Workdir, o)
 		}
 	}
-	if len(r.Skipped) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	var missing []string
+	for _, p := range r.Skipped {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (make it a real file or directory)", p)
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
 	}
 	if !visible(r, r.Workdir) {
 		spec.Workdir = r.Home
@@ -280,6 +288,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.Landlock.DenyTCP = spec.NewNet
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
+	}
+	if h.landlockABI < 9 {
+		// LANDLOCK_ACCESS_FS_RESOLVE_UNIX arrived with ABI 9.
+		add(provider.SeverityInfo, "filesystem", "filesystem", "unix sockets inside granted directories can be connected to, even read-only ones: Landlock ABI %d cannot restrict connect() on socket files", h.landlockABI)
 	}
 	if spec.Landlock.Enabled && h.landlockABI < 6 {
 		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)
