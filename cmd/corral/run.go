@@ -144,7 +144,10 @@ func runMain(o runOpts, args []string) error {
 	info := audit.RunInfo{PolicyHash: res.Hash, Provider: prov.Name(), Version: version}
 	workload := audit.Proc{CmdLine: args, UID: uidOf(plan)}
 	if sink != nil {
+		// Called once, with the host pid, before init may reap it.
 		spec.Started = func(pid int) {
+			mu.Lock()
+			defer mu.Unlock()
 			workload.PID = pid
 			_ = sink.Emit(audit.Launch(info, workload))
 		}
@@ -164,10 +167,12 @@ func runMain(o runOpts, args []string) error {
 		if killedBy != "" {
 			ex.Killed, ex.Reason = true, "corral received "+killedBy
 		}
-		if workload.PID == 0 && err == nil {
-			_ = sink.Emit(audit.Launch(info, workload))
+		if err != nil && ex.Reason == "" {
+			ex.Reason = err.Error() // e.g. the command was not found (and no Launch)
 		}
+		mu.Lock()
 		_ = sink.Emit(audit.Terminate(info, workload, ex))
+		mu.Unlock()
 	}
 	if err != nil {
 		if killedBy != "" {

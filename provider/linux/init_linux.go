@@ -346,16 +346,6 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		os.Exit(1)
 	}
 	fds := rightsOf(oob[:oobn])
-	// Watch the supervisor: EOF on the control socket means it died.
-	go func() {
-		b := make([]byte, 64)
-		for {
-			n, _, _, _, err := unix.Recvmsg(ctl, b, nil, 0)
-			if err != unix.EINTR && (err != nil || n == 0) {
-				os.Exit(1)
-			}
-		}
-	}()
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
 	chld := make(chan os.Signal, 1)
@@ -406,6 +396,24 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		os.Exit(0)
 	}
 	send(ctl, initMsg{PID: pid})
+	if req.Ack {
+		// The supervisor looks up the workload's host pid before it can be
+		// reaped (a reaped child is gone from /proc/1/task/*/children).
+		b := make([]byte, 64)
+		if n, _, _, _, err := unix.Recvmsg(ctl, b, nil, 0); err != nil || n == 0 {
+			os.Exit(1)
+		}
+	}
+	// Watch the supervisor: EOF on the control socket means it died.
+	go func() {
+		b := make([]byte, 64)
+		for {
+			n, _, _, _, err := unix.Recvmsg(ctl, b, nil, 0)
+			if err != unix.EINTR && (err != nil || n == 0) {
+				os.Exit(1)
+			}
+		}
+	}()
 	// Signals are forwarded and children reaped on the locked main thread:
 	// with Landlock ABI < 8 each thread was restricted on its own and has
 	// its own domain, and signal scoping (ABI 6) only lets a thread signal

@@ -436,7 +436,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		dir = s.spec.Workdir
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
-	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY}
+	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY, Ack: spec.Started != nil}
 	files := append([]*os.File{spec.Stdin, spec.Stdout, spec.Stderr}, spec.ExtraFiles...)
 	if spec.TTY {
 		files = spec.ExtraFiles // stdio is the pty init creates
@@ -502,6 +502,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			}
 			if m.PID != 0 && spec.Started != nil {
 				spec.Started(s.hostPID())
+				if err := unix.Sendmsg(int(s.ctl.Fd()), []byte("ack"), nil, nil, 0); err != nil {
+					s.kill()
+				}
 			}
 			if m.Exited {
 				if ttyDone != nil {

@@ -76,6 +76,7 @@ type execRequest struct {
 	Env    []string `json:"env"`
 	TTY    bool     `json:"tty"`
 	NFiles int      `json:"nfiles"`
+	Ack    bool     `json:"ack,omitempty"` // wait for the supervisor after reporting the pid
 }
 
 // initMsg is what init reports back.
