@@ -145,3 +145,35 @@ func TestAuditRefusesSymlink(t *testing.T) {
 		t.Error("the symlink target was written")
 	}
 }
+
+// A root caller's private files granted read-only (a module cache under
+// root's 0700 home) are readable by the unprivileged workload through an
+// idmapped mount, and stay read-only.
+func TestRootPrivateReadOnlyGrant(t *testing.T) {
+	id := rootIdent(t)
+	home := mkdir(t, id, "rohome")
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(home, "cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tok := token()
+	writeFile(t, id, filepath.Join(cache, "mod"), tok, 0o600)
+	wd := mkdir(t, id, "rowd")
+	pol := writePolicy(t, id, policy{RO: []string{cache}})
+	res := corral(t, run{id: id, policy: pol, workdir: wd, env: []string{"HOME=" + home}, args: sh(`
+cat ` + cache + `/mod; echo
+touch ` + cache + `/new; echo "touch=$?"
+echo x >> ` + cache + `/mod; echo "append=$?"`)})
+	if !strings.Contains(res.stdout, tok) {
+		t.Errorf("read-only grant of a root-private file is not readable\n%s", res)
+	}
+	if !strings.Contains(res.stdout, "touch=1") || strings.Contains(res.stdout, "append=0") || exists(filepath.Join(cache, "new")) {
+		t.Errorf("read-only grant is writable\n%s", res)
+	}
+	if readFile(t, filepath.Join(cache, "mod")) != tok {
+		t.Error("the granted file changed on the host")
+	}
+}

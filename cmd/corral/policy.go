@@ -12,19 +12,41 @@ import (
 
 func newPolicyCmd() *cobra.Command {
 	c := &cobra.Command{Use: "policy", Short: "Validate, explain and describe policies"}
-	c.AddCommand(&cobra.Command{
+	var syntaxOnly bool
+	var vworkdir, vprov string
+	validate := &cobra.Command{
 		Use:   "validate FILE",
-		Short: "Check a policy file; errors carry file:line:column and the field path",
-		Args:  cobra.ExactArgs(1),
+		Short: "Check a policy file and that it can be enforced here; errors carry file:line:column and the field path",
+		Long: `Check a policy file: its syntax and fields, then (unless --syntax-only)
+its paths against this host (existence, symlinks, dangerous grants) resolved
+for the working directory, and that a provider can enforce it here.
+Exit 0 when valid, 122 when not.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := policy.Load(args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s: valid (policy version %d, %s)\n", args[0], p.Version, policy.Hash(p))
+			if syntaxOnly {
+				fmt.Printf("%s: syntax valid (policy version %d, %s); host checks not run\n", args[0], p.Version, policy.Hash(p))
+				return nil
+			}
+			r, err := resolvePolicy(p, vworkdir)
+			if err != nil {
+				return err
+			}
+			prov, _, err := selectProvider(vprov, r)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s: valid (policy version %d, %s); enforceable here by the %s provider for workdir %s\n", args[0], p.Version, r.Hash, prov.Name(), r.Workdir)
 			return nil
 		},
-	})
+	}
+	validate.Flags().BoolVar(&syntaxOnly, "syntax-only", false, "check syntax and fields only, not this host")
+	validate.Flags().StringVarP(&vworkdir, "workdir", "C", "", "working directory to resolve against (default: the current one)")
+	validate.Flags().StringVar(&vprov, "provider", "auto", "provider that must be able to enforce it")
+	c.AddCommand(validate)
 	c.AddCommand(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the policy's JSON Schema (for editor completion and checks)",

@@ -87,7 +87,7 @@ func idmappedClones(mounts []MountSpec, uid, gid int) ([]int, error) {
 		if !m.IDMap {
 			continue
 		}
-		fd, err := cloneTree(m.Source, false, false)
+		fd, err := cloneTree(m.Source, m.ReadOnly, false)
 		if err == nil {
 			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)})
 			if err != nil {

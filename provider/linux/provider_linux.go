@@ -271,9 +271,14 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	mounts, ll, errs := mountPlan(r)
 	if os.Getuid() == 0 && uid != 0 {
+		// A root caller's own trees are idmapped so the workload (never
+		// root) can use them as granted: every read-write grant, and
+		// read-only grants inside root's home (a module or package cache
+		// is typically 0700 there). System directories are not: their
+		// root-only files stay unreadable.
 		for i := range mounts {
 			m := &mounts[i]
-			if m.Kind == MountBind && !m.ReadOnly && m.Dir && ownerUID(m.Source) == 0 {
+			if m.Kind == MountBind && ownerUID(m.Source) == 0 && (!m.ReadOnly || inside(m.Source, r.Home)) {
 				m.IDMap = true
 			}
 		}
@@ -319,6 +324,11 @@ func visible(r *policy.Resolved, path string) bool {
 		}
 	}
 	return best.Path != "" && best.Access != policy.AccessDeny
+}
+
+// inside reports whether path is dir or below it.
+func inside(path, dir string) bool {
+	return dir != "" && dir != "/" && (path == dir || strings.HasPrefix(path, dir+"/"))
 }
 
 // ownerUID returns the owner of path, or -1.
