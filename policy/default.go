@@ -1,5 +1,7 @@
 package policy
 
+import _ "embed"
+
 // DefaultProtected is used when Filesystem.Protected is nil: files that let a
 // workload run code outside the sandbox later, credentials (.ssh) and
 // Corral's own configuration and state. Each is matched under every
@@ -70,3 +72,9 @@ func Default() *Policy {
 		Layers: Layers{},
 	}
 }
+
+// DefaultYAML is Default written out as a commented policy file; a test
+// keeps the two equal.
+//
+//go:embed default.yaml
+var DefaultYAML []byte

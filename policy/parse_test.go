@@ -561,3 +561,14 @@ func TestParseFillsAbsentFieldsFromDefault(t *testing.T) {
 		t.Errorf("explicit empty lists must stay empty, got ro=%v deny=%v", p2.Filesystem.ReadOnly, p2.Filesystem.Deny)
 	}
 }
+
+// The printable default policy file is the built-in default.
+func TestDefaultYAMLIsDefault(t *testing.T) {
+	p, err := Parse(DefaultYAML, "default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Hash(p), Hash(Default()); got != want {
+		t.Errorf("default.yaml hashes to %s, Default() to %s", got, want)
+	}
+}

@@ -48,6 +48,15 @@ Exit 0 when valid, 122 when not.`,
 	validate.Flags().StringVar(&vprov, "provider", "auto", "provider that must be able to enforce it")
 	c.AddCommand(validate)
 	c.AddCommand(&cobra.Command{
+		Use:   "default",
+		Short: "Print the built-in default policy as a commented policy file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := os.Stdout.Write(policy.DefaultYAML)
+			return err
+		},
+	})
+	c.AddCommand(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the policy's JSON Schema (for editor completion and checks)",
 		Args:  cobra.NoArgs,

@@ -265,6 +265,22 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if len(missing) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
 	}
+	if !visible(r, "/usr/bin") {
+		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (a read_only list replaces the default one: keep /usr, /etc and the other system directories in it; see corral policy default)")
+	}
+	var hidden []string
+	for _, kv := range r.Env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, d := range filepath.SplitList(path) {
+				if d != "" && !visible(r, d) {
+					hidden = append(hidden, d)
+				}
+			}
+		}
+	}
+	if len(hidden) > 0 {
+		add(provider.SeverityInfo, "process", "process.env", "PATH directories not visible in the sandbox (commands there resolve to the system's, or are not found): %s", strings.Join(hidden, ", "))
+	}
 	if !visible(r, r.Workdir) {
 		spec.Workdir = r.Home
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
