@@ -84,7 +84,7 @@ func runMain(o runOpts, args []string) error {
 		return err
 	}
 	prov, plan, err := selectProvider(o.provider, res)
-	if plan != nil {
+	if plan != nil && err == nil {
 		for _, l := range plan.Loss {
 			if l.Severity == provider.SeverityWarning || (o.verbose && l.Severity == provider.SeverityInfo) {
 				fmt.Fprintf(os.Stderr, "corral: %s: %s: %s\n", l.Severity, l.Field, l.Message)

@@ -111,7 +111,7 @@ func TestMapLayerRequirement(t *testing.T) {
 	}
 	r.Layers = policy.Layers{policy.LayerLandlock: policy.Optional}
 	plan, loss := p.Map(context.Background(), r)
-	if hasLoss(loss, provider.SeverityError, "layers.landlock") || !hasLoss(loss, provider.SeverityWarning, "layers.landlock") {
+	if hasLoss(loss, provider.SeverityError, "layers.landlock") || !hasLoss(loss, provider.SeverityInfo, "layers.landlock") {
 		t.Errorf("optional landlock on an ABI-0 host: %+v", loss)
 	}
 	if plan.Details.(*InitSpec).Landlock.Enabled {

@@ -199,9 +199,21 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		field := "layers." + string(st.Layer)
 		switch {
 		case st.State == provider.LayerUnavailable:
-			add(provider.SeverityError, "layers", field, "required layer %s cannot be applied on this host: %s (mark it optional to run without it)", st.Layer, st.Detail)
+			fix := ""
+			switch st.Layer {
+			case policy.LayerCgroups:
+				fix = h.cgroups.Fix
+			case policy.LayerNamespaces, policy.LayerMounts:
+				fix = h.usernsFix
+			}
+			if fix != "" {
+				fix = "fix: " + fix + "; or "
+			}
+			add(provider.SeverityError, "layers", field, "required layer %s cannot be applied on this host: %s (%srun without it by writing \"layers: {%s: optional}\" in the policy)", st.Layer, st.Detail, fix, st.Layer)
 		case st.State == provider.LayerSkipped:
-			add(provider.SeverityWarning, "layers", field, "optional layer %s is not available and will not be applied: %s", st.Layer, st.Detail)
+			// The policy allows it, so this is information, not a loss
+			// against what was written; -v and explain show it.
+			add(provider.SeverityInfo, "layers", field, "optional layer %s is not available and will not be applied: %s", st.Layer, st.Detail)
 		}
 		if (st.Layer == policy.LayerNamespaces || st.Layer == policy.LayerMounts) && st.Required == policy.Optional {
 			add(provider.SeverityInfo, "layers", field, "the linux provider always uses %s; every other layer builds on it", st.Layer)
@@ -233,15 +245,22 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	if !spec.Cgroup {
 		lim := r.Limits
-		for name, set := range map[string]bool{"memory": lim.Memory > 0, "pids": lim.Pids > 0, "cpu": lim.CPU > 0} {
-			if set {
-				sev := provider.SeverityWarning
-				if name == "pids" {
-					add(sev, "process", "process.limits.pids", "pids is enforced only as RLIMIT_NPROC (per uid in the sandbox's user namespace) without cgroups")
-					continue
-				}
-				add(sev, "process", "process.limits."+name, "%s limit is not enforced without cgroups", name)
+		var unenforced []string
+		if lim.Memory > 0 {
+			unenforced = append(unenforced, "memory")
+		}
+		if lim.CPU > 0 {
+			unenforced = append(unenforced, "cpu")
+		}
+		if len(unenforced) > 0 {
+			what := unenforced[0] + " limit is"
+			if len(unenforced) == 2 {
+				what = "memory and cpu limits are"
 			}
+			add(provider.SeverityWarning, "process", "process.limits", "without cgroups the %s not enforced (set them to 0 to run without and silence this)", what)
+		}
+		if lim.Pids > 0 {
+			add(provider.SeverityInfo, "process", "process.limits.pids", "without cgroups pids is enforced only as RLIMIT_NPROC, per uid in the sandbox's user namespace")
 		}
 	}
 	uid, gid, err := workloadIDs(r)
