@@ -147,7 +147,7 @@ func TestCLIVersionAndDoctor(t *testing.T) {
 // A usage error (no command) exits 2, not one of Corral's codes.
 func TestCLIUsageError(t *testing.T) {
 	_, stderr, code := cli(t, "run")
-	if code != 2 || !strings.Contains(stderr, "requires at least 1 arg") {
+	if code != 2 || !strings.Contains(stderr, "missing command") {
 		t.Errorf("run without a command: exit %d\n%s", code, stderr)
 	}
 }

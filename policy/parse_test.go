@@ -572,3 +572,23 @@ func TestDefaultYAMLIsDefault(t *testing.T) {
 		t.Errorf("default.yaml hashes to %s, Default() to %s", got, want)
 	}
 }
+
+func TestPosition(t *testing.T) {
+	p, err := Parse([]byte("version: 1\nlayers:\n  cgroups: required\nfilesystem:\n  read_only: [/usr, /etc]\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for field, want := range map[string]string{
+		"layers.cgroups":          "p.yaml:3:12",
+		"filesystem.read_only[1]": "p.yaml:5:21",
+		"layers.landlock":         "p.yaml:3:3", // not written: its section is
+		"process.limits.memory":   "",
+	} {
+		if got := p.Position(field); got != want {
+			t.Errorf("Position(%q) = %q, want %q", field, got, want)
+		}
+	}
+	if Default().Position("layers.cgroups") != "" {
+		t.Error("the built-in default has no file positions")
+	}
+}

@@ -31,6 +31,7 @@
 package policy
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,27 @@ type Policy struct {
 // Source returns the file name the policy was parsed from ("" for Default
 // or a policy built in code).
 func (p *Policy) Source() string { return p.file }
+
+// Position returns "FILE:LINE:COL" of field (a field path such as
+// "layers.cgroups" or "filesystem.read_only[2]") in the file the policy
+// came from, or of its nearest written ancestor; "" when the policy was not
+// read from a file or nothing on the path was written.
+func (p *Policy) Position(field string) string {
+	if p == nil || p.file == "" {
+		return ""
+	}
+	for f := field; f != ""; {
+		if pos, ok := p.pos[f]; ok {
+			return fmt.Sprintf("%s:%d:%d", p.file, pos.line, pos.col)
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return ""
+}
 
 // Filesystem lists path grants. Each path is absolute ("/..."), or starts
 // with "~" / "~/" (the caller's home) or "{workdir}"; relative paths, ".."

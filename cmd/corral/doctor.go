@@ -26,7 +26,7 @@ type doctorProvider struct {
 }
 
 func newDoctorCmd() *cobra.Command {
-	var output string
+	var output outputFormat
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host offers each provider and whether it can enforce the default policy",
@@ -95,7 +95,7 @@ func newDoctorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	outputFlag(c, &output)
 	return c
 }
 

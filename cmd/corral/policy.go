@@ -65,7 +65,8 @@ Exit 0 when valid, 122 when not.`,
 			return err
 		},
 	})
-	var prov, workdir, output string
+	var prov, workdir string
+	var output outputFormat
 	explain := &cobra.Command{
 		Use:   "explain [FILE]",
 		Short: "Show the plan, loss report and layers a provider would use (default policy without FILE)",
@@ -99,7 +100,7 @@ Exit 0 when valid, 122 when not.`,
 	}
 	explain.Flags().StringVar(&prov, "provider", "auto", "provider to map the policy onto")
 	explain.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory to resolve against")
-	explain.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	outputFlag(explain, &output)
 	c.AddCommand(explain)
 	return c
 }
@@ -107,6 +108,12 @@ Exit 0 when valid, 122 when not.`,
 func printPlan(plan *provider.Plan) {
 	r := plan.Policy
 	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (private, empty)\nnetwork:  %s\n", plan.Provider, r.Hash, r.Workdir, r.Home, r.Network)
+	l := r.Limits
+	timeout := "none"
+	if l.Timeout > 0 {
+		timeout = l.Timeout.String()
+	}
+	fmt.Printf("limits:   memory %s, pids %d, cpu %g cores, nofile %d, timeout %s (0: no limit)\n", l.Memory, l.Pids, l.CPU, l.Nofile, timeout)
 	fmt.Println("\nfilesystem:")
 	for _, g := range r.Grants {
 		fmt.Printf("  %-5s %s    (%s)\n", g.Access, g.Path, g.Field)

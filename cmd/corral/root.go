@@ -40,7 +40,7 @@ func warmProviders() {
 }
 
 func newVersionCmd() *cobra.Command {
-	var output string
+	var output outputFormat
 	c := &cobra.Command{
 		Use:   "version",
 		Short: "Print version, commit, Go version and the providers compiled in",
@@ -60,7 +60,7 @@ func newVersionCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(c, &output)
 	return c
 }
 
@@ -100,6 +100,20 @@ func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
 	return p.Resolve(policy.Context{Home: home, Workdir: workdir, Environ: os.Environ()})
 }
 
+// rejected is provider.Rejected with each error placed in the policy file
+// (file:line:col of its field) when the policy came from one.
+func rejected(p *policy.Policy, loss provider.LossReport) error {
+	var msgs []string
+	for _, l := range loss.Errors() {
+		m := l.Field + ": " + l.Message
+		if pos := p.Position(l.Field); pos != "" {
+			m = pos + ": " + m
+		}
+		msgs = append(msgs, m)
+	}
+	return &provider.Error{Code: provider.CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
+}
+
 // selectProvider picks the provider named, or with "auto" the first
 // (strongest) available one whose mapping has no error. It never falls back
 // to a weaker provider once one rejected the policy, and never runs
@@ -122,7 +136,7 @@ func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provid
 		plan, loss := p.Map(ctx, r)
 		if loss.HasErrors() {
 			// policy_rejected is final: never retried on another provider.
-			return p, plan, provider.Rejected(loss)
+			return p, plan, rejected(r.Policy, loss)
 		}
 		return p, plan, nil
 	}
@@ -130,4 +144,23 @@ func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provid
 		return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("no provider named %q in this build", name)}
 	}
 	return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: "no provider available: " + strings.Join(reasons, "; ")}
+}
+
+// outputFormat is the value of -o/--output: "text" or "json".
+type outputFormat string
+
+func (f *outputFormat) String() string { return string(*f) }
+func (f *outputFormat) Type() string   { return "format" }
+func (f *outputFormat) Set(s string) error {
+	if s != "text" && s != "json" {
+		return fmt.Errorf("unknown output format %q: use text or json", s)
+	}
+	*f = outputFormat(s)
+	return nil
+}
+
+// outputFlag adds -o/--output to c.
+func outputFlag(c *cobra.Command, f *outputFormat) {
+	*f = "text"
+	c.Flags().VarP(f, "output", "o", "output format: text or json")
 }

@@ -45,8 +45,24 @@ Exit status: the command's own (128+N when killed by signal N), 124 when the
 policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 121 unavailable, 122 policy rejected, 123 provision failed, 125 start failed,
 127 command not found.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("missing command: corral run [flags] -- COMMAND [ARG...]")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// An empty value is a mistake (an unset variable), not "use
+			// the default": running on another policy than meant, or
+			// without the audit asked for, must not happen silently.
+			for _, name := range []string{"policy", "audit", "workdir"} {
+				if f := cmd.Flags().Lookup(name); f.Changed && f.Value.String() == "" {
+					return fmt.Errorf("--%s: empty value", name)
+				}
+			}
+			if o.preserveFDs < 0 {
+				return fmt.Errorf("--preserve-fds: %d is negative", o.preserveFDs)
+			}
 			return runMain(o, args)
 		},
 	}
@@ -166,6 +182,9 @@ func runMain(o runOpts, args []string) error {
 		ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration}
 		if killedBy != "" {
 			ex.Killed, ex.Reason = true, "corral received "+killedBy
+		}
+		if st.Reason != "" && ex.Reason == "" {
+			ex.Reason = st.Reason
 		}
 		if err != nil && ex.Reason == "" {
 			ex.Reason = err.Error() // e.g. the command was not found (and no Launch)

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
@@ -263,6 +265,11 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityInfo, "process", "process.limits.pids", "without cgroups pids is enforced only as RLIMIT_NPROC, per uid in the sandbox's user namespace")
 		}
 	}
+	if n := r.Limits.Nofile; n > 0 {
+		if max := nofileMax(); uint64(n) > max {
+			add(provider.SeverityError, "process", "process.limits.nofile", "%d is above the most this caller can set here (%d: %s)", n, max, nofileSource())
+		}
+	}
 	uid, gid, err := workloadIDs(r)
 	if err != nil {
 		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
@@ -359,6 +366,28 @@ func visible(r *policy.Resolved, path string) bool {
 		}
 	}
 	return best.Path != "" && best.Access != policy.AccessDeny
+}
+
+// nofileMax is the largest RLIMIT_NOFILE the caller can give the
+// workload: fs.nr_open for root (setrlimit(2)), else its own hard limit.
+func nofileMax() uint64 {
+	if os.Getuid() == 0 {
+		if n, ok := readInt("/proc/sys/fs/nr_open"); ok {
+			return uint64(n)
+		}
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return ^uint64(0)
+	}
+	return rl.Max
+}
+
+func nofileSource() string {
+	if os.Getuid() == 0 {
+		return "fs.nr_open"
+	}
+	return "the caller's hard RLIMIT_NOFILE"
 }
 
 // inside reports whether path is dir or below it.

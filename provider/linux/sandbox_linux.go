@@ -517,6 +517,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 				if m.Signal != 0 {
 					st.Signal = unix.SignalName(syscall.Signal(m.Signal))
 				}
+				if m.Signal == int(unix.SIGKILL) {
+					st.Reason = s.oomReason()
+				}
 				if m.Error != "" {
 					return st, provider.Errorf(provider.CodeExecFailed, "%s", m.Error)
 				}
@@ -571,10 +574,22 @@ func (s *Sandbox) initDied(t0 time.Time) provider.ExitStatus {
 		}
 	}
 	st.Reason = fmt.Sprintf("the sandbox's init ended (%s), and every process inside with it", st.Signal)
-	if st.Signal == "SIGKILL" && s.cg != nil && s.plan.Policy.Limits.Memory > 0 {
-		st.Reason += "; the usual cause is the memory limit (process.limits.memory)"
+	if oom := s.oomReason(); oom != "" {
+		st.Reason += ": " + oom
 	}
 	return st
+}
+
+// oomReason says so when the kernel's OOM killer acted in the sandbox's
+// cgroup (its oom_kill count), else "".
+func (s *Sandbox) oomReason() string {
+	if s.cg == nil {
+		return ""
+	}
+	if n, err := s.cg.OOMKills(); err == nil && n > 0 {
+		return fmt.Sprintf("killed by the kernel's OOM killer: the sandbox reached its memory limit of %s (process.limits.memory)", s.plan.Policy.Limits.Memory)
+	}
+	return ""
 }
 
 // hostPID finds the workload's pid in our PID namespace: init's only child.

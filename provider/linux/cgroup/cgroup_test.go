@@ -365,6 +365,9 @@ func TestMemoryOOM(t *testing.T) {
 	if peak > 64<<20 || peak < 32<<20 {
 		t.Errorf("peak memory %d, want near the 64MiB limit", peak)
 	}
+	if n, err := g.OOMKills(); err != nil || n < 1 {
+		t.Errorf("OOMKills = %d, %v; want at least 1 after an OOM kill", n, err)
+	}
 }
 
 func TestKillRemove(t *testing.T) {

@@ -562,3 +562,27 @@ func rmdirRetry(dir string) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// OOMKills returns how many processes the kernel's OOM killer has killed in
+// the group because it reached its memory limit: the "oom_kill" line of
+// memory.events (v2) or memory.oom_control (v1, Linux ≥ 4.13).
+func (g *Group) OOMKills() (int, error) {
+	var p string
+	if g.version == 2 {
+		p = filepath.Join(g.dirs[""], "memory.events")
+	} else if d, ok := g.dirs["memory"]; ok {
+		p = filepath.Join(d, "memory.oom_control")
+	} else {
+		return 0, fmt.Errorf("cgroup: no memory hierarchy for %s", g.name)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return 0, fileErr("read", p, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, fmt.Errorf("cgroup: %s has no oom_kill count", p)
+}
