@@ -140,7 +140,7 @@ func TestLaunchAndTerminate(t *testing.T) {
 		wantField(t, m, "actor.process.cmd_line", "/usr/bin/corral run --audit x.jsonl")
 		wantField(t, m, "process.pid", 4242)
 		wantField(t, m, "process.name", "sh")
-		wantField(t, m, "process.cmd_line", "/bin/sh -c echo hi")
+		wantField(t, m, "process.cmd_line", "/bin/sh -c 'echo hi'")
 		wantField(t, m, "process.file.path", "/bin/sh")
 		wantField(t, m, "process.user.uid", "1000")
 		wantField(t, m, "device.os.name", "Linux")
@@ -481,5 +481,13 @@ func TestOpenRefusesLinks(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
 		t.Errorf("victim changed: %q", b)
+	}
+}
+
+func TestCmdLineQuoting(t *testing.T) {
+	got := shellJoin([]string{"sh", "-c", "exit 3", "", "it's", "a=b"})
+	want := `sh -c 'exit 3' '' 'it'\''s' a=b`
+	if got != want {
+		t.Errorf("shellJoin = %s, want %s", got, want)
 	}
 }

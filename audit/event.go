@@ -310,7 +310,7 @@ func (e *ProcessActivity) setStatus(id int) {
 }
 
 func toProcess(p Proc) Process {
-	out := Process{PID: p.PID, CmdLine: strings.Join(Redact(p.CmdLine), " ")}
+	out := Process{PID: p.PID, CmdLine: shellJoin(Redact(p.CmdLine))}
 	path := p.Path
 	if path == "" && len(p.CmdLine) > 0 && strings.Contains(p.CmdLine[0], "/") {
 		path = p.CmdLine[0]
@@ -381,4 +381,21 @@ func newUUID() string {
 	s[23] = '-'
 	hex.Encode(s[24:], b[10:])
 	return string(s[:])
+}
+
+// shellJoin joins args into one POSIX shell word list, single-quoting any
+// argument that is empty or holds characters the shell treats specially, so
+// that cmd_line reads back unambiguously ("sh -c 'exit 3'").
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }

@@ -30,7 +30,11 @@ func newDoctorCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host offers each provider and whether it can enforce the default policy",
-		Args:  cobra.NoArgs,
+		Long: `Report what this host offers each provider: kernel, Landlock ABI, seccomp,
+user namespaces, cgroups, Docker socket, wxc-exec, and whether the built-in
+default policy can be enforced here. Exit 0 when some provider can enforce
+it, 121 (unavailable) when none can.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rep := doctorReport{Host: map[string]string{}}
 			if s, err := os.Stat("/var/run/docker.sock"); err == nil && s.Mode()&os.ModeSocket != 0 {
@@ -46,9 +50,15 @@ func newDoctorCmd() *cobra.Command {
 			ctx := contextBackground()
 			wd, _ := os.MkdirTemp("", "corral-doctor-")
 			defer os.RemoveAll(wd)
+			enforceable := false
 			for _, p := range providers() {
 				hr := p.Probe(ctx)
 				dp := doctorProvider{HostReport: hr, Layers: p.Capabilities(ctx).Layers}
+				for i := range dp.Layers {
+					if dp.Layers[i].State == provider.LayerActive {
+						dp.Layers[i].State = "available" // a host probe: nothing is in force yet
+					}
+				}
 				r, err := policy.Default().Resolve(policy.Context{Home: homeDir(), Workdir: wd, Environ: os.Environ()})
 				switch {
 				case err != nil:
@@ -57,46 +67,69 @@ func newDoctorCmd() *cobra.Command {
 					dp.DefaultPolicy = "provider unavailable: " + hr.Reason
 				default:
 					_, loss := p.Map(ctx, r)
-					dp.DefaultLosses = loss
+					for _, l := range loss {
+						if l.Severity != provider.SeverityInfo { // info items name doctor's scratch dir
+							dp.DefaultLosses = append(dp.DefaultLosses, l)
+						}
+					}
 					dp.DefaultPolicy = "enforceable"
 					if loss.HasErrors() {
-						dp.DefaultPolicy = "not enforceable: " + provider.Rejected(loss).Msg
+						dp.DefaultPolicy = "not enforceable (the errors below)"
+					} else {
+						enforceable = true
 					}
 				}
 				rep.Providers = append(rep.Providers, dp)
 			}
 			if output == "json" {
-				return writeJSON(rep)
-			}
-			keys := make([]string, 0, len(rep.Host))
-			for k := range rep.Host {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				fmt.Printf("%-16s %s\n", k+":", rep.Host[k])
-			}
-			for _, dp := range rep.Providers {
-				fmt.Printf("\nprovider %s: available=%v %s\n", dp.Provider, dp.Available, dp.Reason)
-				fk := make([]string, 0, len(dp.Facts))
-				for k := range dp.Facts {
-					fk = append(fk, k)
+				if err := writeJSON(rep); err != nil {
+					return err
 				}
-				sort.Strings(fk)
-				for _, k := range fk {
-					fmt.Printf("  %-16s %s\n", k+":", dp.Facts[k])
-				}
-				printLayers(os.Stdout, "  ", dp.Layers)
-				fmt.Printf("  default policy: %s\n", dp.DefaultPolicy)
-				for _, f := range dp.Fixes {
-					fmt.Printf("  fix: %s\n", f)
-				}
+			} else {
+				printDoctor(rep)
+			}
+			if !enforceable {
+				return exitError{code: provider.CodeUnavailable.ExitCode()}
 			}
 			return nil
 		},
 	}
 	outputFlag(c, &output)
 	return c
+}
+
+func printDoctor(rep doctorReport) {
+	keys := make([]string, 0, len(rep.Host))
+	for k := range rep.Host {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("%-16s %s\n", k+":", rep.Host[k])
+	}
+	for _, dp := range rep.Providers {
+		fmt.Printf("\nprovider %s: available=%v", dp.Provider, dp.Available)
+		if dp.Reason != "" {
+			fmt.Printf(" (%s)", dp.Reason)
+		}
+		fmt.Println()
+		fk := make([]string, 0, len(dp.Facts))
+		for k := range dp.Facts {
+			fk = append(fk, k)
+		}
+		sort.Strings(fk)
+		for _, k := range fk {
+			fmt.Printf("  %-16s %s\n", k+":", dp.Facts[k])
+		}
+		printLayers(os.Stdout, "  ", dp.Layers)
+		fmt.Printf("  default policy: %s\n", dp.DefaultPolicy)
+		for _, l := range dp.DefaultLosses {
+			fmt.Printf("    %s: %s: %s\n", l.Severity, l.Field, l.Message)
+		}
+		for _, f := range dp.Fixes {
+			fmt.Printf("  fix: %s\n", f)
+		}
+	}
 }
 
 func homeDir() string {

@@ -151,6 +151,7 @@ func runMain(o runOpts, args []string) error {
 			if cur == nil || n > 1 {
 				// Not started yet, or asked twice: stop everything.
 				killedBy = s.String()
+				fmt.Fprintf(os.Stderr, "corral: %s: killing the sandbox\n", s)
 				cancel()
 				continue
 			}
@@ -225,7 +226,7 @@ func openAudit(path string) (*audit.Sink, error) {
 	}
 	s, err := audit.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--audit %s: %w", path, err)
+		return nil, err // "audit: open PATH: ..." names the flag's value
 	}
 	return s, nil
 }
