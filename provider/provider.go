@@ -12,7 +12,6 @@ package provider
 
 import (
 	"context"
-	"io"
 	"os"
 	"time"
 
@@ -231,6 +230,3 @@ func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart fun
 	}
 	return st, err
 }
-
-// Discard is an io.Writer for callers that do not want output.
-var Discard io.Writer = io.Discard

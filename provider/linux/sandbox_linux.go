@@ -49,7 +49,6 @@ type Sandbox struct {
 	ctl     *os.File
 	initPID int
 	exited  chan struct{} // closed when init has been reaped
-	killed  bool
 }
 
 // Provision creates the sandbox's cgroup. Nothing runs yet.
@@ -609,7 +608,6 @@ func (s *Sandbox) hostPID() int {
 // sandbox's PID namespace.
 func (s *Sandbox) kill() {
 	if s.cmd != nil && s.cmd.Process != nil {
-		s.killed = true
 		_ = s.cmd.Process.Kill()
 	}
 }
@@ -652,13 +650,4 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 		s.cg = nil
 	}
 	return nil
-}
-
-// PeakMemory returns the cgroup's peak memory use in bytes, if known.
-func (s *Sandbox) PeakMemory() (int64, bool) {
-	if s.cg == nil {
-		return 0, false
-	}
-	n, err := s.cg.PeakMemory()
-	return n, err == nil
 }
