@@ -148,7 +148,6 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	}); err != nil {
 		return m, err
 	}
-	mountsOK := false
 	if err := apply(spec, policy.LayerMounts, &m.Skipped, func() error {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("make / private: %w", err)
@@ -160,15 +159,10 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err := t.pivot(); err != nil {
 			return err
 		}
-		if err := remountRO("/"); err != nil {
-			return err
-		}
-		mountsOK = true
-		return nil
+		return remountRO("/")
 	}); err != nil {
 		return m, err
 	}
-	_ = mountsOK
 	if err := setRlimits(spec); err != nil {
 		return m, &layerErr{policy.LayerCgroups, err}
 	}
