@@ -196,7 +196,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 }
 
 func (r *resolver) resolveWorkdir() *Error {
-	const hint = "run corral from an existing project directory"
+	const hint = "check the -C/--workdir path, or run corral from an existing project directory"
 	wd := r.ctx.Workdir
 	if wd == "" || !filepath.IsAbs(wd) {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %q is not an absolute path", wd), Hint: hint}
