@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"sort"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -99,12 +100,7 @@ it, 121 (unavailable) when none can.`,
 }
 
 func printDoctor(rep doctorReport) {
-	keys := make([]string, 0, len(rep.Host))
-	for k := range rep.Host {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(rep.Host)) {
 		fmt.Printf("%-16s %s\n", k+":", rep.Host[k])
 	}
 	for _, dp := range rep.Providers {
@@ -113,12 +109,7 @@ func printDoctor(rep doctorReport) {
 			fmt.Printf(" (%s)", dp.Reason)
 		}
 		fmt.Println()
-		fk := make([]string, 0, len(dp.Facts))
-		for k := range dp.Facts {
-			fk = append(fk, k)
-		}
-		sort.Strings(fk)
-		for _, k := range fk {
+		for _, k := range slices.Sorted(maps.Keys(dp.Facts)) {
 			fmt.Printf("  %-16s %s\n", k+":", dp.Facts[k])
 		}
 		printLayers(os.Stdout, "  ", dp.Layers)

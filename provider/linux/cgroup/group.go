@@ -400,13 +400,9 @@ func (g *Group) Procs() ([]int, error) {
 // PeakMemory returns the group's peak memory use in bytes: memory.peak on
 // v2 (kernel 5.19+), memory.max_usage_in_bytes on v1.
 func (g *Group) PeakMemory() (int64, error) {
-	var p string
-	if g.version == 2 {
-		p = filepath.Join(g.dirs[""], "memory.peak")
-	} else if d, ok := g.dirs["memory"]; ok {
-		p = filepath.Join(d, "memory.max_usage_in_bytes")
-	} else {
-		return 0, fmt.Errorf("cgroup: no memory hierarchy for %s", g.name)
+	p, err := g.memoryFile("memory.peak", "memory.max_usage_in_bytes")
+	if err != nil {
+		return 0, err
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -417,6 +413,18 @@ func (g *Group) PeakMemory() (int64, error) {
 		return 0, fmt.Errorf("cgroup: read %s: %v", p, err)
 	}
 	return n, nil
+}
+
+// memoryFile is the path of a memory controller file: v2name under the
+// unified group, or v1name in the memory hierarchy.
+func (g *Group) memoryFile(v2name, v1name string) (string, error) {
+	if g.version == 2 {
+		return filepath.Join(g.dirs[""], v2name), nil
+	}
+	if d, ok := g.dirs["memory"]; ok {
+		return filepath.Join(d, v1name), nil
+	}
+	return "", fmt.Errorf("cgroup: no memory hierarchy for %s", g.name)
 }
 
 // killTimeout bounds how long Kill keeps signalling.
@@ -567,13 +575,9 @@ func rmdirRetry(dir string) error {
 // the group because it reached its memory limit: the "oom_kill" line of
 // memory.events (v2) or memory.oom_control (v1, Linux ≥ 4.13).
 func (g *Group) OOMKills() (int, error) {
-	var p string
-	if g.version == 2 {
-		p = filepath.Join(g.dirs[""], "memory.events")
-	} else if d, ok := g.dirs["memory"]; ok {
-		p = filepath.Join(d, "memory.oom_control")
-	} else {
-		return 0, fmt.Errorf("cgroup: no memory hierarchy for %s", g.name)
+	p, err := g.memoryFile("memory.events", "memory.oom_control")
+	if err != nil {
+		return 0, err
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
