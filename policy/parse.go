@@ -212,15 +212,16 @@ func (p *Policy) validate() []*Error {
 	}
 
 	switch p.Network.Mode {
-	case "", NetworkNone, NetworkHost:
-	case NetworkProxy:
-		add(p.errAt("network.mode", "proxy is not yet supported (governed egress arrives in a later release)", "use none or host"))
+	case "", NetworkNone, NetworkHost, NetworkProxy:
 	default:
-		hint := "use none or host"
-		if s := suggest(string(p.Network.Mode), []string{"none", "host"}); s != "" {
+		hint := "use none, proxy or host"
+		if s := suggest(string(p.Network.Mode), []string{"none", "host", "proxy"}); s != "" {
 			hint = "did you mean " + strconv.Quote(s) + "? " + hint
 		}
 		add(p.errAt("network.mode", fmt.Sprintf("unknown network mode %q", p.Network.Mode), hint))
+	}
+	for _, e := range p.validateNetwork() {
+		add(e)
 	}
 
 	env := &p.Process.Env

@@ -177,7 +177,7 @@ func TestPathRuleForms(t *testing.T) {
 }
 
 func TestSeveralProblemsAreAllReported(t *testing.T) {
-	src := "version: 1\nfilesystem:\n  read_only: [rel]\nnetwork:\n  mode: proxy\nprocess:\n  limits:\n    pids: -1\n  colour: red\n"
+	src := "version: 1\nfilesystem:\n  read_only: [rel]\nnetwork:\n  mode: proxi\nprocess:\n  limits:\n    pids: -1\n  colour: red\n"
 	_, err := Parse([]byte(src), "p.yaml")
 	var es Errors
 	if !errors.As(err, &es) {
@@ -208,11 +208,32 @@ func TestDecodeErrorsSuppressFollowOnValidation(t *testing.T) {
 }
 
 func TestNetworkMode(t *testing.T) {
-	_, err := Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n"), "p.yaml")
-	e := only(t, err)
-	expectAt(t, e, "network.mode", 3, 9, "not yet supported")
-	if !strings.Contains(e.Error(), "network.mode: proxy is not yet supported") || !strings.Contains(e.Hint, "none or host") {
-		t.Errorf("proxy error = %q", e.Error())
+	_, err := Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n  allow: [{host: api.example.com, ports: [443]}, {host: \"*.pkg.dev\"}]\n  allow_private: [{host: 127.0.0.1/32, ports: [11434]}]\n  hosts: {api.example.com: 127.0.0.2}\n"), "p.yaml")
+	if err != nil {
+		t.Fatalf("a proxy policy: %v", err)
+	}
+	// Egress rules belong to mode proxy.
+	_, err = Parse([]byte("version: 1\nnetwork:\n  mode: none\n  allow: [{host: a.example.com}]\n"), "p.yaml")
+	expectAt(t, only(t, err), "network.allow", 4, 10, "only applies to mode proxy")
+	for src, want := range map[string]string{
+		"[{host: \"*\"}]":                       "every host",
+		"[{host: \"*.com\"}]":                   "top-level domain",
+		"[{host: \"a.*.example.com\"}]":         "wildcard outside the first label",
+		"[{host: api.example.com, ports: [0]}]": "outside 1-65535",
+		"[{host: \"bad_name\"}]":                "not a valid host name",
+	} {
+		_, err = Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n  allow: "+src+"\n"), "p.yaml")
+		if e := only(t, err); !strings.Contains(e.Msg, want) || e.Line != 4 {
+			t.Errorf("allow %s: got %v, want %q at line 4", src, e, want)
+		}
+	}
+	_, err = Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n  allow_private: [{host: localhost}]\n"), "p.yaml")
+	if e := only(t, err); !strings.Contains(e.Msg, "not an IP address or CIDR") {
+		t.Errorf("allow_private name: %v", e)
+	}
+	_, err = Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n  hosts: {api.example.com: nowhere}\n"), "p.yaml")
+	if e := only(t, err); !strings.Contains(e.Msg, "not an IP literal") {
+		t.Errorf("hosts value: %v", e)
 	}
 	_, err = Parse([]byte("version: 1\nnetwork:\n  mode: hots\n"), "p.yaml")
 	if e := only(t, err); !strings.Contains(e.Hint, `did you mean "host"`) {

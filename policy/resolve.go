@@ -57,6 +57,7 @@ type Resolved struct {
 	Skipped []string    `json:"skipped_protected,omitempty"`
 	Env     []string    `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
 	Network NetworkMode `json:"network"` // never empty
+	Egress  Network     `json:"egress"`  // the network section as written: the proxy's rules (mode proxy)
 	Limits  Limits      `json:"limits"`
 	Layers  Layers      `json:"layers"`
 	RunAs   string      `json:"run_as_user,omitempty"`
@@ -189,6 +190,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 		Skipped: skipped,
 		Env:     resolveEnv(p.Process.Env, r.ctx.Environ),
 		Network: mode,
+		Egress:  p.Network,
 		Limits:  p.Process.Limits,
 		Layers:  layers,
 		RunAs:   p.Process.RunAsUser,

@@ -115,12 +115,29 @@ type NetworkMode string
 const (
 	NetworkNone  NetworkMode = "none"  // own network namespace, no interface up
 	NetworkHost  NetworkMode = "host"  // the host's network, unfiltered
-	NetworkProxy NetworkMode = "proxy" // reserved for governed egress; rejected for now
+	NetworkProxy NetworkMode = "proxy" // own network namespace; Corral's egress proxy is the only way out
 )
 
 // Network is the network section.
 type Network struct {
 	Mode NetworkMode `json:"mode,omitempty" yaml:"mode"`
+	// Allow lists the endpoints the egress proxy may reach (mode proxy).
+	Allow []Endpoint `json:"allow,omitempty" yaml:"allow"`
+	// Deny lists endpoints refused even when an allow rule matches.
+	Deny []Endpoint `json:"deny,omitempty" yaml:"deny"`
+	// AllowPrivate lists IP/CIDR endpoints the proxy may dial although
+	// they are loopback, private or link-local (e.g. a local model server).
+	AllowPrivate []Endpoint `json:"allow_private,omitempty" yaml:"allow_private"`
+	// Hosts maps names to IP literals, consulted by the proxy before DNS.
+	Hosts map[string]string `json:"hosts,omitempty" yaml:"hosts"`
+}
+
+// Endpoint is a host with ports. Host is an exact name, a "*." wildcard in
+// the first label ("*.example.com"), an IP literal or a CIDR. Empty Ports
+// means 80 and 443 (for allow_private: any port).
+type Endpoint struct {
+	Host  string `json:"host" yaml:"host"`
+	Ports []int  `json:"ports,omitempty" yaml:"ports"`
 }
 
 // Process is the process section: environment, identity and limits.

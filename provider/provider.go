@@ -12,6 +12,7 @@ package provider
 
 import (
 	"context"
+	"net"
 	"os"
 	"time"
 
@@ -57,6 +58,10 @@ type Sandbox interface {
 	// Layers reports the layers in force, verified from outside the
 	// workload where the provider can (valid after Start).
 	Layers() []LayerStatus
+	// EgressListener is, for network proxy, the listener inside the
+	// sandbox that the caller must serve with Corral's egress proxy (the
+	// sandbox's only way out); nil otherwise. Valid after Start.
+	EgressListener() net.Listener
 }
 
 // ExecSpec is one process to run inside a sandbox.

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -98,6 +99,9 @@ func runMain(o runOpts, args []string) error {
 	res, err := resolvePolicy(pol, o.workdir)
 	if err != nil {
 		return err
+	}
+	if res.Network == policy.NetworkProxy {
+		return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode: proxy is not yet served by corral run"}
 	}
 	prov, plan, err := selectProvider(o.provider, res)
 	if plan != nil && err == nil {

@@ -86,7 +86,16 @@ func InitMain() {
 		os.Exit(1)
 	}
 	ready.Ready = true
-	send(ctl, ready)
+	if ready.fd > 0 {
+		// The proxy listener goes to the supervisor, which serves it.
+		b, _ := json.Marshal(ready)
+		if err := unix.Sendmsg(ctl, b, unix.UnixRights(ready.fd), nil, 0); err != nil {
+			os.Exit(1)
+		}
+		unix.Close(ready.fd)
+	} else {
+		send(ctl, ready)
+	}
 	serve(ctl, buf, &spec)
 }
 
@@ -144,6 +153,14 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		}
 		// With network none not even loopback is brought up: nothing
 		// inside needs it (Landlock refuses TCP), and it costs ~0.6 ms.
+		// With network proxy it carries the one way out.
+		if spec.ProxyPort != 0 {
+			fd, err := proxyListener(spec.ProxyPort)
+			if err != nil {
+				return err
+			}
+			m.fd = fd
+		}
 		return nil
 	}); err != nil {
 		return m, err
@@ -196,6 +213,49 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	return m, nil
 }
 
+// proxyListener brings loopback up and listens on 127.0.0.1:port in the
+// sandbox's network namespace. The fd is handed to the supervisor: a
+// socket keeps the namespace it was created in, so the proxy on the host
+// side accepts the sandbox's connections without any veth or privilege.
+func proxyListener(port int) (int, error) {
+	if err := loopbackUp(); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("proxy listener: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("proxy listener: bind 127.0.0.1:%d: %w", port, err)
+	}
+	if err := unix.Listen(fd, 1024); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("proxy listener: %w", err)
+	}
+	return fd, nil
+}
+
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
 func setRlimits(spec *InitSpec) error {
 	set := func(res int, v uint64) error {
 		if v == 0 {
@@ -246,12 +306,19 @@ func applyLandlock(s LandlockSpec) (string, error) {
 		rw,
 		landlock.RWFiles(s.RWFiles...).WithIoctlDev(),
 	}
+	if s.DenyTCP && s.ConnectPort != 0 {
+		rules = append(rules, landlock.ConnectTCP(uint16(s.ConnectPort)))
+	}
 	if err := cfg.Restrict(rules...); err != nil {
 		return "", err
 	}
 	parts := []string{"filesystem"}
 	if s.DenyTCP && abi >= 4 {
-		parts = append(parts, "tcp")
+		if s.ConnectPort != 0 {
+			parts = append(parts, fmt.Sprintf("tcp (connect only to port %d)", s.ConnectPort))
+		} else {
+			parts = append(parts, "tcp")
+		}
 	}
 	if abi >= 6 {
 		parts = append(parts, "scope(abstract-unix,signal)")

@@ -28,6 +28,26 @@ import (
 // Name is the provider's name.
 const Name = "linux"
 
+// ProxyPort is where the egress proxy listens inside a sandbox with
+// network proxy: 127.0.0.1:3128 (the port squid made customary). It is the
+// sandbox's own loopback, in its own network namespace.
+const ProxyPort = 3128
+
+// ProxyEnv returns the variables that point common clients at the egress
+// proxy: curl, wget, git, pip, Python, Go and npm read the *_PROXY pair
+// (both cases); Node's fetch needs NODE_USE_ENV_PROXY=1 (Node ≥ 22.?);
+// npm also reads npm_config_*. NO_PROXY is empty so nothing bypasses it
+// (bypassing would fail anyway: there is no other route).
+func ProxyEnv(port int) []string {
+	u := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+u, strings.ToLower(k)+"="+u)
+	}
+	return append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
+		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
+}
+
 // Provider is the native Linux provider. The zero value is ready to use.
 type Provider struct {
 	once sync.Once
@@ -138,7 +158,7 @@ func (p *Provider) Capabilities(ctx context.Context) provider.Capabilities {
 		Provider:                Name,
 		FilesystemGrants:        true,
 		FilesystemDeny:          true,
-		NetworkModes:            []policy.NetworkMode{policy.NetworkNone, policy.NetworkHost},
+		NetworkModes:            []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy, policy.NetworkHost},
 		ResourceLimits:          []string{"memory", "pids", "cpu", "nofile", "timeout"},
 		SessionLifetimes:        []provider.SessionLifetime{provider.LifetimePerRun},
 		HostPathProjection:      true,
@@ -333,6 +353,11 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.Landlock.Enabled = stateOf(layers, policy.LayerLandlock) == provider.LayerActive
 	spec.Landlock.Required = r.Layers.Requirement(policy.LayerLandlock) == policy.Required
 	spec.Landlock.DenyTCP = spec.NewNet
+	if r.Network == policy.NetworkProxy {
+		spec.ProxyPort = ProxyPort
+		spec.Landlock.ConnectPort = ProxyPort
+		spec.Env = withEnv(spec.Env, ProxyEnv(ProxyPort))
+	}
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
 	}
@@ -388,6 +413,23 @@ func nofileSource() string {
 		return "fs.nr_open"
 	}
 	return "the caller's hard RLIMIT_NOFILE"
+}
+
+// withEnv returns env with the variables of set replacing any of the
+// same name (getenv(3) returns the first match, so no duplicates).
+func withEnv(env, set []string) []string {
+	names := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
 }
 
 // inside reports whether path is dir or below it.

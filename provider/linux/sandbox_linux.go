@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,13 @@ type Sandbox struct {
 	ctl     *os.File
 	initPID int
 	exited  chan struct{} // closed when init has been reaped
+	egress  net.Listener  // network proxy: the listener inside the sandbox
 }
+
+// EgressListener returns the listener the egress proxy must serve (network
+// proxy), or nil. It lives in the sandbox's network namespace at
+// 127.0.0.1:ProxyPort; the sandbox has no other way out.
+func (s *Sandbox) EgressListener() net.Listener { return s.egress }
 
 // Provision creates the sandbox's cgroup. Nothing runs yet.
 func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
@@ -221,6 +228,18 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	}
 	if !m.Ready {
 		return &provider.Error{Code: provider.CodeStartFailed, Layer: m.Layer, Msg: m.Error}
+	}
+	if s.spec.ProxyPort != 0 {
+		if m.fd <= 0 {
+			return provider.Errorf(provider.CodeStartFailed, "network proxy: init sent no listener")
+		}
+		f := os.NewFile(uintptr(m.fd), "egress-listener")
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return provider.Errorf(provider.CodeStartFailed, "network proxy: %v", err)
+		}
+		s.egress = l
 	}
 	for _, sk := range m.Skipped {
 		l, why, _ := strings.Cut(sk, ": ")
@@ -632,6 +651,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	if s.ctl != nil {
 		s.ctl.Close()
 		s.ctl = nil
+	}
+	if s.egress != nil {
+		s.egress.Close()
 	}
 	if s.cg != nil {
 		if err := s.cg.Kill(); err != nil {

@@ -40,22 +40,27 @@ type MountSpec struct {
 
 // LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
 type LandlockSpec struct {
-	Enabled  bool     `json:"enabled"`
-	Required bool     `json:"required"`
-	RODirs   []string `json:"ro_dirs,omitempty"`
-	ROFiles  []string `json:"ro_files,omitempty"`
-	RWDirs   []string `json:"rw_dirs,omitempty"`
-	RWFiles  []string `json:"rw_files,omitempty"`
-	DenyTCP  bool     `json:"deny_tcp"` // handle TCP bind/connect with no allow rule (network none)
+	Enabled     bool     `json:"enabled"`
+	Required    bool     `json:"required"`
+	RODirs      []string `json:"ro_dirs,omitempty"`
+	ROFiles     []string `json:"ro_files,omitempty"`
+	RWDirs      []string `json:"rw_dirs,omitempty"`
+	RWFiles     []string `json:"rw_files,omitempty"`
+	DenyTCP     bool     `json:"deny_tcp"`               // handle TCP bind/connect: none allowed but ConnectPort
+	ConnectPort int      `json:"connect_port,omitempty"` // the one TCP port connect(2) may reach (the proxy)
 }
 
 // InitSpec is everything the in-sandbox init needs; the supervisor sends it
 // over the control socket. It is also the linux provider's Plan.Details.
 type InitSpec struct {
-	UID        int                                 `json:"uid"` // workload uid, same inside and outside
-	GID        int                                 `json:"gid"`
-	Hostname   string                              `json:"hostname"`
-	NewNet     bool                                `json:"new_network_namespace"`
+	UID      int    `json:"uid"` // workload uid, same inside and outside
+	GID      int    `json:"gid"`
+	Hostname string `json:"hostname"`
+	NewNet   bool   `json:"new_network_namespace"`
+	// ProxyPort, when non-zero (network proxy), is the loopback TCP port
+	// inside the sandbox where init listens for the supervisor's egress
+	// proxy; the only TCP connect Landlock allows.
+	ProxyPort  int                                 `json:"proxy_port,omitempty"`
 	Mounts     []MountSpec                         `json:"mounts"`
 	Landlock   LandlockSpec                        `json:"landlock"`
 	Seccomp    bool                                `json:"seccomp"`
@@ -100,6 +105,9 @@ func (s *InitSpec) WorkloadUID() int { return s.UID }
 // Summary describes the plan in lines of text, for `corral policy explain`.
 func (s *InitSpec) Summary() []string {
 	out := []string{fmt.Sprintf("workload uid %d gid %d, hostname %q, own network namespace: %v", s.UID, s.GID, s.Hostname, s.NewNet)}
+	if s.ProxyPort != 0 {
+		out = append(out, fmt.Sprintf("egress: only 127.0.0.1:%d inside, a listener served by corral's proxy on the host side", s.ProxyPort))
+	}
 	for _, m := range s.Mounts {
 		mode := "rw"
 		if m.ReadOnly {
