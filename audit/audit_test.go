@@ -491,3 +491,48 @@ func TestCmdLineQuoting(t *testing.T) {
 		t.Errorf("shellJoin = %s, want %s", got, want)
 	}
 }
+
+// An egress decision is an OCSF HTTP Activity event; a denial is Denied,
+// Blocked, Medium; query strings and userinfo never reach the log.
+func TestEgressEvent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := RunInfo{SandboxID: "run-1-ab", PolicyHash: "sha256:00", Version: "test"}
+	secret := "tok3n-" + strconv.Itoa(os.Getpid())
+	if err := s.Emit(Egress(run, EgressDecision{Allowed: false, Method: "GET", Host: "evil.test", Port: 80,
+		URL: "http://u:" + secret + "@evil.test/x?key=" + secret, Status: 403, Reason: "no allow rule matches", Hint: "network.allow: [{host: evil.test}]"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Emit(Egress(run, EgressDecision{Allowed: true, Method: "CONNECT", Host: "api.allowed.test", Port: 443, IP: "127.0.0.2", Status: 200, Rule: "allow[0]"})); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, _ := os.ReadFile(path)
+	if strings.Contains(string(b), secret) {
+		t.Fatalf("secret in the log: %s", b)
+	}
+	var evs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, m)
+	}
+	if len(evs) != 2 {
+		t.Fatalf("%d events", len(evs))
+	}
+	d, a := evs[0], evs[1]
+	if d["class_uid"].(float64) != 4002 || d["type_uid"].(float64) != 400203 || d["action"] != "Denied" || d["disposition"] != "Blocked" {
+		t.Errorf("denied event: %v", d)
+	}
+	if u := d["http_request"].(map[string]any)["url"].(map[string]any); u["url_string"] != "http://evil.test/x" || u["hostname"] != "evil.test" {
+		t.Errorf("url = %v", u)
+	}
+	if a["type_uid"].(float64) != 400201 || a["action"] != "Allowed" || a["dst_endpoint"].(map[string]any)["ip"] != "127.0.0.2" {
+		t.Errorf("allowed event: %v", a)
+	}
+}

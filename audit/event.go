@@ -1,4 +1,6 @@
-// Package audit writes Corral run lifecycle events as OCSF JSON Lines.
+// Package audit writes Corral's events as OCSF JSON Lines: the run's
+// lifecycle (Process Activity) and the egress proxy's decisions (HTTP
+// Activity, http.go).
 //
 // Each event is one JSON object on its own line, shaped after the OCSF 1.3.0
 // "Process Activity" class (class_uid 1007, category_uid 1 "System Activity";
@@ -44,7 +46,7 @@ const (
 )
 
 // Event is anything Sink.Emit can write: an OCSF event that marshals to a
-// single JSON object. ProcessActivity is the only implementation today.
+// single JSON object: ProcessActivity or HTTPActivity.
 type Event interface {
 	OCSFClassUID() int
 }
