@@ -34,7 +34,9 @@ type Sink struct {
 // be swapped for a link to a file the (root) caller would then append to.
 func Open(path string) (*Sink, error) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
-		Flags:   unix.O_APPEND | unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		// O_NONBLOCK: a FIFO planted at path must not hang the open (it
+		// is refused below); cleared again for the regular file.
+		Flags:   unix.O_APPEND | unix.O_CREAT | unix.O_WRONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY,
 		Mode:    0o600,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -44,10 +46,9 @@ func Open(path string) (*Sink, error) {
 		}
 		return nil, fmt.Errorf("audit: open %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
+		unix.Close(fd)
 		return nil, fmt.Errorf("audit: stat %s: %w", path, err)
 	}
 	switch {
@@ -58,10 +59,14 @@ func Open(path string) (*Sink, error) {
 	case int(st.Uid) != os.Geteuid():
 		err = fmt.Errorf("is owned by uid %d, not by the caller (uid %d)", st.Uid, os.Geteuid())
 	}
+	if err == nil {
+		err = unix.SetNonblock(fd, false)
+	}
 	if err != nil {
-		f.Close()
+		unix.Close(fd)
 		return nil, fmt.Errorf("audit: %s %v; refusing to append to it", path, err)
 	}
+	f := os.NewFile(uintptr(fd), path)
 	return &Sink{f: f}, nil
 }
 

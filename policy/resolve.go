@@ -104,7 +104,7 @@ func (p *Policy) Resolve(ctx Context) (*Resolved, error) {
 // there would run as root later. serviceTrees hold the sockets of the
 // host's services and may not be granted at all, only denied.
 var (
-	dangerousRW    = []string{"/", "/home", "/root", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media"}
+	dangerousRW    = []string{"/", "/home", "/root", "/var", "/tmp", "/var/tmp", "/srv", "/opt", "/mnt", "/media"}
 	dangerousTrees = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/var/spool", "/var/cache", "/var/log"}
 	serviceTrees   = []string{"/run", "/var/run"}
 )

@@ -140,6 +140,7 @@ func runMain(o runOpts, args []string) error {
 	var mu sync.Mutex
 	var sb provider.Sandbox
 	var killedBy string
+	var killedSig os.Signal
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -154,7 +155,9 @@ func runMain(o runOpts, args []string) error {
 			mu.Unlock()
 			if cur == nil || n > 1 {
 				// Not started yet, or asked twice: stop everything.
-				killedBy = s.String()
+				mu.Lock()
+				killedBy, killedSig = s.String(), s
+				mu.Unlock()
 				fmt.Fprintf(os.Stderr, "corral: %s: killing the sandbox\n", s)
 				cancel()
 				continue
@@ -183,7 +186,12 @@ func runMain(o runOpts, args []string) error {
 			printLayers(os.Stderr, "corral: ", s.Layers())
 		}
 	})
-	if info.SandboxID != "" {
+	mu.Lock()
+	if killedSig != nil && st.Code == 0 { // stopped before the workload ran
+		st.Code = 128 + int(killedSig.(syscall.Signal))
+	}
+	mu.Unlock()
+	if sink != nil {
 		ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration}
 		if killedBy != "" {
 			ex.Killed, ex.Reason = true, "corral received "+killedBy

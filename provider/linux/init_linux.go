@@ -415,7 +415,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 	// from kill(2) (the workload shares init's uid): caught and dropped.
 	// Real faults still crash, as the runtime handles them synchronously.
 	fatal := make(chan os.Signal, 4)
-	signal.Notify(fatal, unix.SIGSEGV, unix.SIGBUS, unix.SIGABRT, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGPIPE)
+	signal.Notify(fatal, unix.SIGSEGV, unix.SIGBUS, unix.SIGABRT, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGPIPE, unix.SIGSTKFLT, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGPROF, unix.SIGVTALRM, unix.SIGALRM, unix.SIGIO, unix.SIGPWR, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP)
 	go func() {
 		for range fatal {
 		}
@@ -563,7 +563,7 @@ func openPTY() (master, slave int, err error) {
 		unix.Close(master)
 		return -1, -1, fmt.Errorf("unlockpt: %w", err)
 	}
-	s, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY))
+	s, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(master), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
 	if e != 0 {
 		unix.Close(master)
 		return -1, -1, fmt.Errorf("TIOCGPTPEER: %w", e)

@@ -586,12 +586,16 @@ func (s *Sandbox) initDied(t0 time.Time) provider.ExitStatus {
 	case <-time.After(2 * time.Second):
 	}
 	st := provider.ExitStatus{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Duration: time.Since(t0)}
+	how := "SIGKILL"
 	if ps := s.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			st.Code, st.Signal = 128+int(ws.Signal()), unix.SignalName(ws.Signal())
+			how = st.Signal
+		} else if ok && ws.Exited() {
+			how = fmt.Sprintf("exit status %d", ws.ExitStatus())
 		}
 	}
-	st.Reason = fmt.Sprintf("the sandbox's init ended (%s), and every process inside with it", st.Signal)
+	st.Reason = fmt.Sprintf("the sandbox's init ended (%s), and every process inside with it", how)
 	if oom := s.oomReason(); oom != "" {
 		st.Reason += ": " + oom
 	}
