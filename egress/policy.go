@@ -1,0 +1,244 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Rule is one endpoint pattern of a Policy.
+//
+// Host is an exact DNS name ("api.example.com"), a wildcard in the first
+// label ("*.example.com": one or more labels below example.com, never
+// example.com itself), an IP literal or a CIDR ("10.0.0.0/8", "::1/128").
+// Names compare case-insensitively and a trailing dot is ignored. A name
+// rule never matches an IP-literal target and an IP/CIDR rule never matches
+// a name.
+//
+// Ports empty means 80 and 443 in Allow; in Deny and AllowPrivate it means
+// every port (a deny without ports denies the host outright).
+type Rule struct {
+	Host  string
+	Ports []int
+}
+
+// Policy is the egress policy of one sandbox.
+type Policy struct {
+	Allow []Rule
+	// Deny beats Allow. IP/CIDR deny rules are also applied to every
+	// address a name resolves to.
+	Deny []Rule
+	// AllowPrivate lists IPs/CIDRs (with optional ports; empty = any port)
+	// the proxy may dial although Classify blocks them, e.g.
+	// {Host: "127.0.0.1/32", Ports: []int{11434}}.
+	AllowPrivate []Rule
+	// Hosts maps names to IP literals, consulted before DNS (like
+	// --add-host).
+	Hosts map[string]string
+}
+
+type ruleKind int
+
+const (
+	kindName ruleKind = iota
+	kindWildcard
+	kindPrefix
+)
+
+type compiledRule struct {
+	kind   ruleKind
+	name   string // kindName: the name; kindWildcard: ".example.com"
+	prefix netip.Prefix
+	ports  []int // nil: default (see Rule)
+	text   string
+}
+
+type compiledPolicy struct {
+	allow, deny, private []compiledRule
+	hosts                map[string]netip.Addr
+}
+
+// Validate reports the first problem in p: bare "*", "*.tld" (a wildcard
+// whose rest has fewer than two labels), '*' outside the first label, bad
+// names, bad IPs or CIDRs, ports outside 1..65535, Hosts values that are not
+// IP literals and AllowPrivate entries that are not IPs/CIDRs.
+func (p Policy) Validate() error {
+	_, err := compilePolicy(p)
+	return err
+}
+
+func compilePolicy(p Policy) (*compiledPolicy, error) {
+	cp := &compiledPolicy{hosts: map[string]netip.Addr{}}
+	var err error
+	if cp.allow, err = compileRules("allow", p.Allow, false); err != nil {
+		return nil, err
+	}
+	if cp.deny, err = compileRules("deny", p.Deny, false); err != nil {
+		return nil, err
+	}
+	if cp.private, err = compileRules("allow_private", p.AllowPrivate, true); err != nil {
+		return nil, err
+	}
+	for name, v := range p.Hosts {
+		n, err := canonicalName(strings.TrimSuffix(name, "."))
+		if err != nil || isNumericName(n) {
+			return nil, fmt.Errorf("hosts: %q: not a host name", name)
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("hosts: %s: %q is not an IP literal", name, v)
+		}
+		if _, dup := cp.hosts[n]; dup {
+			return nil, fmt.Errorf("hosts: %s listed twice", n)
+		}
+		cp.hosts[n] = a
+	}
+	return cp, nil
+}
+
+func isNumericName(n string) bool {
+	last := n[strings.LastIndexByte(n, '.')+1:]
+	return last != "" && last[0] >= '0' && last[0] <= '9'
+}
+
+func compileRules(section string, rules []Rule, ipOnly bool) ([]compiledRule, error) {
+	out := make([]compiledRule, 0, len(rules))
+	for i, r := range rules {
+		c, err := compileRule(r, ipOnly)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d] %q: %w", section, i, r.Host, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func compileRule(r Rule, ipOnly bool) (compiledRule, error) {
+	c := compiledRule{}
+	for _, port := range r.Ports {
+		if port < 1 || port > 65535 {
+			return c, fmt.Errorf("port %d outside 1..65535", port)
+		}
+	}
+	if len(r.Ports) > 0 {
+		c.ports = append([]int(nil), r.Ports...)
+	}
+	h := strings.TrimSpace(r.Host)
+	if h != r.Host || h == "" {
+		return c, errors.New("empty host or surrounding whitespace")
+	}
+	// IP literal or CIDR.
+	if strings.Contains(h, "/") {
+		pfx, err := netip.ParsePrefix(h)
+		if err != nil || pfx.Addr().Zone() != "" {
+			return c, errors.New("bad CIDR")
+		}
+		c.kind, c.prefix = kindPrefix, unmapPrefix(pfx)
+		c.text = c.prefix.String()
+		return c, nil
+	}
+	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		if a.Zone() != "" {
+			return c, errors.New("zone IDs are not allowed")
+		}
+		a = canonicalAddr(a)
+		c.kind, c.prefix = kindPrefix, netip.PrefixFrom(a, a.BitLen())
+		c.text = a.String()
+		return c, nil
+	}
+	if ipOnly {
+		return c, errors.New("must be an IP literal or CIDR")
+	}
+	if h == "*" {
+		return c, errors.New("bare '*' is not allowed; list the hosts")
+	}
+	h = strings.TrimSuffix(h, ".")
+	if strings.HasPrefix(h, "*.") {
+		rest := h[2:]
+		if strings.Contains(rest, "*") {
+			return c, errors.New("wildcard allowed only as the whole first label")
+		}
+		n, err := canonicalName(rest)
+		if err != nil {
+			return c, err
+		}
+		if isNumericName(n) {
+			return c, errors.New("wildcard over a numeric name")
+		}
+		if strings.Count(n, ".") < 1 {
+			return c, errors.New("wildcard over a top-level domain (*.tld) is not allowed")
+		}
+		c.kind, c.name, c.text = kindWildcard, "."+n, "*."+n
+		return c, nil
+	}
+	if strings.Contains(h, "*") {
+		return c, errors.New("wildcard allowed only as the whole first label")
+	}
+	n, err := canonicalName(h)
+	if err != nil {
+		return c, err
+	}
+	if isNumericName(n) {
+		return c, errors.New("non-canonical IP literal or numeric top-level label")
+	}
+	c.kind, c.name, c.text = kindName, n, n
+	return c, nil
+}
+
+// unmapPrefix turns ::ffff:a.b.c.d/n (n >= 96) into a.b.c.d/(n-96).
+func unmapPrefix(p netip.Prefix) netip.Prefix {
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
+// portOK reports whether port is covered; defaultAll selects the meaning of
+// an empty list (true: any port; false: 80 and 443).
+func (c *compiledRule) portOK(port int, defaultAll bool) bool {
+	if c.ports == nil {
+		return defaultAll || port == 80 || port == 443
+	}
+	for _, p := range c.ports {
+		if p == port {
+			return true
+		}
+	}
+	return false
+}
+
+// matchTarget matches the requested host: names against name rules, IP
+// literals (ip valid) against IP/CIDR rules.
+func (c *compiledRule) matchTarget(host string, ip netip.Addr) bool {
+	switch c.kind {
+	case kindName:
+		return !ip.IsValid() && host == c.name
+	case kindWildcard:
+		return !ip.IsValid() && len(host) > len(c.name) && strings.HasSuffix(host, c.name)
+	default:
+		return ip.IsValid() && c.prefix.Contains(ip)
+	}
+}
+
+func (c *compiledRule) matchAddr(a netip.Addr) bool {
+	if c.kind != kindPrefix {
+		return false
+	}
+	return c.prefix.Contains(a) || c.prefix.Contains(a.Unmap())
+}
+
+func (c *compiledRule) describe(section string, i, port int) string {
+	return section + "[" + strconv.Itoa(i) + "] " + hostPort(c.text, port)
+}
+
+func allowHint(host string, port int) string {
+	return "network.allow: [{host: " + host + ", ports: [" + strconv.Itoa(port) + "]}]"
+}
+
+func privateHint(a netip.Addr, port int) string {
+	a = a.Unmap()
+	return "network.allow_private: [{host: " + netip.PrefixFrom(a, a.BitLen()).String() + ", ports: [" + strconv.Itoa(port) + "]}]"
+}

@@ -1,0 +1,676 @@
+// Package egress is Corral's governed-egress proxy: the only route out of a
+// sandbox. It serves CONNECT tunnels and absolute-form HTTP/1.1 requests,
+// decides every request against a Policy, resolves names itself (only after
+// they are allowed), refuses loopback/private/metadata and other blocked
+// addresses unless the policy allows them explicitly, dials the checked
+// address, checks the TLS SNI of CONNECT tunnels against the CONNECT host and
+// explains every denial.
+//
+// Decision order: parse (ParseAuthority) -> deny rules -> allow rules ->
+// resolve (Policy.Hosts, then the resolver) -> per address: deny CIDRs,
+// Classify, AllowPrivate -> dial the first acceptable address.
+//
+// CONNECT: after the policy allows the target and an acceptable address is
+// found, the proxy answers 200 and reads the client's first bytes (at most
+// 16 KiB, within HeaderTimeout). A TLS ClientHello must carry an SNI equal to
+// the CONNECT host; a missing SNI is accepted only when the target is an IP
+// literal. Non-TLS first bytes are accepted only for ports other than 443.
+// Only then is the upstream dialed, so a refused client never causes an
+// upstream connection. Protocols where the server speaks first (SMTP, FTP,
+// MySQL) therefore cannot be tunnelled.
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Decision is one egress decision, passed to Config.Log.
+type Decision struct {
+	Time    time.Time
+	Allowed bool
+	Method  string         // CONNECT, GET, ...
+	Host    string         // canonical host asked for (lowercase name, or canonical IP)
+	Port    int            //
+	Addr    netip.AddrPort // the address dialed (zero when denied before resolving)
+	Rule    string         // "allow[0] api.example.com:443", "deny[1] ...", or ""
+	Reason  string         // why denied (or why an allowed request failed)
+	Hint    string         // the policy line that would allow it
+	URL     string         // request URL without query string and userinfo ("" for CONNECT)
+	Status  int            // HTTP status returned to the client; 0 when a tunnel was closed after 200
+}
+
+// Config configures a Proxy.
+type Config struct {
+	Policy Policy
+	// Resolve resolves allowed names; nil: net.DefaultResolver.LookupNetIP(ctx, "ip", host).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Credential, when non-empty, must be presented by every request as
+	// Proxy-Authorization: Basic base64("corral:"+Credential); else 407.
+	Credential string
+	// Log is called once per decision; it must be safe for concurrent use.
+	Log            func(Decision)
+	DialTimeout    time.Duration // default 10s (resolution and dial)
+	HeaderTimeout  time.Duration // default 10s: reading a request head, and a CONNECT client's first bytes
+	IdleTimeout    time.Duration // default 2m: idle keep-alive connection, idle tunnel, slow body
+	MaxHeaderBytes int           // default 32 KiB
+	// MaxConns bounds concurrent client connections; accepting pauses at
+	// the limit. Default 4096.
+	MaxConns int
+}
+
+// Proxy is one sandbox's egress proxy.
+type Proxy struct {
+	cfg      Config
+	pol      *compiledPolicy
+	authWant string // expected base64 credential ("" when not required)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{}
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	wg        sync.WaitGroup
+}
+
+// New validates cfg.Policy and returns a Proxy.
+func New(cfg Config) (*Proxy, error) {
+	pol, err := compilePolicy(cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("egress policy: %w", err)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.HeaderTimeout <= 0 {
+		cfg.HeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 32 << 10
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 4096
+	}
+	if cfg.Resolve == nil {
+		cfg.Resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	p := &Proxy{
+		cfg:       cfg,
+		pol:       pol,
+		sem:       make(chan struct{}, cfg.MaxConns),
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+	}
+	if cfg.Credential != "" {
+		p.authWant = base64.StdEncoding.EncodeToString([]byte("corral:" + cfg.Credential))
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// Serve accepts connections on l until Close; it returns nil after Close
+// and the accept error otherwise. Serve may be called for several listeners.
+func (p *Proxy) Serve(l net.Listener) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	p.listeners[l] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			return nil
+		}
+		c, err := l.Accept()
+		if err != nil {
+			<-p.sem
+			if p.isClosed() {
+				return nil
+			}
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(backoff):
+				case <-p.ctx.Done():
+					return nil
+				}
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !p.track(c) {
+			<-p.sem
+			c.Close()
+			return nil
+		}
+		go func() {
+			defer p.wg.Done()
+			defer func() { <-p.sem }()
+			defer p.untrack(c)
+			defer c.Close()
+			setNoDelay(c)
+			s := &session{p: p, raw: c}
+			s.serve()
+		}()
+	}
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// track registers c (and one goroutine in wg) unless the proxy is closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.wg.Add(1)
+	return true
+}
+
+// trackUp registers an upstream connection (no goroutine).
+func (p *Proxy) trackUp(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Close closes every listener and connection and waits for all goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.wg.Wait()
+		return nil
+	}
+	p.closed = true
+	p.cancel()
+	for l := range p.listeners {
+		l.Close()
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+func setNoDelay(c net.Conn) {
+	if tc, ok := c.(interface{ SetNoDelay(bool) error }); ok {
+		tc.SetNoDelay(true)
+	}
+}
+
+func (p *Proxy) log(d *Decision) {
+	if p.cfg.Log != nil {
+		p.cfg.Log(*d)
+	}
+}
+
+// checkAuth verifies Proxy-Authorization in constant time.
+func (p *Proxy) checkAuth(r *request) bool {
+	if p.authWant == "" {
+		return true
+	}
+	scheme, tok, ok := strings.Cut(r.proxyAuth, " ")
+	if !ok || !strings.EqualFold(scheme, "basic") {
+		return false
+	}
+	tok = strings.TrimLeft(tok, " ")
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(p.authWant)) == 1
+}
+
+// target is a parsed, policy-checked destination.
+type target struct {
+	host string
+	port int
+	ip   netip.Addr // valid when host is an IP literal
+}
+
+func newTarget(host string, port int) target {
+	t := target{host: host, port: port}
+	if a, err := netip.ParseAddr(host); err == nil {
+		t.ip = a
+	}
+	return t
+}
+
+// checkPolicy applies deny and allow rules to the target. It fills d and
+// reports whether the target is allowed.
+func (p *Proxy) checkPolicy(t target, d *Decision) bool {
+	for i := range p.pol.deny {
+		r := &p.pol.deny[i]
+		if r.portOK(t.port, true) && r.matchTarget(t.host, t.ip) {
+			d.Rule = r.describe("deny", i, t.port)
+			d.Reason = "denied by deny[" + strconv.Itoa(i) + "]"
+			d.Hint = "remove deny[" + strconv.Itoa(i) + "] (" + r.text + ") from network.deny"
+			return false
+		}
+	}
+	for i := range p.pol.allow {
+		r := &p.pol.allow[i]
+		if r.portOK(t.port, false) && r.matchTarget(t.host, t.ip) {
+			d.Rule = r.describe("allow", i, t.port)
+			return true
+		}
+	}
+	d.Reason = "no allow rule matches"
+	d.Hint = allowHint(t.host, t.port)
+	return false
+}
+
+// resolve returns the acceptable addresses of an allowed target, or fills
+// d.Reason/d.Hint and returns the HTTP status of the failure.
+func (p *Proxy) resolve(t target, d *Decision) ([]netip.Addr, int) {
+	var addrs []netip.Addr
+	if t.ip.IsValid() {
+		addrs = []netip.Addr{t.ip}
+	} else if a, ok := p.pol.hosts[t.host]; ok {
+		addrs = []netip.Addr{a}
+	} else {
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+		var err error
+		addrs, err = p.cfg.Resolve(ctx, t.host)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			if err == nil {
+				err = errors.New("no addresses")
+			}
+			d.Reason = "cannot resolve " + t.host + ": " + err.Error()
+			return nil, 502
+		}
+	}
+	ok := addrs[:0:0]
+	for _, a := range addrs {
+		a = a.WithZone("")
+		if reason, hint := p.addrRefused(a, t.port); reason != "" {
+			if d.Reason == "" {
+				d.Reason, d.Hint = reason, hint
+			}
+			continue
+		}
+		ok = append(ok, a)
+	}
+	if len(ok) == 0 {
+		return nil, 403
+	}
+	d.Reason, d.Hint = "", ""
+	return ok, 0
+}
+
+// addrRefused checks one resolved (or literal) address.
+func (p *Proxy) addrRefused(a netip.Addr, port int) (reason, hint string) {
+	for i := range p.pol.deny {
+		r := &p.pol.deny[i]
+		if r.portOK(port, true) && r.matchAddr(a) {
+			return "resolved address " + a.String() + " denied by deny[" + strconv.Itoa(i) + "]", ""
+		}
+	}
+	blocked, class := Classify(a)
+	if !blocked {
+		return "", ""
+	}
+	for i := range p.pol.private {
+		r := &p.pol.private[i]
+		if r.portOK(port, true) && r.matchAddr(a) {
+			return "", ""
+		}
+	}
+	return "resolved to a blocked address " + a.String() + " (" + class + ")", privateHint(a, port)
+}
+
+// dial connects to the first reachable acceptable address.
+func (p *Proxy) dial(addrs []netip.Addr, port int) (net.Conn, netip.AddrPort, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
+	defer cancel()
+	var d net.Dialer
+	var firstErr error
+	for _, a := range addrs {
+		ap := netip.AddrPortFrom(a, uint16(port))
+		c, err := d.DialContext(ctx, "tcp", ap.String())
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if !p.trackUp(c) {
+			c.Close()
+			return nil, ap, errors.New("proxy closed")
+		}
+		setNoDelay(c)
+		return c, ap, nil
+	}
+	return nil, netip.AddrPort{}, firstErr
+}
+
+type denialBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	Rule   string `json:"rule"`
+	Hint   string `json:"hint"`
+}
+
+var statusText = map[int]string{
+	400: "Bad Request",
+	403: "Forbidden",
+	407: "Proxy Authentication Required",
+	417: "Expectation Failed",
+	431: "Request Header Fields Too Large",
+	501: "Not Implemented",
+	502: "Bad Gateway",
+	505: "HTTP Version Not Supported",
+}
+
+var errorText = map[int]string{
+	400: "bad request",
+	403: "egress denied",
+	407: "proxy authentication required",
+	417: "expectation failed",
+	431: "request header too large",
+	501: "not implemented",
+	502: "upstream unreachable",
+	505: "HTTP version not supported",
+}
+
+// denialResponse renders a JSON error response that closes the connection.
+func denialResponse(d *Decision) []byte {
+	body, _ := json.Marshal(denialBody{
+		Error: errorText[d.Status], Reason: d.Reason, Host: d.Host, Port: d.Port, Rule: d.Rule, Hint: d.Hint,
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", d.Status, statusText[d.Status])
+	b.WriteString("Content-Type: application/json\r\n")
+	if d.Status == 407 {
+		b.WriteString("Proxy-Authenticate: Basic realm=\"corral\"\r\n")
+	}
+	fmt.Fprintf(&b, "Content-Length: %d\r\nConnection: close\r\n\r\n", len(body)+1)
+	b.Write(body)
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// session is one client connection.
+type session struct {
+	p   *Proxy
+	raw net.Conn
+	cc  *deadlineConn
+	br  *bufio.Reader
+	up  *upstream
+}
+
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
+func (s *session) serve() {
+	p := s.p
+	s.cc = &deadlineConn{Conn: s.raw}
+	s.br = readerPool.Get().(*bufio.Reader)
+	s.br.Reset(s.cc)
+	defer func() {
+		if s.br != nil {
+			s.br.Reset(nil)
+			readerPool.Put(s.br)
+		}
+		s.closeUp()
+	}()
+	for {
+		s.cc.refresh = 0
+		s.raw.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+		if _, err := s.br.Peek(1); err != nil {
+			return
+		}
+		s.raw.SetReadDeadline(time.Now().Add(p.cfg.HeaderTimeout))
+		req, err := readRequest(s.br, p.cfg.MaxHeaderBytes)
+		if err != nil {
+			var he *httpError
+			if errors.As(err, &he) {
+				s.deny(&Decision{Time: time.Now(), Reason: he.reason}, he.status)
+			}
+			return
+		}
+		s.cc.refresh = p.cfg.IdleTimeout
+		s.raw.SetReadDeadline(time.Time{})
+		if !s.handle(req) {
+			return
+		}
+	}
+}
+
+// deny writes a denial and logs the decision.
+func (s *session) deny(d *Decision, status int) {
+	if status != 502 {
+		d.Allowed = false
+	}
+	d.Status = status
+	s.raw.SetWriteDeadline(time.Now().Add(s.p.cfg.HeaderTimeout))
+	s.raw.Write(denialResponse(d))
+	s.p.log(d)
+}
+
+// handle serves one request; it reports whether to read another.
+func (s *session) handle(r *request) bool {
+	d := &Decision{Time: time.Now(), Method: r.method}
+	var authority string
+	var path string
+	var perr error
+	defPort := 80
+	if r.method == "CONNECT" {
+		authority, defPort = r.target, 0
+	} else {
+		authority, path, perr = parseTarget(r.target)
+	}
+	var t target
+	if perr == nil {
+		h, port, err := ParseAuthority(authority, defPort)
+		if err != nil {
+			perr = badRequest(err.Error())
+		} else {
+			t = newTarget(h, port)
+			d.Host, d.Port = t.host, t.port
+			if r.method != "CONNECT" {
+				d.URL = "http://" + hostHeader(t.host, t.port, 80) + stripQuery(path)
+			}
+		}
+	}
+	if !s.p.checkAuth(r) {
+		d.Reason = "missing or wrong proxy credential"
+		s.deny(d, 407)
+		return false
+	}
+	if perr != nil {
+		var he *httpError
+		if !errors.As(perr, &he) {
+			he = &httpError{400, perr.Error()}
+		}
+		d.Reason = he.reason
+		s.deny(d, he.status)
+		return false
+	}
+	if r.hasHost {
+		hh, hp, err := ParseAuthority(r.host, defPortFor(r.method, t.port))
+		if err != nil || hh != t.host || hp != t.port {
+			d.Reason = "Host header does not match the request target"
+			s.deny(d, 400)
+			return false
+		}
+	}
+	if r.expect != "" && r.expect != "100-continue" {
+		d.Reason = "unsupported Expect"
+		s.deny(d, 417)
+		return false
+	}
+	if !s.p.checkPolicy(t, d) {
+		s.deny(d, 403)
+		return false
+	}
+	if r.method == "CONNECT" {
+		s.connect(r, t, d)
+		return false
+	}
+	return s.forward(r, t, path, d)
+}
+
+// defPortFor is the port a Host header without port means: the target's
+// port for CONNECT (clients send "Host: h:443" or just "h"), else 80.
+func defPortFor(method string, port int) int {
+	if method == "CONNECT" {
+		return port
+	}
+	return 80
+}
+
+func stripQuery(path string) string {
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		return path[:i]
+	}
+	return path
+}
+
+// connect serves an allowed CONNECT request.
+func (s *session) connect(r *request, t target, d *Decision) {
+	p := s.p
+	addrs, status := p.resolve(t, d)
+	if status != 0 {
+		d.Allowed = status == 502
+		s.deny(d, status)
+		return
+	}
+	d.Allowed = true
+	s.raw.SetWriteDeadline(time.Now().Add(p.cfg.HeaderTimeout))
+	if _, err := io.WriteString(s.raw, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	// Read the client's first bytes before dialing anything.
+	s.cc.refresh = 0
+	s.raw.SetReadDeadline(time.Now().Add(p.cfg.HeaderTimeout))
+	res, err := sniff(s.br)
+	closeTunnel := func(reason, hint string) {
+		d.Allowed, d.Status, d.Reason, d.Hint = false, 0, reason, hint
+		p.log(d)
+	}
+	if err != nil {
+		if res.isTLS {
+			closeTunnel("no valid TLS ClientHello: "+err.Error(), "")
+		} else {
+			closeTunnel("client sent nothing: "+err.Error(), "")
+		}
+		return
+	}
+	switch {
+	case res.isTLS && res.hasSNI:
+		sni, serr := canonicalName(strings.TrimSuffix(res.sni, "."))
+		if serr != nil || sni != t.host {
+			shown := sni
+			hint := allowHint(sni, t.port)
+			if serr != nil {
+				shown, hint = strconv.Quote(res.sni), ""
+			}
+			closeTunnel("SNI "+shown+" does not match CONNECT host "+t.host, hint)
+			return
+		}
+	case res.isTLS:
+		if !t.ip.IsValid() {
+			closeTunnel("TLS ClientHello without SNI for CONNECT host "+t.host, "")
+			return
+		}
+	default:
+		if t.port == 443 {
+			closeTunnel("non-TLS traffic to port 443", "")
+			return
+		}
+	}
+	pending := res.data
+	if n := s.br.Buffered(); n > 0 {
+		b, _ := s.br.Peek(n)
+		pending = append(pending, b...)
+	}
+	s.br.Reset(nil)
+	readerPool.Put(s.br)
+	s.br = nil
+	s.raw.SetReadDeadline(time.Time{})
+
+	up, ap, err := p.dial(addrs, t.port)
+	if err != nil {
+		d.Status, d.Reason = 0, "dial failed after 200: "+err.Error()
+		p.log(d)
+		return
+	}
+	defer func() { up.Close(); p.untrack(up) }()
+	d.Addr, d.Status = ap, 200
+	p.log(d)
+	p.splice(s.raw, pending, up, nil)
+}
+
+// deadlineConn pushes the deadline forward on every Read/Write when refresh
+// is set (slow bodies are fine, stalled ones are not).
+type deadlineConn struct {
+	net.Conn
+	refresh time.Duration
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	if c.refresh > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.refresh))
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	if c.refresh > 0 {
+		c.Conn.SetWriteDeadline(time.Now().Add(c.refresh))
+	}
+	return c.Conn.Write(b)
+}
