@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,4 +177,59 @@ echo x >> ` + cache + `/mod; echo "append=$?"`)})
 	if readFile(t, filepath.Join(cache, "mod")) != tok {
 		t.Error("the granted file changed on the host")
 	}
+}
+
+// In a root-owned (idmapped) workdir the workload owns root's files; an
+// existing set-id file there stays read-only, since a write through mmap
+// would keep its set-id bit.
+func TestExistingSetuidFileStaysReadOnly(t *testing.T) {
+	id := rootIdent(t)
+	wd := mkdir(t, id, "suidexist")
+	su := filepath.Join(wd, "bin-su")
+	data, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(su, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(su, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	pol := writePolicy(t, id, policy{RO: []string{probeDir}})
+	res := corral(t, run{id: id, policy: pol, workdir: wd, args: []string{probeBin, "mmapwrite", su}})
+	if !strings.Contains(res.stdout, "open: EROFS") && !strings.Contains(res.stdout, "open: EACCES") {
+		t.Errorf("the workload could open a set-id root file for writing\n%s", res)
+	}
+	if got, _ := os.ReadFile(su); !bytes.Equal(got, data) {
+		t.Error("the set-id file changed on the host")
+	}
+}
+
+// Repositories nested anywhere in a read-write tree keep their .git
+// read-only, like the one at its root.
+func TestNestedGitProtected(t *testing.T) {
+	eachIdent(t, func(t *testing.T, id *ident) {
+		wd := mkdir(t, id, "nested")
+		for _, d := range []string{"a", "deep/b"} {
+			if out, err := exec.Command("git", "init", "-q", filepath.Join(wd, d)).CombinedOutput(); err != nil {
+				t.Fatalf("git init: %v: %s", err, out)
+			}
+		}
+		_ = filepath.Walk(wd, func(p string, _ os.FileInfo, _ error) error { chown(t, id, p); return nil })
+		r := run{id: id, workdir: wd, args: sh(`echo 'touch /tmp/pwned' > a/.git/hooks/pre-commit; git -C deep/b config core.fsmonitor 'touch /tmp/pwned'; echo done`)}
+		if !id.isRoot() {
+			r.policy = writePolicy(t, id, policy{})
+		}
+		res := corral(t, r)
+		if !strings.Contains(res.stdout, "done") {
+			t.Fatalf("script did not run\n%s", res)
+		}
+		if exists(filepath.Join(wd, "a/.git/hooks/pre-commit")) {
+			t.Error("a hook was planted in a nested repository")
+		}
+		if b, _ := os.ReadFile(filepath.Join(wd, "deep/b/.git/config")); strings.Contains(string(b), "fsmonitor") {
+			t.Error("a nested repository's config was changed")
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -108,6 +109,23 @@ var (
 	dangerousTrees = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/var/spool", "/var/cache", "/var/log"}
 	serviceTrees   = []string{"/run", "/var/run"}
 )
+
+// DangerousForWrite reports whether read-write access to canonical path p
+// is refused by the rules above. Providers use it on where a path really
+// lives (a bind mount's source).
+func DangerousForWrite(p string) bool {
+	for _, d := range dangerousRW {
+		if p == d {
+			return true
+		}
+	}
+	for _, d := range dangerousTrees {
+		if under(p, d) {
+			return true
+		}
+	}
+	return false
+}
 
 type resolver struct {
 	p         *Policy
@@ -393,6 +411,24 @@ func (r *resolver) effective(q string) *PathGrant {
 
 // protect turns the protected entries into ro grants and returns the
 // protected paths that could not be bound (sorted, unique).
+// inProtected reports whether canonical path p is at or inside protected
+// entry e: a relative entry anywhere along p (".git" in /w/.git/objects),
+// an absolute one (expanded) above it.
+func inProtected(p, e string, r *resolver) bool {
+	if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "~") || strings.HasPrefix(e, "{workdir}") {
+		abs := e
+		switch {
+		case strings.HasPrefix(e, "~"):
+			abs = filepath.Join(r.home, strings.TrimPrefix(e, "~"))
+		case strings.HasPrefix(e, "{workdir}"):
+			abs = filepath.Join(r.workdir, strings.TrimPrefix(e, "{workdir}"))
+		}
+		return under(p, filepath.Clean(abs))
+	}
+	e = strings.Trim(filepath.Clean(e), "/")
+	return strings.HasSuffix(p, "/"+e) || strings.Contains(p+"/", "/"+e+"/")
+}
+
 func (r *resolver) protect() []string {
 	entries := r.p.Filesystem.Protected
 	if entries == nil {
@@ -400,7 +436,18 @@ func (r *resolver) protect() []string {
 	}
 	var roots []string
 	for _, g := range r.grants {
-		if g.Access == AccessReadWrite && g.Dir {
+		if g.Access != AccessReadWrite {
+			continue
+		}
+		// A read-write grant inside a protected path (cd ~/.ssh; a
+		// workdir in .git/) would make it writable: refused.
+		for i, e := range entries {
+			if inProtected(g.Path, e, r) {
+				r.fail(g.Field, fmt.Sprintf("read-write access to %s is inside the protected path %s", g.Path, e),
+					"grant a directory outside it, or remove the entry from filesystem.protected (protected["+strconv.Itoa(i)+"])", nil)
+			}
+		}
+		if g.Dir {
 			roots = append(roots, g.Path)
 		}
 	}

@@ -511,3 +511,17 @@ func TestProtectedSymlinkReported(t *testing.T) {
 		t.Errorf("the replaceable link is not reported: %v", r.Skipped)
 	}
 }
+
+// A read-write grant inside a protected path would make it writable.
+func TestReadWriteInsideProtectedRefused(t *testing.T) {
+	e := newEnv(t)
+	ssh := filepath.Join(e.home, ".ssh")
+	objects := filepath.Join(e.work, ".git", "objects")
+	mkdirs(t, ssh, objects)
+	for _, wd := range []string{ssh, objects} {
+		_, err := Default().Resolve(Context{Home: e.home, Workdir: wd})
+		if got := only(t, err); !strings.Contains(got.Msg, "inside the protected path") {
+			t.Errorf("workdir %s: %v", wd, got)
+		}
+	}
+}

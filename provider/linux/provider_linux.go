@@ -332,7 +332,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
 	}
 	mounts, ll, errs := mountPlan(r)
-	if os.Getuid() == 0 && uid != 0 {
+	idmap := func() {
+		if os.Getuid() != 0 || uid == 0 {
+			return
+		}
 		// A root caller's own trees are idmapped so the workload (never
 		// root) can use them as granted: every read-write grant, and
 		// read-only grants inside root's home (a module or package cache
@@ -344,6 +347,18 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 				m.IDMap = true
 			}
 		}
+	}
+	idmap()
+	vet := vetReadWrite(mounts, protectedNames(r), policy.DangerousForWrite)
+	errs = append(errs, vet.errs...)
+	for _, w := range vet.warnings {
+		add(provider.SeverityWarning, "filesystem", "filesystem", "%s", w)
+	}
+	if len(vet.readOnly) > 0 {
+		mounts = append(mounts, vet.readOnly...)
+		mounts = append(mounts, pins(mounts)...)
+		sort.SliceStable(mounts, func(i, j int) bool { return depth(mounts[i].Path) < depth(mounts[j].Path) })
+		idmap()
 	}
 	for _, e := range errs {
 		add(provider.SeverityError, "filesystem", e.field, "%s", e.msg)
@@ -413,6 +428,23 @@ func nofileSource() string {
 		return "fs.nr_open"
 	}
 	return "the caller's hard RLIMIT_NOFILE"
+}
+
+// protectedNames returns the single-component entries of the policy's
+// protected list (".git", ".bashrc"), which are matched at every depth of a
+// read-write tree.
+func protectedNames(r *policy.Resolved) map[string]bool {
+	entries := policy.DefaultProtected
+	if r.Policy != nil && r.Policy.Filesystem.Protected != nil {
+		entries = r.Policy.Filesystem.Protected
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		if e != "" && !strings.ContainsAny(e, "/~{") {
+			names[e] = true
+		}
+	}
+	return names
 }
 
 // withEnv returns env with the variables of set replacing any of the

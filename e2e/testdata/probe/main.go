@@ -46,6 +46,8 @@ func main() {
 		fds()
 	case "status":
 		status()
+	case "mmapwrite":
+		mmapWrite(args[0])
 	default:
 		fmt.Fprintf(os.Stderr, "probe: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)
@@ -306,4 +308,23 @@ func status() {
 			fmt.Println(l)
 		}
 	}
+}
+
+// mmapWrite writes "XX" at the start of file through a shared mapping, the
+// write path that keeps a set-id bit; it exits 1 if the file cannot be
+// opened for writing.
+func mmapWrite(file string) {
+	fd, err := unix.Open(file, unix.O_RDWR, 0)
+	if err != nil {
+		fmt.Println("open:", res(err))
+		os.Exit(1)
+	}
+	b, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Println("mmap:", res(err))
+		os.Exit(1)
+	}
+	copy(b, "XX")
+	_ = unix.Msync(b, unix.MS_SYNC)
+	fmt.Println("written")
 }

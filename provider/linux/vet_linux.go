@@ -1,0 +1,200 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Read-write trees are vetted on the host before they are granted: a
+// mount inside one is not part of the grant, a tree that is a bind of a
+// system directory is refused, nested protected names (.git of a nested
+// repository) are kept read-only, and in an idmapped tree (a root caller's)
+// every set-id or file-capability file is kept read-only: the workload
+// owns such a tree's root-owned files, and a write through mmap(2) keeps a
+// set-id bit that write(2) would have cleared.
+
+// vetLimit bounds the entries examined per run; beyond it an idmapped tree
+// is refused (it cannot be vetted), others get a warning.
+const vetLimit = 200_000
+
+// mountInfo is one line of /proc/self/mountinfo (proc(5)).
+type mountInfo struct {
+	dev        string // major:minor
+	root       string // the mount's root within its filesystem
+	mountPoint string
+}
+
+func readMountInfo() []mountInfo {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []mountInfo
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, mountInfo{dev: f[2], root: unescapeMount(f[3]), mountPoint: unescapeMount(f[4])})
+	}
+	return out
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var n int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// containing returns the mount whose mount point is the longest prefix of
+// path (the last one wins when mounts are stacked).
+func containing(mounts []mountInfo, path string) (mountInfo, bool) {
+	var best mountInfo
+	found := false
+	for _, m := range mounts {
+		if inside(path, m.mountPoint) || m.mountPoint == "/" {
+			if !found || len(m.mountPoint) >= len(best.mountPoint) {
+				best, found = m, true
+			}
+		}
+	}
+	return best, found
+}
+
+// bindSource returns where path really lives when the mount holding it is
+// a bind of a subtree of the root filesystem ("/etc" for a bind of /etc at
+// /srv/x), or "" when that cannot be said.
+func bindSource(mounts []mountInfo, path string) string {
+	m, ok := containing(mounts, path)
+	if !ok || m.root == "/" {
+		return ""
+	}
+	rootMount, ok := containing(mounts, "/")
+	if !ok || rootMount.dev != m.dev {
+		return "" // another filesystem: its paths are not the host's
+	}
+	rel := strings.TrimPrefix(path, m.mountPoint)
+	return filepath.Join(m.root, rel)
+}
+
+// submounts lists mount points strictly inside path.
+func submounts(mounts []mountInfo, path string) []string {
+	var out []string
+	for _, m := range mounts {
+		if m.mountPoint != path && inside(m.mountPoint, path) {
+			out = append(out, m.mountPoint)
+		}
+	}
+	return out
+}
+
+// vetResult is what vetting the read-write trees found.
+type vetResult struct {
+	readOnly []MountSpec // nested protected names and set-id files, kept read-only
+	errs     []planErr
+	warnings []string
+}
+
+// vetTree walks one read-write bind. protectedNames are single-component
+// protected entries (".git", ".bashrc") matched at every depth below the
+// root (the policy protected them directly under it); idmapped says the
+// tree is owned by the workload and must also be vetted for set-id files.
+func vetTree(m MountSpec, protectedNames map[string]bool, idmapped bool, budget *int, res *vetResult) {
+	err := filepath.WalkDir(m.Source, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: the workload cannot use it either
+		}
+		*budget--
+		if *budget < 0 {
+			return fs.SkipAll
+		}
+		if p == m.Source {
+			return nil
+		}
+		name := d.Name()
+		if protectedNames[name] && filepath.Dir(p) != m.Source {
+			res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, Dir: d.IsDir(), ReadOnly: true, Field: m.Field + " (nested " + name + ")"})
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !idmapped || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		mode := info.Mode()
+		setID := mode&(fs.ModeSetuid|fs.ModeSetgid) != 0
+		if !setID && mode.Perm()&0o111 != 0 {
+			if n, err := unix.Lgetxattr(p, "security.capability", nil); err == nil && n > 0 {
+				setID = true
+			}
+		}
+		if setID {
+			res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, ReadOnly: true, Field: m.Field + " (set-id or file-capability file kept read-only)"})
+		}
+		return nil
+	})
+	if err != nil {
+		res.warnings = append(res.warnings, fmt.Sprintf("could not vet %s: %v", m.Source, err))
+	}
+}
+
+// vetReadWrite vets every read-write bind of mounts. It reports errors for
+// trees that are binds of system directories or, when idmapped, contain
+// other mounts or are too large to vet.
+func vetReadWrite(mounts []MountSpec, protectedNames map[string]bool, dangerous func(string) bool) vetResult {
+	var res vetResult
+	mi := readMountInfo()
+	budget := vetLimit
+	for _, m := range mounts {
+		if m.Kind != MountBind || m.ReadOnly || !m.Dir {
+			continue
+		}
+		if src := bindSource(mi, m.Source); src != "" && dangerous(src) {
+			res.errs = append(res.errs, planErr{m.Field, fmt.Sprintf("%s is a bind mount of %s; read-write access would modify the host system", m.Source, src)})
+			continue
+		}
+		if m.IDMap {
+			if subs := submounts(mi, m.Source); len(subs) > 0 {
+				res.errs = append(res.errs, planErr{m.Field, fmt.Sprintf("%s contains other mounts (%s); an idmapped read-write grant may not span mounts (set process.run_as_user to the tree's owner, or grant the mounts separately)", m.Source, strings.Join(subs, ", "))})
+				continue
+			}
+		}
+		vetTree(m, protectedNames, m.IDMap, &budget, &res)
+		if budget < 0 {
+			msg := fmt.Sprintf("%s has more than %d entries: nested protected paths and set-id files beyond them were not looked for", m.Source, vetLimit)
+			if m.IDMap {
+				res.errs = append(res.errs, planErr{m.Field, msg + "; an idmapped tree must be vetted in full (set process.run_as_user to the tree's owner, or grant a narrower directory)"})
+			} else {
+				res.warnings = append(res.warnings, msg)
+			}
+			return res
+		}
+	}
+	return res
+}
