@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -100,9 +101,6 @@ func runMain(o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if res.Network == policy.NetworkProxy {
-		return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode: proxy is not yet served by corral run"}
-	}
 	prov, plan, err := selectProvider(o.provider, res)
 	if plan != nil && err == nil {
 		for _, l := range plan.Loss {
@@ -176,14 +174,31 @@ func runMain(o runOpts, args []string) error {
 			_ = sink.Emit(audit.Launch(info, workload))
 		}
 	}
+	elog := &egressLog{sink: sink, info: func() audit.RunInfo { mu.Lock(); defer mu.Unlock(); return info }}
+	var proxy *egress.Proxy
+	if res.Network == policy.NetworkProxy {
+		if proxy, err = egress.New(egress.Config{Policy: egressRules(res.Egress), Log: elog.record}); err != nil {
+			return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network: " + err.Error()}
+		}
+		defer func() {
+			proxy.Close()
+			if o.verbose {
+				elog.summary(os.Stderr)
+			}
+		}()
+	}
 	st, err := provider.Run(ctx, prov, plan, spec, func(s provider.Sandbox) {
 		mu.Lock()
 		sb = s
-		mu.Unlock()
 		info.SandboxID = s.ID()
 		info.Layers = auditLayers(s.Layers())
+		mu.Unlock()
 		if o.verbose {
 			printLayers(os.Stderr, "corral: ", s.Layers())
+		}
+		if l := s.EgressListener(); l != nil && proxy != nil {
+			// The sandbox's only way out: served here, on the host side.
+			go func() { _ = proxy.Serve(l) }()
 		}
 	})
 	mu.Lock()
