@@ -78,6 +78,8 @@ func (t *tunnel) pipe(dst, src net.Conn) {
 	}()
 	src.SetReadDeadline(time.Now().Add(t.idle))
 	var wdl time.Time
+	sdst, _ := dst.(*net.TCPConn)
+	ssrc, _ := src.(*net.TCPConn)
 	for {
 		var n int
 		var err error
@@ -105,6 +107,11 @@ func (t *tunnel) pipe(dst, src net.Conn) {
 			if n < len(buf) && rc != nil {
 				bufPool.Put(bufp)
 				bufp = nil
+			} else if n == len(buf) && err == nil && sdst != nil && ssrc != nil {
+				// Bulk transfer: move data kernel-side while it keeps flowing.
+				if t.spliceBulk(sdst, ssrc) {
+					return
+				}
 			}
 		}
 		if err == nil {
@@ -124,5 +131,46 @@ func (t *tunnel) pipe(dst, src net.Conn) {
 		}
 		t.abort()
 		return
+	}
+}
+
+const (
+	spliceChunk = 4 << 20
+	spliceStall = 50 * time.Millisecond
+)
+
+// spliceBulk copies with splice(2) (TCPConn.ReadFrom of a LimitedReader) in
+// chunks while data keeps arriving. A kernel pipe is held only during a
+// chunk; when no byte arrives for spliceStall it returns false and the
+// caller goes back to buffered copying (which holds nothing while idle). It
+// returns true when the direction is finished (EOF or failure).
+func (t *tunnel) spliceBulk(dst, src *net.TCPConn) bool {
+	for {
+		now := time.Now()
+		src.SetReadDeadline(now.Add(spliceStall))
+		dst.SetWriteDeadline(now.Add(t.idle))
+		lr := &io.LimitedReader{R: src, N: spliceChunk}
+		n, err := dst.ReadFrom(lr)
+		if n > 0 {
+			t.last.Store(time.Now().UnixNano())
+		}
+		switch {
+		case err == nil && lr.N > 0: // EOF
+			if dst.CloseWrite() != nil {
+				t.abort()
+			}
+			return true
+		case err == nil:
+			continue
+		case errors.Is(err, os.ErrDeadlineExceeded) && !t.aborted.Load():
+			if n > 0 {
+				continue
+			}
+			last := time.Unix(0, t.last.Load())
+			src.SetReadDeadline(last.Add(t.idle))
+			return false
+		}
+		t.abort()
+		return true
 	}
 }
