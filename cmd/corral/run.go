@@ -202,14 +202,15 @@ func runMain(o runOpts, args []string) error {
 		}
 	})
 	mu.Lock()
-	if killedSig != nil && st.Code == 0 { // stopped before the workload ran
-		st.Code = 128 + int(killedSig.(syscall.Signal))
-	}
+	by, sig := killedBy, killedSig
 	mu.Unlock()
+	if sig != nil && st.Code == 0 { // stopped before the workload ran
+		st.Code = 128 + int(sig.(syscall.Signal))
+	}
 	if sink != nil {
 		ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration}
-		if killedBy != "" {
-			ex.Killed, ex.Reason = true, "corral received "+killedBy
+		if by != "" {
+			ex.Killed, ex.Reason = true, "corral received "+by
 		}
 		if st.Reason != "" && ex.Reason == "" {
 			ex.Reason = st.Reason
@@ -222,7 +223,7 @@ func runMain(o runOpts, args []string) error {
 		mu.Unlock()
 	}
 	if err != nil {
-		if killedBy != "" {
+		if by != "" {
 			return exitError{code: st.Code}
 		}
 		return err
