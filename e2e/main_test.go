@@ -239,6 +239,7 @@ type policy struct {
 	Layers       map[string]string // layer -> required|optional
 	Limits       string            // YAML flow mapping body, e.g. "pids: 64, timeout: 1s"
 	Network      string
+	NetRules     string   // YAML lines under network: (indented two spaces), e.g. from egressNet.yaml()
 	EnvPass      []string // nil: default
 	Protected    []string // nil: default
 }
@@ -285,6 +286,7 @@ func (p policy) yaml(id *ident) string {
 	}
 	if p.Network != "" {
 		fmt.Fprintf(&b, "network:\n  mode: %s\n", p.Network)
+		b.WriteString(p.NetRules)
 	}
 	b.WriteString("process:\n")
 	if p.EnvPass != nil {

@@ -48,6 +48,12 @@ func main() {
 		status()
 	case "mmapwrite":
 		mmapWrite(args[0])
+	case "rawhttp":
+		rawHTTP(args[0], args[1])
+	case "sni":
+		sniProbe(args[0], args[1], args[2])
+	case "ws":
+		wsProbe(args[0], args[1])
 	default:
 		fmt.Fprintf(os.Stderr, "probe: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)
