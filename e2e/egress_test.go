@@ -344,9 +344,12 @@ echo "allowed: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://%[5]s/)"
 			}
 		}
 	})
-	if u, c := udp.n.Load(), tcp.n.Load(); u != 0 || c != 0 {
-		t.Errorf("the test DNS server saw %d datagrams and %d TCP connections from the sandbox", u, c)
-	}
+	// The subtests are parallel: they run after this function returns.
+	t.Cleanup(func() {
+		if u, c := udp.n.Load(), tcp.n.Load(); u != 0 || c != 0 {
+			t.Errorf("the test DNS server saw %d datagrams and %d TCP connections from the sandbox", u, c)
+		}
+	})
 }
 
 // P20: request forms. Absolute-form to a denied host, a Host header that
@@ -411,6 +414,32 @@ func TestP20_RequestForms(t *testing.T) {
 // at the network layer; the proxy is the only route out.
 func TestP21_BypassProxy(t *testing.T) {
 	needTool(t, "curl")
+	// Port 3128 elsewhere than 127.0.0.1: the Landlock port rule allows
+	// it, so only the topology stands in the way. Shared by the identities.
+	var fixed []*rawCounter
+	addrs, _ := net.InterfaceAddrs()
+	fixedAddrs := []string{"127.0.0.5:3128", "[::1]:3128"}
+	var ifaceIPs []string // the host's own interface addresses (local delivery only)
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsMulticast() {
+			continue
+		}
+		ifaceIPs = append(ifaceIPs, ipn.IP.String())
+		fixedAddrs = append(fixedAddrs, net.JoinHostPort(ipn.IP.String(), "3128"))
+	}
+	for _, a := range fixedAddrs {
+		if c := listenCounter(t, "tcp", a); c != nil {
+			fixed = append(fixed, c)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range fixed {
+			if v := c.n.Load(); v != 0 {
+				t.Errorf("host listener %s saw %d connections from the sandbox", c.addr, v)
+			}
+		}
+	})
 	eachIdent(t, func(t *testing.T, id *ident) {
 		h := newUpstream(t, "127.0.0.2", 0, false)   // allowed through the proxy, target of the bypasses
 		ctl := newUpstream(t, "127.0.0.3", 0, false) // the control: reachable through the proxy
@@ -436,12 +465,7 @@ func TestP21_BypassProxy(t *testing.T) {
 		if c := add("tcp", "[::1]:0"); c != nil {
 			targets = append(targets, [2]string{"tcp", c.addr})
 		}
-		// Port 3128 elsewhere on loopback: the Landlock port rule allows
-		// it, so only the topology stands in the way.
-		if c := add("tcp", "127.0.0.5:3128"); c != nil {
-			targets = append(targets, [2]string{"tcp", c.addr})
-		}
-		if c := add("tcp", "[::1]:3128"); c != nil {
+		for _, c := range fixed {
 			targets = append(targets, [2]string{"tcp", c.addr})
 		}
 		if c := add("udp", "127.0.0.53:0"); c != nil {
@@ -451,17 +475,9 @@ func TestP21_BypassProxy(t *testing.T) {
 		if c := add("unix", abstract); c != nil {
 			targets = append(targets, [2]string{"unix", abstract})
 		}
-		// The host's own interface addresses (local delivery only).
-		addrs, _ := net.InterfaceAddrs()
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsMulticast() {
-				continue
-			}
-			for _, port := range []string{"0", "3128"} {
-				if c := add("tcp", net.JoinHostPort(ipn.IP.String(), port)); c != nil {
-					targets = append(targets, [2]string{"tcp", c.addr})
-				}
+		for _, ip := range ifaceIPs {
+			if c := add("tcp", net.JoinHostPort(ip, "0")); c != nil {
+				targets = append(targets, [2]string{"tcp", c.addr})
 			}
 		}
 		var script strings.Builder
@@ -475,6 +491,7 @@ func TestP21_BypassProxy(t *testing.T) {
 			fmt.Fprintf(&script, "%s connect %s '%s'\n", probeBin, tg[0], tg[1])
 		}
 		res, _ := proxyRun(t, id, n, nil, nil, script.String())
+		t.Logf("probes:\n%s", res.stdout)
 		want(t, res, "control", "200", false)
 		for _, k := range []string{"unset-env-name", "unset-env-ip", "no-proxy-star", "noproxy-flag"} {
 			v, ok := lineValue(res.stdout, k)

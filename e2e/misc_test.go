@@ -21,7 +21,7 @@ func TestP05_NetworkNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -36,7 +36,7 @@ func TestP05_NetworkNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer udp.Close()
+	t.Cleanup(func() { udp.Close() })
 	go func() {
 		buf := make([]byte, 512)
 		for {
@@ -51,7 +51,7 @@ func TestP05_NetworkNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ua.Close()
+	t.Cleanup(func() { ua.Close() })
 	go func() {
 		for {
 			c, err := ua.Accept()
@@ -85,10 +85,14 @@ func TestP05_NetworkNone(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
-	if n := conns.Load(); n != 0 {
-		t.Errorf("the host listeners saw %d connections/datagrams from the sandbox", n)
-	}
+	// eachIdent's subtests are parallel: they run after this function
+	// returns, so the listeners are checked (and closed) in cleanups.
+	t.Cleanup(func() {
+		time.Sleep(300 * time.Millisecond)
+		if n := conns.Load(); n != 0 {
+			t.Errorf("the host listeners saw %d connections/datagrams from the sandbox", n)
+		}
+	})
 }
 
 // Exit status propagation and Corral's own codes.
