@@ -165,6 +165,13 @@ func startUpstream(ip string, port int, tlsOn bool, t *testing.T) (*upstream, er
 		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
 	})
 	u.mux.HandleFunc("/ws", wsEcho)
+	u.mux.HandleFunc("/hdrs", func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Write(w) // the request headers as received
+	})
+	u.mux.HandleFunc("/len", func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "len %d %v\n", n, err)
+	})
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.reqs = append(u.reqs, r.Method+" "+r.Host+" "+r.RequestURI)

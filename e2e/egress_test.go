@@ -663,12 +663,16 @@ func TestP24_SNIMismatch(t *testing.T) {
 	eachIdent(t, func(t *testing.T, id *ident) {
 		s := newUpstream(t, "127.0.0.3", 0, true)
 		n := egressNet{
-			allow:   []ep{{"tls.allowed.test", []int{s.port}}},
+			allow:   []ep{{"tls.allowed.test", []int{s.port}}, {s.ip, []int{s.port}}},
 			private: []ep{{s.ip + "/32", []int{s.port}}},
 			hosts:   map[string]string{"tls.allowed.test": s.ip},
 		}
 		target := s.hostPort("tls.allowed.test")
 		var script strings.Builder
+		// An allowed IP literal: no SNI is fine, an SNI naming a host is not.
+		ipTarget := s.hostPort(s.ip)
+		fmt.Fprintf(&script, "%s sni %s %s evil.test | sed 's/^sni:/sni-ipliteral-evil:/'\n", probeBin, proxyAddr, ipTarget)
+		fmt.Fprintf(&script, "%s sni %s %s - | sed 's/^sni:/sni-ipliteral-none:/'\n", probeBin, proxyAddr, ipTarget)
 		for _, c := range [][2]string{{"evil", "evil.test"}, {"none", "-"}, {"suffix", "tls.allowed.test.evil.test"}, {"ip", s.ip}, {"control", "tls.allowed.test"}} {
 			fmt.Fprintf(&script, "%s sni %s %s %s | sed 's/^sni:/sni-%s:/'\n", probeBin, proxyAddr, target, c[1], c[0])
 		}
@@ -677,14 +681,15 @@ func TestP24_SNIMismatch(t *testing.T) {
 		}
 		res, _ := proxyRun(t, id, n, nil, nil, script.String())
 		want(t, res, "sni-control", "ok 200", false)
-		for _, k := range []string{"sni-evil", "sni-none", "sni-suffix", "sni-ip"} {
+		want(t, res, "sni-ipliteral-none", "ok 200", false)
+		for _, k := range []string{"sni-evil", "sni-none", "sni-suffix", "sni-ip", "sni-ipliteral-evil"} {
 			want(t, res, k, "handshake:", true)
 		}
 		if v, ok := lineValue(res.stdout, "openssl-evil"); ok && v == "0" {
 			t.Errorf("openssl s_client -servername evil.test through the tunnel succeeded\n%s", res)
 		}
-		if h := s.hellos.Load(); h != 1 {
-			t.Errorf("the upstream saw %d TLS ClientHellos, want 1 (the control)", h)
+		if h := s.hellos.Load(); h != 2 {
+			t.Errorf("the upstream saw %d TLS ClientHellos, want 2 (the controls: right SNI, and no SNI to an allowed IP literal)", h)
 		}
 	})
 }

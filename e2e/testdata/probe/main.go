@@ -50,6 +50,8 @@ func main() {
 		mmapWrite(args[0])
 	case "rawhttp":
 		rawHTTP(args[0], args[1])
+	case "rawhttp-all":
+		rawHTTPAll(args[0], args[1])
 	case "sni":
 		sniProbe(args[0], args[1], args[2])
 	case "ws":

@@ -192,3 +192,37 @@ func wsProbe(proxy, rawURL string) {
 	}
 	fmt.Printf("ws: echo opcode=%d %s\n", hdr[0]&0x0f, body)
 }
+
+// rawHTTPAll sends req (pipelined requests, Go escapes interpreted) to addr
+// and prints the status line of every reply until the connection closes:
+// "rawhttp-all[0]: HTTP/1.1 200 OK", ... then "rawhttp-all: N replies".
+func rawHTTPAll(addr, req string) {
+	r, err := strconv.Unquote(`"` + req + `"`)
+	if err != nil {
+		fmt.Printf("rawhttp-all: bad request argument: %v\n", err)
+		return
+	}
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		fmt.Printf("rawhttp-all: %s\n", res(unwrap(err)))
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, r); err != nil {
+		fmt.Printf("rawhttp-all: write: %v\n", err)
+		return
+	}
+	br := bufio.NewReader(c)
+	n := 0
+	for ; ; n++ {
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodGet})
+		if err != nil {
+			break
+		}
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Printf("rawhttp-all[%d]: %s %s\n", n, resp.Proto, resp.Status)
+		fmt.Printf("rawhttp-all-body[%d]: %q\n", n, body)
+	}
+	fmt.Printf("rawhttp-all: %d replies\n", n)
+}
