@@ -379,6 +379,13 @@ func TestP20_RequestForms(t *testing.T) {
 			{"origin-form-allowed-host", "GET / HTTP/1.1\\r\\nHost: " + good + "\\r\\n\\r\\n", "400|403"},
 			{"connect-denied", "CONNECT " + bad + " HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "403"},
 			{"connect-userinfo", "CONNECT api.allowed.test@" + bad + " HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
+			{"two-host-headers", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400"},
+			{"pct-encoded-host", "GET http://evil%2etest:" + strconv.Itoa(evil.port) + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
+			{"backslash-userinfo", "GET http://" + good + "\\\\@" + bad + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\n\\r\\n", "400|403"},
+			{"trailing-dot", "GET http://evil.test.:" + strconv.Itoa(evil.port) + "/ HTTP/1.1\\r\\nHost: evil.test.:" + strconv.Itoa(evil.port) + "\\r\\n\\r\\n", "400|403"},
+			{"https-scheme", "GET https://" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
+			{"double-space", "GET  http://" + bad + "/ HTTP/1.1\\r\\n\\r\\n", "400|403"},
+			{"cl-te-smuggle", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\nContent-Length: 5\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\nGET http://" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
 		}
 		var script strings.Builder
 		for _, c := range cases {
