@@ -45,6 +45,7 @@ type Sandbox struct {
 
 	cgDone chan struct{} // closed when the cgroup is created (or failed)
 	cgErr  error
+	swept  chan struct{} // closed when the sweep of stale cgroups is done
 
 	cmd     *exec.Cmd
 	ctl     *os.File
@@ -75,16 +76,21 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	if spec.Cgroup {
 		// Created in the background while init is cloned and starts;
 		// Start waits for it (cgroupReady) before anything can run.
-		sb.cgDone = make(chan struct{})
+		sb.cgDone, sb.swept = make(chan struct{}), make(chan struct{})
 		go func() {
-			defer close(sb.cgDone)
-			_, _ = cgroup.Sweep() // remove what SIGKILLed runs left behind
-			if spec.FaultLayer == string(policy.LayerCgroups) {
-				sb.cgErr = errors.New("fault injected (" + FaultEnv + "=cgroups)")
-				return
-			}
-			lim := plan.Policy.Limits
-			sb.cg, sb.cgErr = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
+			defer close(sb.swept)
+			func() {
+				defer close(sb.cgDone)
+				if spec.FaultLayer == string(policy.LayerCgroups) {
+					sb.cgErr = errors.New("fault injected (" + FaultEnv + "=cgroups)")
+					return
+				}
+				lim := plan.Policy.Limits
+				sb.cg, sb.cgErr = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
+			}()
+			// Then, off the critical path, remove what SIGKILLed runs
+			// left behind.
+			_, _ = cgroup.Sweep()
 		}()
 	}
 	return sb, nil
@@ -669,6 +675,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 
 // Deprovision removes the cgroup.
 func (s *Sandbox) Deprovision(ctx context.Context) error {
+	if s.swept != nil {
+		<-s.swept
+	}
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {
 			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
