@@ -1,0 +1,36 @@
+//go:build !linux
+
+package probe
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"syscall"
+)
+
+// linuxOnly are the probes that need Linux; elsewhere they report that.
+var linuxOnly = []string{"spawn", "daemonize", "status", "status-chain", "tiocsti", "ptrace", "syscalls", "procfs", "fds", "forkbomb", "fdflood"}
+
+func init() {
+	for _, n := range linuxOnly {
+		n := n
+		probes[n] = func([]string) ([]Result, error) { return unsupported(n), nil }
+	}
+}
+
+func unsupported(name string) []Result {
+	return []Result{{What: name, Detail: "unsupported on " + runtime.GOOS}}
+}
+
+func errnoName(e syscall.Errno) string { return fmt.Sprintf("errno%d", uintptr(e)) }
+
+func unlink(path string) error { return os.Remove(path) }
+
+func cpuTime() string { return "" }
+
+func killSelf(name string, stdout, stderr io.Writer) int {
+	emit(stdout, "kill", unsupported("kill "+name))
+	return 0
+}
