@@ -334,20 +334,14 @@ func runP17(ctx context.Context, e *Env) Result {
 	return r
 }
 
-// onlyStdFDs reads the fds probe: each result names one open fd, or one
-// result lists them all in its Detail.
+// onlyStdFDs reads the fds probe's "fds" result (Detail: the open fd
+// numbers).
 func onlyStdFDs(s stepOut) bool {
-	for _, res := range s.Results {
-		for _, f := range strings.FieldsFunc(res.What+" "+res.Detail, func(r rune) bool {
-			return r == ' ' || r == ',' || r == '[' || r == ']' || r == ':' || r == '='
-		}) {
-			var n int
-			if _, err := fmt.Sscanf(f, "%d", &n); err == nil && fmt.Sprint(n) == f && n > 2 {
-				return false
-			}
-		}
+	r, ok := find(s.Results, "fds")
+	if !ok || !r.OK {
+		return false
 	}
-	return true
+	return strings.Join(strings.Fields(r.Detail), " ") == "0 1 2"
 }
 
 // P18: rw: [REPO]; plant hooks, git config and shell start-up files.
