@@ -125,7 +125,7 @@ func probeSpawn(args []string) ([]Result, error) {
 		pids = append(pids, k.pid)
 		seen := false
 		for {
-			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", k.pid)); err == nil && strings.Contains(string(b), marker) {
+			if spawnReady(k.pid, k.way, marker) {
 				seen = true
 				break
 			}
@@ -142,6 +142,29 @@ func probeSpawn(args []string) ([]Result, error) {
 	}
 	rs = append(rs, Result{What: "spawned pids", OK: len(pids) == n, Detail: joinInts(pids)})
 	return rs, nil
+}
+
+// spawnReady reports whether pid runs with marker on its command line and,
+// for "nosignals", has SIGTERM ignored already.
+func spawnReady(pid int, way, marker string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(b), marker) {
+		return false
+	}
+	if way != "nosignals" {
+		return true
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && m&(1<<(uint(syscall.SIGTERM)-1)) != 0
+		}
+	}
+	return false
 }
 
 func spawnOne(way, marker string) (int, error) {
@@ -560,9 +583,10 @@ func writeOnce(path, s string) error {
 	return err
 }
 
-// probeFds: fds — the open fds of this process (Result "fds", Detail the
-// numbers) and one Result "fd N" per fd with its readlink target. The fd
-// used for the listing is left out.
+// probeFds: fds — the fds this process inherited through execve (Result
+// "fds", Detail the numbers, e.g. "0 1 2"), the fds it opened itself with
+// FD_CLOEXEC ("own fds": Go runtime files), and one Result "fd N" per fd
+// with its readlink target. The fd used for the listing is left out.
 func probeFds(args []string) ([]Result, error) {
 	if len(args) != 0 {
 		return nil, usagef("usage: fds")
@@ -590,7 +614,22 @@ func probeFds(args []string) ([]Result, error) {
 		}
 	}
 	sort.Ints(nums)
-	rs := []Result{{What: "fds", OK: true, Detail: joinInts(nums)}}
+	// The Go runtime (and corral before Main) open files with O_CLOEXEC,
+	// for example the cgroup CPU limit files behind GOMAXPROCS. An fd that
+	// came through execve cannot carry FD_CLOEXEC, so those are listed
+	// apart.
+	var inherited, own []int
+	for _, n := range nums {
+		if fl, err := unix.FcntlInt(uintptr(n), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC != 0 {
+			own = append(own, n)
+		} else {
+			inherited = append(inherited, n)
+		}
+	}
+	rs := []Result{
+		{What: "fds", OK: true, Detail: joinInts(inherited)},
+		{What: "own fds", OK: true, Detail: joinInts(own)},
+	}
 	for _, n := range nums {
 		t, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", n))
 		r := result(fmt.Sprintf("fd %d", n), err)
