@@ -15,4 +15,6 @@ type Env struct {
 	Root   bool // corral runs as root
 	// Strict is --strict: the runner turns skips into failures.
 	Strict bool
+
+	st *caseState // the runner's bookkeeping for this case (runner.go)
 }
