@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sandbox/corral/qualify"
+)
+
+// Exit statuses of `corral qualify` (docs/qualify.md).
+const (
+	qualifyExitFailed  = 1 // a case failed, or none ran; verify: mismatch
+	qualifyExitCantRun = 2 // usage, or the suite could not run
+)
+
+func newQualifyCmd() *cobra.Command {
+	var (
+		provs, cases, out, bin string
+		strict                 bool
+		perfRuns               int
+		output                 outputFormat
+	)
+	c := &cobra.Command{
+		Use:   "qualify [--provider linux,docker,mxc|all] [--cases P01,...] [--out DIR] [--strict]",
+		Short: "Run the adversarial suite against providers and write a report bound to this binary",
+		Long: `Run every adversarial case (P01...) that applies to each provider, each as a
+real sandbox with its own throwaway home, canaries, loopback listeners and
+policy, then a performance section. Writes report.json (with a JSON Schema),
+report.md and a self-contained report.html to --out, bound to this binary's
+sha256, each policy's sha256, the kernel and the Landlock ABI; check the
+binding later with 'corral qualify verify'.
+
+A case that cannot run here is skipped with its reason and never counted as
+a pass; --strict makes any skip a failure. A provider not built into this
+binary (docker, mxc today) has every case skipped.
+
+Exit status: 0 when every case that ran passed (and at least one ran),
+1 when a case failed or none ran, 2 on a usage error or when the suite
+could not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if perfRuns < 0 {
+				return fmt.Errorf("--perf-runs: %d is negative", perfRuns)
+			}
+			if out == "" {
+				out = "corral-qualify-" + time.Now().Format("20060102-150405")
+			}
+			o := qualify.Options{Bin: bin, Out: out, Strict: strict, Progress: os.Stderr, PerfRuns: perfRuns}
+			if perfRuns == 0 {
+				o.PerfRuns = -1
+			}
+			o.Providers = splitList(provs)
+			o.Cases = splitList(cases)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := qualify.Qualify(ctx, o)
+			if rep == nil {
+				return err
+			}
+			if output == "json" {
+				if werr := writeJSON(rep); werr != nil {
+					return werr
+				}
+			} else {
+				fmt.Print(rep.TextSummary())
+				abs, _ := filepath.Abs(out)
+				fmt.Printf("report: %s\n        %s\n        %s\n", filepath.Join(abs, "report.json"), filepath.Join(abs, "report.md"), filepath.Join(abs, "report.html"))
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "corral: qualify: %v\n", err)
+				return exitError{code: qualifyExitCantRun}
+			}
+			return exitError{code: rep.ExitCode()}
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&provs, "provider", "linux", "providers, comma-separated: linux, docker, mxc, or all")
+	f.StringVar(&cases, "cases", "", "case IDs, comma-separated (default: every case)")
+	f.StringVar(&out, "out", "", "report directory (default: ./corral-qualify-DATE-TIME)")
+	f.BoolVar(&strict, "strict", false, "a skipped case is a failure")
+	f.IntVar(&perfRuns, "perf-runs", 15, "repetitions for the performance medians; 0 skips the performance section")
+	f.StringVar(&bin, "bin", "", "the corral binary to qualify (default: this one)")
+	outputFlag(c, &output)
+	c.AddCommand(newQualifyVerifyCmd())
+	return c
+}
+
+func newQualifyVerifyCmd() *cobra.Command {
+	var bin string
+	c := &cobra.Command{
+		Use:   "verify REPORT.json [--bin PATH]",
+		Short: "Check that a qualify report binds this binary, kernel and Landlock ABI",
+		Long: `Re-hash the corral binary (default: this one) and compare it, the kernel
+release and the Landlock ABI with what report.json recorded, and check each
+recorded policy text against its sha256.
+
+Exit status: 0 when everything matches, 1 on a mismatch (each one is
+printed), 2 when the report cannot be read.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if bin == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				bin = exe
+			}
+			err := qualify.Verify(args[0], bin)
+			switch {
+			case err == nil:
+				fmt.Printf("ok: %s matches %s, this kernel and Landlock ABI\n", args[0], bin)
+				return nil
+			case errors.Is(err, qualify.ErrMismatch):
+				fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
+				return exitError{code: qualifyExitFailed}
+			}
+			fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
+			return exitError{code: qualifyExitCantRun}
+		},
+	}
+	c.Flags().StringVar(&bin, "bin", "", "the corral binary to check (default: this one)")
+	return c
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
