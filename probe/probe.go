@@ -58,6 +58,50 @@ func Names() []string {
 	return names
 }
 
+// The probes (NAME ARGS -> Results):
+//
+//	read PATH...            "read PATH": content (first 4 KiB) or errno
+//	write PATH...           "write PATH": append WriteLine (O_APPEND|O_CREAT, 0644)
+//	list DIR...             "list DIR": sorted names, space-separated
+//	symlink TARGET LINK     "symlink TARGET LINK", then "read LINK"
+//	rename OLD NEW          "rename OLD NEW"
+//	mkdir DIR...            "mkdir DIR"
+//	unlink PATH...          "unlink PATH"
+//	env                     "env" per variable (NAME=value), "read /proc/PID/environ"
+//	                        and "read /proc/PID/cmdline" per visible pid (NUL -> space),
+//	                        last "pids" (space-separated)
+//	sleep SECONDS [MARKER [ignore]]
+//	                        sleeps; "ignore" ignores SIGHUP/SIGINT/SIGTERM first
+//	spawn MARKER N          N descendants running `sleep 300 MARKER`, in turn:
+//	                        background, setsid, daemon (double fork), nosignals,
+//	                        setpgid: "spawn WAY" (Detail "pid N"), then "spawned pids"
+//	daemonize MARKER        (internal: the middle process of spawn's double fork)
+//	status                  "self F" and "grandchild F" for F in Seccomp, NoNewPrivs,
+//	                        CapEff, CapBnd, Uid, Groups (values from /proc/self/status)
+//	status-chain DEPTH LABEL (internal: used by status)
+//	connect tcp|udp|unix|abstract ADDR...
+//	                        "connect KIND ADDR"; udp: OK when the datagram was sent
+//	dns NAME SERVER         "dns udp|tcp SERVER NAME send" and "... reply" (Detail
+//	                        "rcode=N answers=N A=..."), then "lookup NAME" (system resolver)
+//	http PROXY METHOD TARGET [HEADER:VALUE...] [proto:P] [sni:NAME]
+//	                        "http METHOD TARGET": OK on 2xx, Detail "CODE body";
+//	                        CONNECT 2xx adds "tls sni NAME" / "tls no-sni" (see probeHTTP)
+//	tiocsti TEXT            "tiocsti fd 0": OK only if every byte was pushed
+//	ptrace PID...|sibling   "ptrace attach ID", "ptrace seize ID", "process_vm_readv ID"
+//	syscalls                one Result per alternate kernel path (see probeSyscalls)
+//	procfs                  "pids", readlink /proc/1/{root,cwd}, read /proc/1/{cmdline,
+//	                        environ}, /proc/1/root/etc/shadow, /proc/kcore (hex), write
+//	                        /proc/sys/kernel/core_pattern and /proc/sysrq-trigger
+//	fds                     "fds" (inherited), "own fds" (FD_CLOEXEC), "fd N" -> target
+//	alloc MB                "alloc MB MiB": how many MiB were allocated and touched
+//	forkbomb N              "forkbomb N": count started, first errno, pids
+//	fdflood                 "fdflood": count of /dev/null opened before the errno
+//	busy N SECONDS          "busy N SECONDS": N spinning goroutines; wall and CPU time
+//	exit CODE               reports, then exits CODE
+//	kill SIGNAL             reports, then kills itself with SIGNAL (default action)
+//
+// Linux-only probes report "unsupported on GOOS" elsewhere.
+//
 // Main runs the probe named by args[0] with args[1:] (args is everything
 // after "__probe" on the command line). It prints one Report as a JSON line
 // on stdout and returns the process exit status: 0, 2 for invalid
@@ -116,7 +160,7 @@ func emit(w io.Writer, name string, results []Result) {
 		results = []Result{}
 	}
 	for i := range results {
-		results[i].Detail = bound(results[i].Detail)
+		results[i].Detail = bound(strings.ToValidUTF8(results[i].Detail, "\uFFFD"))
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

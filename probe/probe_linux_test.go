@@ -155,11 +155,9 @@ func TestFds(t *testing.T) {
 	json.Unmarshal(out, &rep)
 	// The test's own environment may leak fds without FD_CLOEXEC; only
 	// those of this process's parent reach the child.
-	want := "0 1 2"
-	for _, f := range strings.Fields(inheritedFds(t)) {
-		if f > "2" || len(f) > 1 {
-			want += " " + f
-		}
+	want := inheritedFds(t)
+	if !strings.HasPrefix(want, "0 1 2") {
+		t.Skipf("test process lacks fds 0-2: %q", want)
 	}
 	if r := rep.Results[0]; r.What != "fds" || r.Detail != want {
 		t.Errorf("want %q: %+v", want, rep.Results)
