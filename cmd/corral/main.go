@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/corral-sandbox/corral/probe"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
 )
@@ -36,6 +37,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == linux.HoldArg {
 		linux.HoldMain()
+	}
+	if len(os.Args) > 1 && os.Args[1] == probe.Arg {
+		os.Exit(probe.Main(os.Args[2:]))
 	}
 	os.Exit(execute(os.Args[1:]))
 }
