@@ -89,7 +89,7 @@ func runP02(ctx context.Context, e *Env) Result {
 	if e.Root {
 		t := newToken()
 		toks = append(toks, t)
-		p := filepath.Join("/root", ".corral-qualify-"+t)
+		p := filepath.Join("/root", ".corral-qualify-"+marker("p02"))
 		if err := writeHostFile(p, t, 0o644); err == nil {
 			defer os.Remove(p)
 			otherFiles = append(otherFiles, p)

@@ -54,8 +54,9 @@ func refusedRun(ctx context.Context, e *Env, r *Result, what, layer string, env 
 	if layer == "cgroups" && !e.cgroupsUsable() {
 		want = map[int]bool{122: true}
 	}
-	e.Check(r, what+": exit status", brief(o), want[o.Code], fmt.Sprintf("%s: exit %d, want a refusal (125 start_failed / 123 provision_failed)", what, o.Code))
-	e.Check(r, what+": the error names the layer", clip(o.Stderr, 300), strings.Contains(o.Stderr, layer), what+": the error does not name "+layer)
+	e.Check(r, what+": exit status", fmt.Sprint("exit ", o.Code), want[o.Code], fmt.Sprintf("%s: exit %d, want a refusal (125 start_failed / 123 provision_failed)", what, o.Code))
+	el := errorLines(o.Stderr)
+	e.Check(r, what+": the error names the layer", el, strings.Contains(el, layer), what+": the error does not name "+layer)
 	e.Check(r, what+": nothing ran (marker file)", fmt.Sprint("exists: ", hostExists(mk)), !hostExists(mk) && o.Report == nil, what+": the command ran although a required layer failed")
 }
 
@@ -105,8 +106,9 @@ func runP16(ctx context.Context, e *Env) Result {
 		if o.Code != 0 {
 			// Refusing is also fail-closed, but only namespaces and
 			// mounts are too fundamental to be skipped.
-			ok := (layer == "namespaces" || layer == "mounts") && strings.Contains(o.Stderr, layer) && !hostExists(mk)
-			e.Check(&r, what+": refused", brief(o), ok, what+": the run was refused (exit "+fmt.Sprint(o.Code)+"); want it to run with the layer reported skipped")
+			el := errorLines(o.Stderr)
+			ok := (layer == "namespaces" || layer == "mounts") && strings.Contains(el, layer) && !hostExists(mk)
+			e.Check(&r, what+": refused", fmt.Sprintf("exit %d: %s", o.Code, el), ok, what+": the run was refused (exit "+fmt.Sprint(o.Code)+"); want it to run with the layer reported skipped")
 			continue
 		}
 		e.Check(&r, what+": the command ran", fmt.Sprint("marker exists: ", hostExists(mk)), hostExists(mk), what+": exit 0 but the command did not run")
@@ -128,4 +130,17 @@ func runP16(ctx context.Context, e *Env) Result {
 		e.Check(&r, what+": -v lists the layers in force", strings.Join(got, " "), ok, what+": -v does not report "+layer+" skipped and the others active: "+strings.Join(got, " "))
 	}
 	return r
+}
+
+// errorLines is corral's stderr without the informational lines (-v
+// layers, info and warning losses): the error itself.
+func errorLines(stderr string) string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if l == "" || strings.HasPrefix(l, "corral: info:") || strings.HasPrefix(l, "corral: warning:") || strings.HasPrefix(l, "corral: layer ") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }

@@ -273,7 +273,11 @@ func runP15(ctx context.Context, e *Env) Result {
 				return
 			}
 		}
-		c, err := listen(network, addr)
+		ln := network
+		if ln == "abstract" {
+			ln = "unix"
+		}
+		c, err := listen(ln, addr)
 		if err != nil {
 			e.Check(&r, "host: "+label+" at "+addr, "cannot create: "+err.Error(), true, "")
 			return
@@ -351,7 +355,7 @@ func runP15(ctx context.Context, e *Env) Result {
 	attempt := fmt.Sprintf("connect to a socket inside a read-only granted dir (ro: [%s]), not listed itself; Landlock ABI %d", g, abi)
 	if reached && abi < 9 {
 		e.Check(&r, attempt, res+fmt.Sprintf("; host listener saw %d", gs.Count()), false,
-			fmt.Sprintf("known limit: a unix socket inside a granted directory is connectable (Landlock ABI %d < 9 cannot restrict connect() on socket files; LANDLOCK_ACCESS_FS_RESOLVE_UNIX needs ABI 9)", abi))
+			fmt.Sprintf("known limit: a unix socket inside a granted directory is connectable (Landlock ABI %d < 9 cannot restrict connect() on socket files, LANDLOCK_ACCESS_FS_RESOLVE_UNIX needs ABI 9)", abi))
 	} else {
 		e.Check(&r, attempt, res+fmt.Sprintf("; host listener saw %d", gs.Count()), !reached, "a unix socket inside a granted directory is connectable although Landlock ABI "+fmt.Sprint(abi)+" could refuse it")
 	}

@@ -97,7 +97,9 @@ func yamlList(xs []string) string {
 
 func (p pol) yaml() string {
 	var b strings.Builder
-	b.WriteString("filesystem:\n")
+	if len(p.RO)+len(p.RW)+len(p.Deny) > 0 || p.NoWorkdir || p.Protected != nil {
+		b.WriteString("filesystem:\n")
+	}
 	if len(p.RO) > 0 {
 		fmt.Fprintf(&b, "  read_only: %s\n", yamlList(p.RO))
 	}

@@ -1,0 +1,182 @@
+package qualify
+
+// The suite's self-test: every adversarial case passes against a fresh
+// build of corral (as root, on linux), and a deliberately broken sandbox
+// makes the right case fail.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildCorral builds ./cmd/corral into dir. When that build does not
+// dispatch `corral __probe` yet, it is built again with a file that does
+// (added through -overlay: the repository is not changed).
+func buildCorral(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(out)))
+	bin := filepath.Join(dir, "corral")
+	build := func(extra ...string) {
+		args := append([]string{"build"}, extra...)
+		args = append(args, "-o", bin, "./cmd/corral")
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/corral: %v\n%s", err, out)
+		}
+	}
+	build()
+	if out, err := exec.Command(bin, "__probe", "exit", "0").Output(); err == nil && strings.Contains(string(out), `"probe":"exit"`) {
+		return bin
+	}
+	src := filepath.Join(dir, "zz_probe.go")
+	if err := os.WriteFile(src, []byte(`package main
+
+import (
+	"os"
+
+	"github.com/corral-sandbox/corral/probe"
+)
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == probe.Arg {
+		os.Exit(probe.Main(os.Args[2:]))
+	}
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlay, []byte(fmt.Sprintf(`{"Replace":{%q:%q}}`, filepath.Join(root, "cmd/corral/zz_qualify_probe.go"), src)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build("-overlay", overlay)
+	return bin
+}
+
+func needRootLinux(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the linux provider's cases need linux")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the self-test asserts that every case passes, and P12 (cgroup limits) and parts of P09/P15 only run as root on hosts that do not delegate cgroups")
+	}
+	if testing.Short() {
+		t.Skip("runs real sandboxes (-short)")
+	}
+}
+
+// selectedCases is QUALIFY_CASES (comma-separated IDs), or every case.
+func selectedCases() []string {
+	if v := os.Getenv("QUALIFY_CASES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
+func logResult(t *testing.T, res Result) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s (%s) %s\n", res.ID, res.Title, res.Status, res.Duration, res.Reason)
+	for _, ev := range res.Evidence {
+		fmt.Fprintf(&b, "    - %s => %s\n", ev.Attempt, strings.ReplaceAll(ev.Got, "\n", "\n      "))
+	}
+	t.Log(b.String())
+}
+
+// TestCasesPassLinux: every registered case passes against a fresh build.
+func TestCasesPassLinux(t *testing.T) {
+	needRootLinux(t)
+	bin := buildCorral(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux"}, Cases: selectedCases(), PerfRuns: -1})
+	if err != nil {
+		t.Fatalf("Qualify: %v", err)
+	}
+	if len(rep.Providers) != 1 {
+		t.Fatalf("%d provider reports, want 1", len(rep.Providers))
+	}
+	pr := rep.Providers[0]
+	if pr.Skipped != "" {
+		t.Fatalf("provider linux skipped: %s", pr.Skipped)
+	}
+	want := len(Cases())
+	if sel := selectedCases(); sel != nil {
+		want = len(sel)
+	}
+	if len(pr.Results) != want {
+		t.Errorf("%d results, want %d", len(pr.Results), want)
+	}
+	for _, res := range pr.Results {
+		if testing.Verbose() || res.Status != Pass {
+			logResult(t, res)
+		}
+		if knownLimit(res) {
+			t.Logf("%s fails on this host for a documented limit (Landlock ABI %d < 9): %s", res.ID, landlockABI(), res.Reason)
+			continue
+		}
+		if res.Status != Pass {
+			t.Errorf("%s %s: %s: %s", res.ID, res.Title, res.Status, res.Reason)
+		}
+	}
+}
+
+// TestCasesCanFail: with the seccomp layer broken on purpose (made to
+// fail on apply and marked optional, so the run goes on without it), P14
+// fails: the suite notices a sandbox that lacks a layer.
+func TestCasesCanFail(t *testing.T) {
+	needRootLinux(t)
+	bin := buildCorral(t)
+	p14Fault = "seccomp"
+	defer func() { p14Fault = "" }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux"}, Cases: []string{"P14"}, PerfRuns: -1})
+	if err != nil {
+		t.Fatalf("Qualify: %v", err)
+	}
+	res := rep.Providers[0].Results[0]
+	logResult(t, res)
+	if res.Status != Fail {
+		t.Fatalf("P14 with seccomp broken: %s, want fail", res.Status)
+	}
+	// It fails for the right reason: syscalls that seccomp refuses went
+	// through.
+	if !strings.Contains(res.Reason, "io_uring_setup") && !strings.Contains(res.Reason, "AF_") && !strings.Contains(res.Reason, "setns") {
+		t.Errorf("P14 failed, but not on the calls seccomp guards: %s", res.Reason)
+	}
+}
+
+// knownLimit: P15 fails, and must fail, on kernels whose Landlock cannot
+// restrict connect() on socket files (ABI < 9) for exactly that reason and
+// no other: a socket inside a granted directory is reachable. Any other
+// reason, or a pass on such a kernel, is still an error.
+func knownLimit(res Result) bool {
+	if res.ID != "P15" || landlockABI() >= 9 || res.Status != Fail {
+		return false
+	}
+	for _, part := range strings.Split(res.Reason, "; ") {
+		if !strings.HasPrefix(part, "known limit: a unix socket inside a granted directory is connectable") {
+			return false
+		}
+	}
+	return true
+}
