@@ -868,7 +868,8 @@ func (o Outcome) Result(what string) (probe.Result, bool) {
 //     required otherwise and always as root.
 //
 // Every other key the case gives replaces the default's (mappings merge
-// key by key; lists and scalars replace). The result is YAML. It panics
+// key by key; lists and scalars replace; a key with an empty value, such
+// as a bare "filesystem:", changes nothing). The result is YAML. It panics
 // when extraYAML is not a YAML mapping (a bug in the case; the runner
 // reports it as a failure).
 func (e *Env) SystemPolicy(extraYAML string) string {
@@ -910,6 +911,9 @@ func (e *Env) SystemPolicy(extraYAML string) string {
 
 func mergeMap(dst, src map[string]any) {
 	for k, v := range src {
+		if v == nil {
+			continue // "key:" with nothing under it changes nothing
+		}
 		if sm, ok := v.(map[string]any); ok {
 			if dm, ok := dst[k].(map[string]any); ok {
 				mergeMap(dm, sm)

@@ -319,6 +319,9 @@ process:
 	if strings.Contains(mk(false, false).SystemPolicy("layers: {cgroups: required}"), "optional\n") && !strings.Contains(mk(false, false).SystemPolicy("layers: {cgroups: required}"), "cgroups: required") {
 		t.Error("the case's layers do not win")
 	}
+	if p := mk(true, true).SystemPolicy("filesystem:\nprocess:\n"); !strings.Contains(p, "/tmp/q/bin") || !strings.Contains(p, "timeout: 60s") {
+		t.Errorf("empty keys dropped the defaults:\n%s", p)
+	}
 	func() {
 		defer func() {
 			if recover() == nil {
