@@ -91,7 +91,7 @@ func (rs *runState) perf(ctx context.Context, provider string) *Perf {
 		{"sh -c 'ls -R' (500 files)", tree, []string{"sh", "-c", "ls -R . >/dev/null"}, "sh"},
 	}
 	for _, t := range tools {
-		tp := ToolPerf{Name: t.name, Command: strings.Join(t.args, " ")}
+		tp := ToolPerf{Name: t.name, Command: shellJoin(t.args)}
 		if _, err := lookHostPath(t.needs); err != nil {
 			tp.Skipped = t.needs + " is not installed on the host"
 		} else if prepErr != nil {
@@ -256,4 +256,17 @@ func ratio(r float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f×", r)
+}
+
+// shellJoin quotes args for display as a shell command line.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
 }

@@ -209,6 +209,10 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 			}
 		} else {
 			for _, c := range cases {
+				if ctx.Err() != nil {
+					pr.Results = append(pr.Results, applyStrict(Result{ID: c.ID, Title: c.Title, Provider: name, Status: Skipped, Reason: "not run: qualify was interrupted", Evidence: []Evidence{}}, o.Strict))
+					continue
+				}
 				prog.start(name, c)
 				res := rs.runCase(ctx, name, c)
 				prog.done(res)
@@ -429,14 +433,20 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 // a random token (Env.Tokens).
 var CanaryFiles = []string{".ssh/id_test", ".aws/credentials", ".bashrc", ".mozilla/firefox/profile/cookies.sqlite"}
 
+// MarkerPrefix is the prefix of the markers the runner looks for after
+// case id ("corral-q-p09-"), besides the case dir and Env.Marker ones.
+func MarkerPrefix(id string) string { return "corral-q-" + strings.ToLower(id) + "-" }
+
 // cleanup closes the case's listeners, makes sure nothing it started is
 // still running (processes whose command line names the case dir or one of
-// its markers: given 3 s, then killed, and reported) and removes its dir.
+// its markers or MarkerPrefix(id): given 3 s, then killed, and reported)
+// and removes its dir.
 // It returns what was wrong, or "".
 func (e *Env) cleanup() string {
 	st := e.st
 	st.mu.Lock()
-	ls, markers, started := st.listeners, append([]string{e.Dir}, st.markers...), st.started
+	ls, started := st.listeners, st.started
+	markers := append([]string{e.Dir, MarkerPrefix(st.caseID)}, st.markers...)
 	st.mu.Unlock()
 	for _, l := range ls {
 		l.Close()

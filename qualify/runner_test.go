@@ -2,7 +2,6 @@ package qualify
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -402,5 +401,3 @@ func TestProgressPlain(t *testing.T) {
 		t.Errorf("progress lines:\n%s", b.String())
 	}
 }
-
-var _ = errors.New
