@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd())
+	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd(), newQualifyCmd())
 	return root
 }
 
