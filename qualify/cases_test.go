@@ -129,10 +129,6 @@ func TestCasesPassLinux(t *testing.T) {
 		if testing.Verbose() || res.Status != Pass {
 			logResult(t, res)
 		}
-		if knownLimit(res) {
-			t.Logf("%s fails on this host for a documented limit (Landlock ABI %d < 9): %s", res.ID, landlockABI(), res.Reason)
-			continue
-		}
 		if res.Status != Pass {
 			t.Errorf("%s %s: %s: %s", res.ID, res.Title, res.Status, res.Reason)
 		}
@@ -165,18 +161,3 @@ func TestCasesCanFail(t *testing.T) {
 	}
 }
 
-// knownLimit: P15 fails, and must fail, on kernels whose Landlock cannot
-// restrict connect() on socket files (ABI < 9) for exactly that reason and
-// no other: a socket inside a granted directory is reachable. Any other
-// reason, or a pass on such a kernel, is still an error.
-func knownLimit(res Result) bool {
-	if res.ID != "P15" || landlockABI() >= 9 || res.Status != Fail {
-		return false
-	}
-	for _, part := range strings.Split(res.Reason, "; ") {
-		if !strings.HasPrefix(part, "known limit: a unix socket inside a granted directory is connectable") {
-			return false
-		}
-	}
-	return true
-}

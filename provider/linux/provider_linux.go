@@ -378,7 +378,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	if h.landlockABI < 9 {
 		// LANDLOCK_ACCESS_FS_RESOLVE_UNIX arrived with ABI 9.
-		add(provider.SeverityInfo, "filesystem", "filesystem", "unix sockets inside granted directories can be connected to, even read-only ones: Landlock ABI %d cannot restrict connect() on socket files", h.landlockABI)
+		add(provider.SeverityInfo, "filesystem", "filesystem", "Landlock ABI %d cannot restrict connect() on unix socket files: the sockets found in granted directories (outside the system directories) when the run starts are hidden, but one created there during the run could be connected to", h.landlockABI)
 	}
 	if spec.Landlock.Enabled && h.landlockABI < 6 {
 		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)

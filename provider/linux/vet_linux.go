@@ -132,6 +132,10 @@ func vetTree(m MountSpec, protectedNames map[string]bool, idmapped bool, budget 
 		if p == m.Source {
 			return nil
 		}
+		if d.Type()&fs.ModeSocket != 0 {
+			res.readOnly = append(res.readOnly, socketMask(m, p))
+			return nil
+		}
 		name := d.Name()
 		if protectedNames[name] && filepath.Dir(p) != m.Source {
 			res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, Dir: d.IsDir(), ReadOnly: true, Field: m.Field + " (nested " + name + ")"})
@@ -164,6 +168,44 @@ func vetTree(m MountSpec, protectedNames map[string]bool, idmapped bool, budget 
 	}
 }
 
+// socketMask hides the unix socket at p: Landlock before ABI 9 cannot stop
+// connect(2) on a socket file, so a socket inside a grant (a service's, or
+// another sandbox's) is covered with an empty mode-000 file.
+func socketMask(m MountSpec, p string) MountSpec {
+	return MountSpec{Kind: MountMask, Path: p, ReadOnly: true, Field: m.Field + " (unix socket hidden)"}
+}
+
+// systemTree reports whether p is one of the system directories the
+// default policy grants read-only, or inside one.
+func systemTree(p string) bool {
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"} {
+		if inside(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// vetSockets finds the unix sockets in a read-only tree.
+func vetSockets(m MountSpec, budget *int, res *vetResult) {
+	_ = filepath.WalkDir(m.Source, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		*budget--
+		if *budget < 0 {
+			return fs.SkipAll
+		}
+		if d.Type()&fs.ModeSocket != 0 {
+			res.readOnly = append(res.readOnly, socketMask(m, p))
+		}
+		return nil
+	})
+	if *budget < 0 {
+		res.warnings = append(res.warnings, fmt.Sprintf("%s has more than %d entries: unix sockets beyond them were not looked for", m.Source, vetLimit))
+	}
+}
+
 // vetReadWrite vets every read-write bind of mounts. It reports errors for
 // trees that are binds of system directories or, when idmapped, contain
 // other mounts or are too large to vet.
@@ -172,7 +214,16 @@ func vetReadWrite(mounts []MountSpec, protectedNames map[string]bool, dangerous 
 	mi := readMountInfo()
 	budget := vetLimit
 	for _, m := range mounts {
-		if m.Kind != MountBind || m.ReadOnly || !m.Dir {
+		if m.Kind != MountBind || !m.Dir {
+			continue
+		}
+		if m.ReadOnly {
+			// Read-only trees are only searched for unix sockets (a
+			// read-only mount does not stop connect(2)); the system
+			// directories, which hold none, are not walked.
+			if !systemTree(m.Source) {
+				vetSockets(m, &budget, &res)
+			}
 			continue
 		}
 		if src := bindSource(mi, m.Source); src != "" && dangerous(src) {
