@@ -151,8 +151,13 @@ func (e *Env) compare(ctx context.Context, n int, pol, dir string, args []string
 			return 0, 0, err
 		}
 		sb = append(sb, m.wall)
+		// Resolve in the PATH the command gets, not in this process's.
+		path, err := lookHostPath(args[0])
+		if err != nil {
+			return 0, 0, fmt.Errorf("host: %s: %v", args[0], err)
+		}
 		hctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		cmd := exec.CommandContext(hctx, args[0], args[1:]...)
+		cmd := exec.CommandContext(hctx, path, args[1:]...)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}
 		m, err = measure(cmd, "host: "+strings.Join(args, " "))
@@ -188,7 +193,8 @@ func prepRepo(ctx context.Context, e *Env, repo string) error {
 		{"add", "."},
 		{"-c", "user.name=corral qualify", "-c", "user.email=qualify@corral.invalid", "commit", "-q", "-m", "init"},
 	} {
-		cmd := exec.CommandContext(ctx, "git", args...)
+		git, _ := lookHostPath("git")
+		cmd := exec.CommandContext(ctx, git, args...)
 		cmd.Dir = repo
 		cmd.Env = []string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}
 		if out, err := cmd.CombinedOutput(); err != nil {
