@@ -160,4 +160,3 @@ func TestCasesCanFail(t *testing.T) {
 		t.Errorf("P14 failed, but not on the calls seccomp guards: %s", res.Reason)
 	}
 }
-
