@@ -17,10 +17,12 @@ type Support struct {
 }
 
 // Names used inside the cgroup tree.
-const (
-	parentName     = "corral"            // directory holding every group
-	supervisorLeaf = "corral-supervisor" // leaf we move into for the nested v2 strategy
-)
+const supervisorLeaf = "corral-supervisor" // leaf we move into for the nested v2 strategy
+
+// parentName is the directory holding every group. A variable only so
+// that this package's tests use their own, out of reach of the sweeps of
+// corral runs going on at the same time.
+var parentName = "corral"
 
 // v2plan is where and how New creates groups on the unified hierarchy;
 // see "Placement on v2" in the package doc.
