@@ -133,7 +133,7 @@ setcmd host
 note host "no sandbox: the workload alone, as the baseline"
 
 setcmd corral "$tmp/corral" run -C "$wd" --
-note corral "built-in default policy: /usr /etc /opt (+ /bin /sbin /lib* where real dirs) read-only, /etc/shadow /etc/gshadow /etc/sudoers* /etc/ssh denied, workdir read-write with .git and shell rc files read-only, private /tmp and empty home, no network (loopback only), env scrubbed, cgroup limits 2 GiB / 1024 pids / 2 CPUs, nofile 4096, Landlock, seccomp, no capabilities; a root caller runs as nobody (65534) with an idmapped workdir"
+note corral "built-in default policy: /usr /etc /opt (+ /bin /sbin /lib* where real dirs) read-only, /etc/shadow /etc/gshadow /etc/sudoers* /etc/ssh denied, workdir read-write with .git and shell rc files read-only, private /tmp and empty home, no network (no interface up), env scrubbed, cgroup limits 2 GiB / 1024 pids / 2 CPUs, nofile 4096, Landlock, seccomp, no capabilities; a root caller runs as nobody (65534) with an idmapped workdir"
 
 # --- bwrap ------------------------------------------------------------------
 if bwrap_bin=$(command -v bwrap); then
