@@ -90,7 +90,7 @@ dl { margin: .2em 0; } dt { font-weight: 600; margin-top: .4em; } dd { margin: 0
 <table>
 <tr><th>cold start <code>corral run -- true</code></th><td>{{ms .ColdStart}}</td></tr>
 <tr><th>warm start (median)</th><td>{{ms .WarmStart}}</td></tr>
-<tr><th>peak RSS of corral</th><td>{{.PeakRSSKiB}} KiB</td></tr>
+<tr><th>peak RSS, largest process of the tree (GNU time %M)</th><td>{{.PeakRSSKiB}} KiB</td></tr>
 <tr><th>CPU time user+sys (median)</th><td>{{ms .CPU}}</td></tr>
 </table>
 <table>
