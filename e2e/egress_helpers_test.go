@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 // Fixtures for the governed-egress tests (network.mode: proxy): upstream

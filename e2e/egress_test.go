@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 // Governed egress (network.mode: proxy), end to end: real clients through

@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 // The test twin of examples/agent-api.yaml: the example policy, unchanged

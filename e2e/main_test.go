@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e is Corral's end-to-end adversarial test suite: each test runs
 // the real corral binary against an attack from
 // /work/shared/cases/ADVERSARIAL.md (P01...) and checks the secure outcome

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package qualify is `corral qualify`: the adversarial suite of
 // shared/cases/ADVERSARIAL.md run against a provider as real sandboxes,
 // each case with its own throwaway home, canaries, loopback listeners and

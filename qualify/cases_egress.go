@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Governed-egress cases (network.mode: proxy): P19 DNS exfiltration, P20

@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Filesystem cases: P01 grants, P02 unapproved paths, P03 path tricks,

@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Host-side network fixtures of the cases: counting listeners and HTTP(S)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Fail-closed cases: P08 no fallback, P16 silent fail-open. A layer is

@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Network and cross-sandbox cases: P05 network off, P07 cross-sandbox,

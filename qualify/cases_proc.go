@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Process cases: P04 child processes, P06 secrets, P09 cleanup, P10

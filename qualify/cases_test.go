@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // The suite's self-test: every adversarial case passes against a fresh

@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Helpers shared by the adversarial cases (cases_*.go): policy fragments,

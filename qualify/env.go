@@ -1,3 +1,5 @@
+//go:build linux
+
 package qualify
 
 // Env is one case's environment: made fresh for each case by the runner

@@ -15,7 +15,6 @@ import (
 
 	"github.com/corral-sandbox/corral/probe"
 	"github.com/corral-sandbox/corral/provider"
-	"github.com/corral-sandbox/corral/provider/linux"
 )
 
 // Set by the linker: -X main.version=... -X main.commit=...
@@ -32,12 +31,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func main() {
 	// The sandbox init is the same binary; recognise it before anything
 	// else runs so its start-up stays minimal.
-	if len(os.Args) > 1 && os.Args[1] == linux.InitArg {
-		linux.InitMain()
-	}
-	if len(os.Args) > 1 && os.Args[1] == linux.HoldArg {
-		linux.HoldMain()
-	}
+	osEntry() // the sandbox init and helpers are this binary too
 	if len(os.Args) > 1 && os.Args[1] == probe.Arg {
 		os.Exit(probe.Main(os.Args[2:]))
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
-	"github.com/corral-sandbox/corral/provider/linux"
 )
 
 func newRootCmd() *cobra.Command {
@@ -24,9 +23,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd(), newQualifyCmd())
 	return root
 }
-
-// registry holds the providers compiled into this binary, strongest first.
-var registry = []provider.Provider{linux.New()}
 
 // providers lists the providers compiled into this binary, strongest first.
 func providers() []provider.Provider { return registry }

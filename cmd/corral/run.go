@@ -11,9 +11,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/creack/pty"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/audit"
@@ -84,14 +82,10 @@ func runMain(o runOpts, args []string) error {
 	// Nothing but fds 0-2 (and those asked for) may reach the sandbox.
 	// The preserved ones are taken now, before corral opens anything that
 	// could take a number the caller left free.
-	var preserved []*os.File
-	for fd := 3; fd < 3+o.preserveFDs; fd++ {
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
-			return fmt.Errorf("--preserve-fds %d: fd %d is not open in the caller (pass fds 3..%d)", o.preserveFDs, fd, 2+o.preserveFDs)
-		}
-		preserved = append(preserved, os.NewFile(uintptr(fd), fmt.Sprintf("fd%d", fd)))
+	preserved, err := takeFDs(o.preserveFDs)
+	if err != nil {
+		return err
 	}
-	_ = unix.CloseRange(uint(3+o.preserveFDs), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	warmProviders()
 	pol, err := loadPolicy(o.policy)
 	if err != nil {
@@ -272,39 +266,4 @@ func printLayers(w io.Writer, prefix string, ls []provider.LayerStatus) {
 	for _, l := range ls {
 		fmt.Fprintf(w, "%slayer %-10s %-11s %-8s %s\n", prefix, l.Layer, l.State, l.Required, l.Detail)
 	}
-}
-
-// attachTerminal puts the caller's terminal (if stdin is one) in raw mode
-// and reports its size now and on every SIGWINCH. It returns a function
-// that restores the terminal.
-func attachTerminal() (func(), <-chan [2]uint16) {
-	in := int(os.Stdin.Fd())
-	resize := make(chan [2]uint16, 4)
-	if !term.IsTerminal(in) {
-		close(resize)
-		return func() {}, resize
-	}
-	st, err := term.MakeRaw(in)
-	send := func() {
-		if rows, cols, err := pty.Getsize(os.Stdin); err == nil {
-			select {
-			case resize <- [2]uint16{uint16(rows), uint16(cols)}:
-			default:
-			}
-		}
-	}
-	send()
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	go func() {
-		for range winch {
-			send()
-		}
-	}()
-	return func() {
-		signal.Stop(winch)
-		if err == nil {
-			_ = term.Restore(in, st)
-		}
-	}, resize
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cgroup puts one sandbox's process tree into a fresh cgroup with
 // memory, pids and CPU limits, verifies the limits from the filesystem,
 // kills everything in the group, and removes it.
