@@ -1,0 +1,296 @@
+package mxc
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// Details is the provider-specific part of a Plan (shown by
+// `corral policy explain`).
+type Details struct {
+	Backend       Backend  `json:"backend"`
+	SchemaVersion string   `json:"schema_version"`
+	Request       *Request `json:"request"`
+}
+
+// NewPlan maps r (see Map) into a provider.Plan whose Details is *Details.
+func NewPlan(r *policy.Resolved, cfg Config, proxyAddr string) *provider.Plan {
+	cfg = cfg.withDefaults()
+	req, loss := Map(r, cfg, proxyAddr)
+	return &provider.Plan{
+		Provider: Name,
+		Policy:   r,
+		Layers:   layerStatus(cfg.Backend, r.Layers),
+		Details:  &Details{Backend: cfg.Backend, SchemaVersion: cfg.SchemaVersion, Request: req},
+		Loss:     loss,
+	}
+}
+
+// Map turns a resolved policy into the wxc-exec document for cfg's backend
+// and lists every loss. proxyAddr is the per-sandbox egress-proxy listener
+// on the host ("127.0.0.1:PORT"), used only for network mode proxy.
+//
+// For process_container the document is the one-shot request (the runner
+// adds the command). For isolation_session it is the base of the
+// state-aware requests: derive each phase's with Request.ForPhase.
+//
+// The document is always returned, error items or not, so explain can show
+// it; a fragment whose policy rule cannot be enforced is left out rather
+// than weakened (in particular, network allow is never written for a policy
+// that did not say host).
+//
+// UI: the policy has no ui section yet (it arrives with the runner work:
+// ui{windows, clipboard: none|read|write|all, input_injection}); until then
+// it is treated as absent, which means the restrictive posture on
+// process_container (ui{disable: true, clipboard: none, injection: false})
+// and no ui section at all on isolation_session (which rejects one).
+func Map(r *policy.Resolved, cfg Config, proxyAddr string) (*Request, provider.LossReport) {
+	cfg = cfg.withDefaults()
+	m := &mapper{r: r, cfg: cfg, iso: cfg.Backend == BackendIsolationSession}
+	m.loss = cfg.check()
+	m.req = &Request{Version: wireVersion[cfg.SchemaVersion], Containment: containmentProcessContainer, Process: &Process{}}
+	if m.iso {
+		m.req.Containment = containmentIsolationSession
+	}
+	m.layers()
+	m.filesystem()
+	m.ui()
+	m.network(proxyAddr)
+	m.process()
+	return m.req, m.loss
+}
+
+type mapper struct {
+	r    *policy.Resolved
+	cfg  Config
+	iso  bool
+	req  *Request
+	loss provider.LossReport
+}
+
+func (m *mapper) add(sev provider.Severity, area, field, format string, args ...any) {
+	m.loss = append(m.loss, provider.Loss{Severity: sev, Area: area, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// layers: see layerStatus for the mapping of each layer.
+func (m *mapper) layers() {
+	for _, st := range layerStatus(m.cfg.Backend, m.r.Layers) {
+		l := st.Layer
+		field := "layers." + string(l)
+		opt := st.Required == policy.Optional
+		switch {
+		case l == policy.LayerNamespaces:
+			if opt {
+				m.add(provider.SeverityInfo, "layers", field, "Linux namespaces do not exist on Windows; %s", st.Detail)
+			} else {
+				m.add(provider.SeverityWarning, "layers", field, "required layer namespaces is replaced, more weakly, by the MXC boundary: %s (write \"layers: {namespaces: optional}\" to accept that)", st.Detail)
+			}
+		case l == policy.LayerMounts && st.State == provider.LayerActive:
+			m.add(provider.SeverityInfo, "layers", field, "Linux mounts do not exist on Windows; %s", st.Detail)
+		case opt:
+			m.add(provider.SeverityWarning, "layers", field, "optional layer %s is not applied by mxc %s: %s", l, m.cfg.Backend, st.Detail)
+		default:
+			m.add(provider.SeverityError, "layers", field, "required layer %s cannot be applied by mxc %s: %s (run without it by writing \"layers: {%s: optional}\" in the policy)", l, m.cfg.Backend, st.Detail, l)
+		}
+	}
+}
+
+func (m *mapper) filesystem() {
+	r := m.r
+	if m.iso {
+		for _, g := range r.Grants {
+			if strings.HasPrefix(g.Field, "filesystem.protected") {
+				continue // derived from a read-write grant, itself an error
+			}
+			hint := "remove it"
+			if g.Field == "filesystem.include_workdir" {
+				hint = "set filesystem.include_workdir: false; exchange files through the session's staging directory"
+			}
+			m.add(provider.SeverityError, "filesystem", g.Field, "isolation_session takes no filesystem grants (%s %s): %s", accessName(g.Access), g.Path, hint)
+		}
+		m.add(provider.SeverityWarning, "filesystem", "filesystem", "isolation_session does not enforce default deny: the agent user can read whatever host ACLs let any user read")
+		return
+	}
+	fs := &Filesystem{}
+	var rw []string
+	type ro struct{ path, field string }
+	var ros []ro
+	for _, g := range r.Grants {
+		p, kind := winPath(g.Path)
+		switch kind {
+		case pathLinuxRooted:
+			m.add(provider.SeverityError, "filesystem", g.Field, "%s is a Linux-rooted path: mxc does not translate it to a Windows path (write a drive path such as C:\\...)", g.Path)
+			continue
+		case pathRelative:
+			m.add(provider.SeverityError, "filesystem", g.Field, "%s is not an absolute Windows path", g.Path)
+			continue
+		}
+		switch g.Access {
+		case policy.AccessReadOnly:
+			fs.ReadonlyPaths = append(fs.ReadonlyPaths, p)
+			ros = append(ros, ro{p, g.Field})
+		case policy.AccessReadWrite:
+			fs.ReadwritePaths = append(fs.ReadwritePaths, p)
+			rw = append(rw, p)
+		case policy.AccessDeny:
+			fs.DeniedPaths = append(fs.DeniedPaths, p)
+		}
+	}
+	// Grants are sorted parents first, so every read-write root is known
+	// here. Denied paths are documented to override broader grants; a
+	// read-only path inside a read-write one is not (on the AppContainer
+	// tier the inherited write ACE may still apply).
+	for _, o := range ros {
+		for _, w := range rw {
+			if winInside(o.path, w) {
+				m.add(provider.SeverityWarning, "filesystem", o.field, "%s is read-only inside the read-write %s: MXC does not document that the nested read-only grant wins, so it may stay writable", o.path, w)
+				break
+			}
+		}
+	}
+	if len(r.Skipped) > 0 {
+		m.add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so no read-only grant covers them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	}
+	if len(fs.ReadonlyPaths)+len(fs.ReadwritePaths)+len(fs.DeniedPaths) > 0 {
+		m.req.Filesystem = fs
+	}
+	if wd, kind := winPath(r.Workdir); kind == pathWindows && visible(fs, wd) {
+		m.req.Process.Cwd = wd
+	} else if r.Workdir != "" {
+		m.add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so wxc-exec picks the working directory (first read-write, else read-only grant, else the system drive root)", r.Workdir)
+	}
+}
+
+// visible reports whether path is inside a grant and not inside a denied
+// path.
+func visible(fs *Filesystem, path string) bool {
+	for _, d := range fs.DeniedPaths {
+		if winInside(path, d) {
+			return false
+		}
+	}
+	for _, g := range append(append([]string{}, fs.ReadwritePaths...), fs.ReadonlyPaths...) {
+		if winInside(path, g) {
+			return true
+		}
+	}
+	return false
+}
+
+func accessName(a policy.Access) string {
+	switch a {
+	case policy.AccessReadOnly:
+		return "read-only"
+	case policy.AccessReadWrite:
+		return "read-write"
+	}
+	return "deny"
+}
+
+func (m *mapper) ui() {
+	if m.iso {
+		return // absent is the only ui isolation_session accepts
+	}
+	f := false
+	t := true
+	m.req.UI = &UI{Disable: &t, Clipboard: "none", Injection: &f}
+}
+
+func (m *mapper) network(proxyAddr string) {
+	const field = "network.mode"
+	mode := m.r.Network
+	if m.iso {
+		switch mode {
+		case policy.NetworkHost:
+			t := true
+			m.req.Network = &Network{DefaultPolicy: "allow", AllowLocalNetwork: &t}
+			m.add(provider.SeverityInfo, "network", field, "host: isolation_session runs with default-allow egress and local-network access (network.defaultPolicy allow, allowLocalNetwork true), unfiltered")
+		default:
+			m.add(provider.SeverityError, "network", field, "%s: isolation_session cannot filter the network (it requires default-allow egress); only an explicit mode: host is accepted, or use the process_container backend", mode)
+		}
+		return
+	}
+	switch mode {
+	case policy.NetworkNone:
+		m.req.Network = &Network{Egress: &Egress{Default: "deny"}, Ingress: &Ingress{Default: "deny", HostLoopback: "deny"}}
+	case policy.NetworkProxy:
+		port, err := proxyPort(proxyAddr)
+		if err != nil {
+			m.add(provider.SeverityError, "network", field, "proxy: %v", err)
+			return
+		}
+		// MXC 0.8 "model 2": egress denied with no rules, and the one
+		// loopback proxy Corral serves for this sandbox reachable. The
+		// proxy enforces the policy's endpoints on the host.
+		m.req.Network = &Network{Egress: &Egress{Default: "deny"}, Ingress: &Ingress{Default: "deny"}}
+		m.req.RuntimeConfig = &RuntimeConfig{NetworkProxy: "http://127.0.0.1:" + strconv.Itoa(port)}
+		m.add(provider.SeverityWarning, "network", field, "proxy: the sandbox reaches Corral's egress proxy on host loopback 127.0.0.1:%d, and MXC's loopback reach covers other services listening on the host's loopback too", port)
+	default:
+		m.add(provider.SeverityError, "network", field, "%s: process_container offers network none and proxy only (it never runs with default-allow egress)", mode)
+	}
+}
+
+// proxyPort checks that addr is a loopback IPv4 listener with a port.
+func proxyPort(addr string) (int, error) {
+	if addr == "" {
+		return 0, fmt.Errorf("no per-sandbox egress proxy listener address was given")
+	}
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("proxy listener %q: %v", addr, err)
+	}
+	if host != "127.0.0.1" {
+		return 0, fmt.Errorf("proxy listener %q is not on 127.0.0.1 (the only loopback address MXC's proxy model reaches)", addr)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 {
+		return 0, fmt.Errorf("proxy listener %q has no valid port", addr)
+	}
+	return port, nil
+}
+
+func (m *mapper) process() {
+	r := m.r
+	if r.RunAs != "" {
+		m.add(provider.SeverityError, "process", "process.run_as_user", "%q: mxc has no enforced Windows equivalent of running as another user", r.RunAs)
+	}
+	// (run_as_group, when the policy gains it, maps the same way.)
+	if len(r.Env) > 0 {
+		m.req.Process.Env = append([]string(nil), r.Env...)
+	}
+	lim := r.Limits
+	if lim.Timeout > 0 {
+		ms := time.Duration(lim.Timeout).Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		if ms > math.MaxUint32 {
+			m.add(provider.SeverityWarning, "process", "process.limits.timeout", "%s is longer than MXC's largest timeout; it is capped at %s", lim.Timeout, time.Duration(math.MaxUint32)*time.Millisecond)
+			ms = math.MaxUint32
+		}
+		v := uint32(ms)
+		m.req.Process.Timeout = &v
+	}
+	unenforced := func(name string, v any) {
+		m.add(provider.SeverityWarning, "process", "process.limits."+name, "%s limit %v is not enforced: MXC has no %s limit", name, v, name)
+	}
+	if lim.Memory > 0 {
+		unenforced("memory", lim.Memory)
+	}
+	if lim.Pids > 0 {
+		unenforced("pids", lim.Pids)
+	}
+	if lim.CPU > 0 {
+		unenforced("cpu", lim.CPU)
+	}
+	if lim.Nofile > 0 {
+		unenforced("nofile", lim.Nofile)
+	}
+}
