@@ -228,7 +228,10 @@ func (m *mapper) network(proxyAddr string) {
 		}
 		// MXC 0.8 "model 2": egress denied with no rules, and the one
 		// loopback proxy Corral serves for this sandbox reachable. The
-		// proxy enforces the policy's endpoints on the host.
+		// proxy enforces the policy's endpoints on the host. The proxy
+		// credentials are per sandbox and are the runner's to add (with
+		// the *_PROXY environment, and redacted from output): the
+		// document and the plan never carry a secret.
 		m.req.Network = &Network{Egress: &Egress{Default: "deny"}, Ingress: &Ingress{Default: "deny"}}
 		m.req.RuntimeConfig = &RuntimeConfig{NetworkProxy: "http://127.0.0.1:" + strconv.Itoa(port)}
 		m.add(provider.SeverityWarning, "network", field, "proxy: the sandbox reaches Corral's egress proxy on host loopback 127.0.0.1:%d, and MXC's loopback reach covers other services listening on the host's loopback too", port)
