@@ -148,7 +148,7 @@ func mapCases() []mapCase {
 			want: map[string]string{"filesystem": `{"readonlyPaths":["C:\\tools"]}`, "process": `{"env":["PATH=C:\\Windows\\System32","TERM=xterm"]}`},
 			loss: []lossKey{{i, "filesystem", "filesystem.include_workdir"}}},
 		{name: "fs/pc/workdir-denied", backend: pc, area: "filesystem",
-			r: with(base, grants(g(`C:\`, policy.AccessReadOnly, "filesystem.read_only[0]"), g(`C:\work`, policy.AccessDeny, "filesystem.deny[0]"))),
+			r:    with(base, grants(g(`C:\`, policy.AccessReadOnly, "filesystem.read_only[0]"), g(`C:\work`, policy.AccessDeny, "filesystem.deny[0]"))),
 			want: map[string]string{"filesystem": `{"deniedPaths":["C:\\work"],"readonlyPaths":["C:\\"]}`},
 			loss: []lossKey{{i, "filesystem", "filesystem.include_workdir"}}},
 		// ---- filesystem × isolation_session
