@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,9 +22,35 @@ type upstream struct {
 	raw  net.Conn
 	dc   *deadlineConn
 	br   *bufio.Reader
+	head *headLimit // bounds what a response head may read
 	addr netip.AddrPort
 	used bool
 }
+
+// errHeadTooLarge: an upstream response head (status line, headers, 1xx
+// responses) exceeded the limit. Without one, an allowed upstream could
+// stream headers until the supervisor runs out of memory.
+var errHeadTooLarge = errors.New("response head too large")
+
+// headLimit sits under the upstream's bufio.Reader; while active it fails
+// reads once max bytes were read since it was armed.
+type headLimit struct {
+	r      io.Reader
+	n, max int
+	active bool
+}
+
+func (h *headLimit) Read(b []byte) (int, error) {
+	if h.active && h.n >= h.max {
+		return 0, errHeadTooLarge
+	}
+	k, err := h.r.Read(b)
+	h.n += k
+	return k, err
+}
+
+// maxInterim bounds the 1xx responses relayed before a final one.
+const maxInterim = 16
 
 func (s *session) closeUp() {
 	if s.up == nil {
@@ -63,9 +90,10 @@ func (s *session) forward(r *request, t target, path string, d *Decision) bool {
 				return false
 			}
 			dc := &deadlineConn{Conn: c, refresh: p.cfg.IdleTimeout}
+			hl := &headLimit{r: dc, max: p.cfg.MaxHeaderBytes}
 			br := readerPool.Get().(*bufio.Reader)
-			br.Reset(dc)
-			s.up = &upstream{key: key, raw: c, dc: dc, br: br, addr: ap}
+			br.Reset(hl)
+			s.up = &upstream{key: key, raw: c, dc: dc, br: br, head: hl, addr: ap}
 		}
 		d.Allowed, d.Addr = true, s.up.addr
 		reused := s.up.used
@@ -85,7 +113,11 @@ func (s *session) forward(r *request, t target, path string, d *Decision) bool {
 		}
 		var ce clientError
 		if errors.As(err, &ce) {
-			return false // the client broke off its own request
+			// The client broke off its own request, which may already
+			// have reached the upstream: still a decision to record.
+			d.Reason = "client broke off the request: " + err.Error()
+			s.p.log(d)
+			return false
 		}
 		s.closeUp()
 		if reused && !hasBody && attempt == 0 && retryable(err) {
@@ -242,7 +274,13 @@ func writeChunk(w io.Writer, b []byte) error {
 
 // readResponse reads the final (or 101) response, relaying interim 1xx.
 func (s *session) readResponse(r *request, sentContinue bool) (*http.Response, error) {
-	for {
+	h := s.up.head
+	h.active, h.n = true, 0 // the whole head, interim responses included
+	defer func() { h.active = false }()
+	for interim := 0; ; interim++ {
+		if interim > maxInterim {
+			return nil, fmt.Errorf("more than %d interim (1xx) responses", maxInterim)
+		}
 		resp, err := http.ReadResponse(s.up.br, &http.Request{Method: r.method})
 		if err != nil {
 			return nil, err

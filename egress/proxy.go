@@ -250,8 +250,21 @@ func setNoDelay(c net.Conn) {
 
 func (p *Proxy) log(d *Decision) {
 	if p.cfg.Log != nil {
-		p.cfg.Log(*d)
+		e := *d
+		// Reasons and URLs may quote what the client sent: bounded, so
+		// a workload cannot grow the log or its consumers at will.
+		e.Reason, e.URL, e.Host = clip(e.Reason), clip(e.URL), clip(e.Host)
+		p.cfg.Log(e)
 	}
+}
+
+// clip bounds a logged string to 256 bytes.
+func clip(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "…"
 }
 
 // checkAuth verifies Proxy-Authorization in constant time.

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -31,37 +33,73 @@ type egressLog struct {
 	info    func() audit.RunInfo
 	mu      sync.Mutex
 	allowed int
-	denied  map[string]int // "host:port reason" -> count
+	denied  map[string]int // "host:port reason" -> count, at most maxDeniedKinds keys
+	other   int            // denials beyond maxDeniedKinds kinds
+	events  int            // events written to the audit log
+	dropped int            // events beyond maxAuditEvents, not written
 }
+
+// A workload controls how many decisions it causes: the summary and the
+// audit log are bounded so that it cannot grow corral's memory or fill the
+// disk. What is cut is counted and reported.
+const (
+	maxDeniedKinds = 100
+	maxAuditEvents = 10000
+)
 
 func (l *egressLog) record(d egress.Decision) {
 	ip := ""
 	if d.Addr.IsValid() {
 		ip = d.Addr.Addr().String()
 	}
-	_ = l.sink.Emit(audit.Egress(l.info(), audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
-		Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}))
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	write := l.events < maxAuditEvents
+	if write {
+		l.events++
+	} else {
+		l.dropped++
+	}
 	if d.Allowed {
 		l.allowed++
-		return
+	} else {
+		if l.denied == nil {
+			l.denied = map[string]int{}
+		}
+		key := fmt.Sprintf("%s (%s)", net.JoinHostPort(d.Host, strconv.Itoa(d.Port)), d.Reason)
+		if _, ok := l.denied[key]; ok || len(l.denied) < maxDeniedKinds {
+			l.denied[key]++
+		} else {
+			l.other++
+		}
 	}
-	if l.denied == nil {
-		l.denied = map[string]int{}
+	l.mu.Unlock()
+	if write {
+		_ = l.sink.Emit(audit.Egress(l.info(), audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
+			Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}))
 	}
-	l.denied[fmt.Sprintf("%s:%d (%s)", d.Host, d.Port, d.Reason)]++
+}
+
+// warnDropped says so when the audit log was capped (printed with or
+// without -v: an incomplete audit log must not go unnoticed).
+func (l *egressLog) warnDropped(w io.Writer) {
+	if l.dropped > 0 && l.sink != nil {
+		fmt.Fprintf(w, "corral: egress: %d decisions beyond the first %d were not written to the audit log\n", l.dropped, maxAuditEvents)
+	}
 }
 
 // summary writes one line of counts and one per distinct denial.
 func (l *egressLog) summary(w io.Writer) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
+	n := l.other
 	for _, c := range l.denied {
 		n += c
 	}
 	fmt.Fprintf(w, "corral: egress: %d allowed, %d denied\n", l.allowed, n)
+	l.warnDropped(w)
+	if l.other > 0 {
+		fmt.Fprintf(w, "corral: egress: %d denials of further kinds not listed\n", l.other)
+	}
 	keys := make([]string, 0, len(l.denied))
 	for k := range l.denied {
 		keys = append(keys, k)

@@ -178,6 +178,10 @@ func runMain(o runOpts, args []string) error {
 			proxy.Close()
 			if o.verbose {
 				elog.summary(os.Stderr)
+			} else {
+				elog.mu.Lock()
+				elog.warnDropped(os.Stderr)
+				elog.mu.Unlock()
 			}
 		}()
 	}
