@@ -127,7 +127,7 @@ func TestAuditLog(t *testing.T) {
 	eachIdent(t, func(t *testing.T, id *ident) {
 		wd := mkdir(t, id, "audit")
 		pol := writePolicy(t, id, policy{})
-		logf := filepath.Join(wd, "audit.jsonl")
+		logf := filepath.Join(mkdir(t, id, "audit-logs"), "audit.jsonl")
 		res := corral(t, run{id: id, policy: pol, workdir: wd, flags: []string{"--audit", logf}, args: sh("exit 3")})
 		assertCode(t, res, 3)
 		f, err := os.Open(logf)

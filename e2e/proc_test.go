@@ -59,7 +59,7 @@ func TestP06_Secrets(t *testing.T) {
 		wd := mkdir(t, id, "p06")
 		pol := writePolicy(t, id, policy{})
 		// tok3 is only in the supervisor's argv (the audit file name).
-		audit := filepath.Join(wd, "audit-"+tok3+".jsonl")
+		audit := filepath.Join(mkdir(t, id, "p06-audit"), "audit-"+tok3+".jsonl")
 		script := `env; echo; cat /proc/*/environ; echo; cat /proc/*/cmdline; echo; ` +
 			`if command -v ps >/dev/null; then ps eww; ps -ef; fi; echo; echo PIDS $(ls /proc | grep -E '^[0-9]+$' | tr '\n' ' '); ` +
 			`echo INIT $(tr '\0' ' ' < /proc/1/cmdline)`

@@ -134,9 +134,10 @@ func TestPreserveFDsMustBeOpen(t *testing.T) {
 func TestAuditRefusesSymlink(t *testing.T) {
 	id := rootIdent(t)
 	wd := mkdir(t, id, "auditsym")
-	victim := filepath.Join(wd, "victim")
+	logs := mkdir(t, id, "auditsym-logs") // outside the sandbox's grants
+	victim := filepath.Join(logs, "victim")
 	writeFile(t, id, victim, "keep\n", 0o600)
-	link := filepath.Join(wd, "audit.jsonl")
+	link := filepath.Join(logs, "audit.jsonl")
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +147,12 @@ func TestAuditRefusesSymlink(t *testing.T) {
 	}
 	if readFile(t, victim) != "keep\n" {
 		t.Error("the symlink target was written")
+	}
+	// Inside the workdir the log is refused outright: the workload could
+	// rewrite it.
+	res = corral(t, run{id: id, workdir: wd, flags: []string{"--audit", filepath.Join(wd, "a.jsonl")}, args: []string{"true"}})
+	if res.code == 0 || !strings.Contains(res.stderr, "which the sandbox can write") {
+		t.Errorf("--audit inside the workdir: %s", res)
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 
+	"strings"
 	"sync"
 	"syscall"
 
@@ -104,6 +106,9 @@ func runMain(o runOpts, args []string) error {
 		}
 	}
 	if err != nil {
+		return err
+	}
+	if err := auditOutside(o.audit, res); err != nil {
 		return err
 	}
 	sink, err := openAudit(o.audit)
@@ -244,6 +249,31 @@ func uidOf(plan *provider.Plan) int {
 		return u.WorkloadUID()
 	}
 	return -1
+}
+
+// auditOutside refuses an audit log that the sandbox could write: one
+// inside a read-write grant could be truncated or forged by the workload.
+func auditOutside(path string, res *policy.Resolved) error {
+	if path == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		abs = filepath.Join(dir, filepath.Base(abs))
+	}
+	var best policy.PathGrant
+	for _, g := range res.Grants {
+		if (abs == g.Path || strings.HasPrefix(abs, g.Path+"/")) && len(g.Path) > len(best.Path) {
+			best = g
+		}
+	}
+	if best.Access == policy.AccessReadWrite {
+		return fmt.Errorf("--audit %s: the log is inside %s, which the sandbox can write (%s): the workload could rewrite it; put it outside, e.g. --audit ~/corral-audit.jsonl", path, best.Path, best.Field)
+	}
+	return nil
 }
 
 func openAudit(path string) (*audit.Sink, error) {
