@@ -106,8 +106,32 @@ func Names() []string {
 // after "__probe" on the command line). It prints one Report as a JSON line
 // on stdout and returns the process exit status: 0, 2 for invalid
 // arguments (message on stderr), or the code asked for by `exit CODE`.
+//
+// The probes attack their surroundings (mount over a directory, write to
+// /proc/sys, fork bombs), so Main refuses to run outside a sandbox — in the
+// host's initial user namespace — unless AnywhereEnv is set to 1 (tests).
 func Main(args []string) int {
+	if !inSandbox() && os.Getenv(AnywhereEnv) != "1" {
+		fmt.Fprintf(os.Stderr, "corral %s: refusing to run outside a corral sandbox (the probes attack their surroundings); they are run by corral qualify\n", Arg)
+		return 2
+	}
 	return run(args, os.Stdout, os.Stderr)
+}
+
+// AnywhereEnv, set to 1, lets probes run outside a sandbox (the package's
+// own tests).
+const AnywhereEnv = "CORRAL_PROBE_ANYWHERE"
+
+// inSandbox reports whether this process is in a user namespace other than
+// the host's initial one, whose uid_map is the full identity mapping
+// (user_namespaces(7)).
+func inSandbox() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -409,8 +409,9 @@ func remoteAddr(pid int) (uintptr, string) {
 	return 0x1000, "no mappings listed"
 }
 
-// mountTarget is where `syscalls` tries to mount a tmpfs (tests change it).
-var mountTarget = "/tmp"
+// mountTarget is where `syscalls` tries to mount a tmpfs; empty means a
+// fresh directory of its own, never over something in use.
+var mountTarget = ""
 
 // childWith re-executes `__probe exit 0` with the given clone/unshare flags.
 func childWith(attr *syscall.SysProcAttr) error {
@@ -471,10 +472,19 @@ func probeSyscalls(args []string) ([]Result, error) {
 	closeOnSuccess(r, e)
 	rs = append(rs, errnoResult("bpf BPF_PROG_LOAD", e))
 
-	err := unix.Mount("none", mountTarget, "tmpfs", 0, "")
-	mr := result("mount tmpfs "+mountTarget, err)
+	target := mountTarget
+	if target == "" {
+		if d, err := os.MkdirTemp("", "probe-mnt-"); err == nil {
+			target = d
+			defer os.Remove(d)
+		} else {
+			target = "/tmp"
+		}
+	}
+	err := unix.Mount("none", target, "tmpfs", 0, "")
+	mr := result("mount tmpfs", err)
 	if err == nil {
-		mr.Detail = "mounted; unmount: " + resultText(unix.Unmount(mountTarget, unix.MNT_DETACH))
+		mr.Detail = "mounted on " + target + "; unmount: " + resultText(unix.Unmount(target, unix.MNT_DETACH))
 	}
 	rs = append(rs, mr)
 

@@ -19,6 +19,7 @@ import (
 // TestMain makes the test binary a probe binary too, so that probes that
 // re-execute themselves (status, spawn, ptrace sibling, ...) work in tests.
 func TestMain(m *testing.M) {
+	os.Setenv(AnywhereEnv, "1") // the tests run probes on the host on purpose
 	if len(os.Args) > 1 && os.Args[1] == Arg {
 		os.Exit(Main(os.Args[2:]))
 	}
