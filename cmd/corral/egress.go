@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +27,31 @@ func egressRules(n policy.Network) egress.Policy {
 		return out
 	}
 	return egress.Policy{Allow: conv(n.Allow), Deny: conv(n.Deny), AllowPrivate: conv(n.AllowPrivate), Hosts: n.Hosts}
+}
+
+// ResolverEnv names the DNS server (ip:port) the egress proxy asks instead
+// of the host's resolver configuration. It lets an operator pin the
+// proxy's DNS, and lets `corral qualify` observe every name the proxy
+// resolves (P19: only allowed names, never denied ones).
+const ResolverEnv = "CORRAL_EGRESS_RESOLVER"
+
+// egressResolver returns the resolver function for the proxy: nil (the
+// host's) unless ResolverEnv is set.
+func egressResolver() (func(ctx context.Context, host string) ([]netip.Addr, error), error) {
+	addr := os.Getenv(ResolverEnv)
+	if addr == "" {
+		return nil, nil
+	}
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		return nil, fmt.Errorf("%s=%q: want ip:port", ResolverEnv, addr)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return r.LookupNetIP(ctx, "ip", host)
+	}, nil
 }
 
 // egressLog records the proxy's decisions: each to the audit sink as an

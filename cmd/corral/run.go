@@ -176,7 +176,11 @@ func runMain(o runOpts, args []string) error {
 	elog := &egressLog{sink: sink, info: func() audit.RunInfo { mu.Lock(); defer mu.Unlock(); return info }}
 	var proxy *egress.Proxy
 	if res.Network == policy.NetworkProxy {
-		if proxy, err = egress.New(egress.Config{Policy: egressRules(res.Egress), Log: elog.record}); err != nil {
+		resolve, err := egressResolver()
+		if err != nil {
+			return err
+		}
+		if proxy, err = egress.New(egress.Config{Policy: egressRules(res.Egress), Log: elog.record, Resolve: resolve}); err != nil {
 			return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network: " + err.Error()}
 		}
 		defer func() {
