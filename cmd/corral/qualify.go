@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -120,6 +121,7 @@ printed), 2 when the report cannot be read.`,
 			switch {
 			case err == nil:
 				fmt.Printf("ok: %s matches %s, this kernel and Landlock ABI\n", args[0], bin)
+				fmt.Printf("the report's verdict: %s\n", reportVerdict(args[0]))
 				return nil
 			case errors.Is(err, qualify.ErrMismatch):
 				fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
@@ -142,4 +144,26 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// reportVerdict reads the report's own verdict: PASS when every case that
+// ran passed, else FAIL with the counts.
+func reportVerdict(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	var r qualify.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "unreadable: " + err.Error()
+	}
+	pass, fail, skip := 0, 0, 0
+	for _, p := range r.Providers {
+		pass, fail, skip = pass+p.Summary.Pass, fail+p.Summary.Fail, skip+p.Summary.Skipped
+	}
+	v := "FAIL"
+	if r.OK() {
+		v = "PASS"
+	}
+	return fmt.Sprintf("%s (%d pass, %d fail, %d skipped)", v, pass, fail, skip)
 }
