@@ -56,7 +56,7 @@ func (HTTPActivity) OCSFClassUID() int { return HTTPClassUID }
 
 // HTTPRequest is the OCSF http_request object.
 type HTTPRequest struct {
-	Method string `json:"http_method"`
+	Method string `json:"http_method,omitempty"` // empty for a request too malformed to have one
 	URL    URL    `json:"url"`
 }
 
