@@ -266,15 +266,10 @@ func base(run RunInfo, workload Proc, activityID int, activityName string) Proce
 		ActivityName: activityName,
 		TypeUID:      ClassUID*100 + activityID,
 		TypeName:     ClassName + ": " + activityName,
-		Metadata: Metadata{
-			Version:        SchemaVersion,
-			Product:        Product{Name: ProductName, VendorName: VendorName, Version: run.Version},
-			UID:            newUUID(),
-			CorrelationUID: run.SandboxID,
-		},
-		Actor:   Actor{Process: toProcess(sup)},
-		Process: toProcess(workload),
-		Device:  device(),
+		Metadata:     newMetadata(run),
+		Actor:        Actor{Process: toProcess(sup)},
+		Process:      toProcess(workload),
+		Device:       device(),
 		Unmapped: Unmapped{
 			SandboxID:  run.SandboxID,
 			PolicyHash: run.PolicyHash,
@@ -285,6 +280,16 @@ func base(run RunInfo, workload Proc, activityID int, activityName string) Proce
 	e.setSeverity(SeverityInformational)
 	e.setStatus(StatusSuccess)
 	return e
+}
+
+// newMetadata is the OCSF metadata of one new event of run.
+func newMetadata(run RunInfo) Metadata {
+	return Metadata{
+		Version:        SchemaVersion,
+		Product:        Product{Name: ProductName, VendorName: VendorName, Version: run.Version},
+		UID:            newUUID(),
+		CorrelationUID: run.SandboxID,
+	}
 }
 
 func (e *ProcessActivity) setSeverity(id int) {

@@ -122,16 +122,11 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 		ActivityName: name,
 		TypeUID:      HTTPClassUID*100 + act,
 		TypeName:     HTTPClassName + ": " + name,
-		Metadata: Metadata{
-			Version:        SchemaVersion,
-			Product:        Product{Name: ProductName, VendorName: VendorName, Version: run.Version},
-			UID:            newUUID(),
-			CorrelationUID: run.SandboxID,
-		},
-		HTTPRequest: HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
-		DstEndpoint: Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
-		Device:      device(),
-		Unmapped:    EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint},
+		Metadata:     newMetadata(run),
+		HTTPRequest:  HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
+		DstEndpoint:  Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
+		Device:       device(),
+		Unmapped:     EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint},
 	}
 	if d.Time.IsZero() {
 		e.Time = time.Now().UnixMilli()
