@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/provider/mxc"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wxcexec-test")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "wxcexec")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type outcome struct {
+	stdout, stderr string
+	code           int
+}
+
+// call runs the stand-in with its own state dir and log; extra env entries
+// are added.
+func call(t *testing.T, state string, env []string, args ...string) outcome {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	schemas, _ := filepath.Abs("../../../../../shared/reference/mxc")
+	cmd.Env = append(os.Environ(), "WXC_SCHEMA_DIR="+schemas, "WXC_STATE_DIR="+state, "WXC_LOG="+filepath.Join(state, "log"))
+	cmd.Env = append(cmd.Env, env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	res := outcome{o.String(), e.String(), cmd.ProcessState.ExitCode()}
+	if first, _, _ := strings.Cut(res.stderr, "\n"); first != Banner {
+		t.Errorf("stderr does not start with the banner: %q", res.stderr)
+	}
+	return res
+}
+
+func b64(t *testing.T, r *mxc.Request) string {
+	t.Helper()
+	b, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func logLines(t *testing.T, state string) []string {
+	b, err := os.ReadFile(filepath.Join(state, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func TestProbe(t *testing.T) {
+	res := call(t, t.TempDir(), nil, "--probe")
+	var p struct {
+		Tier                  string   `json:"tier"`
+		NeedsDaclAugmentation *bool    `json:"needsDaclAugmentation"`
+		Warnings              []string `json:"warnings"`
+		Probes                struct {
+			IsolationSessionAvailable      bool           `json:"isolationSessionAvailable"`
+			BaseContainerSupportsDenyPaths bool           `json:"baseContainerSupportsDenyPaths"`
+			UICapabilities                 map[string]any `json:"uiCapabilities"`
+		} `json:"probes"`
+	}
+	if res.code != 0 || json.Unmarshal([]byte(res.stdout), &p) != nil {
+		t.Fatalf("probe: %+v", res)
+	}
+	if p.Tier != "mock" || p.NeedsDaclAugmentation == nil || *p.NeedsDaclAugmentation || len(p.Warnings) != 1 ||
+		!p.Probes.IsolationSessionAvailable || !p.Probes.BaseContainerSupportsDenyPaths || p.Probes.UICapabilities == nil {
+		t.Errorf("probe: %s", res.stdout)
+	}
+}
+
+func oneShotReq(p *mxc.Process) *mxc.Request {
+	return &mxc.Request{Version: "0.8.0-alpha", Containment: "processcontainer", Process: p}
+}
+
+func TestOneShot(t *testing.T) {
+	state := t.TempDir()
+	cwd := t.TempDir()
+	res := call(t, state, nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--", "echo", "hello")
+	if res.code != 0 || res.stdout != "hello\n" {
+		t.Errorf("echo: %+v", res)
+	}
+	res = call(t, state, nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{
+		CommandLine: `echo "$FOO"; pwd; echo oops >&2; exit 3`, Env: []string{"FOO=bar"}, Cwd: cwd})))
+	if res.code != 3 || res.stdout != "bar\n"+cwd+"\n" || !strings.HasSuffix(res.stderr, "oops\n") {
+		t.Errorf("commandLine: %+v", res)
+	}
+	// A config file path works too, and the trailing command wins.
+	cfg := filepath.Join(state, "c.json")
+	b, _ := oneShotReq(&mxc.Process{CommandLine: "exit 9"}).JSON()
+	os.WriteFile(cfg, b, 0o600)
+	if res := call(t, state, nil, cfg, "--", "true"); res.code != 0 {
+		t.Errorf("config path: %+v", res)
+	}
+	if res := call(t, state, nil, "--config", cfg); res.code != 9 {
+		t.Errorf("--config: %+v", res)
+	}
+	if got := logLines(t, state); len(got) != 4 || got[0] != "phase=oneshot sandboxId= exit=0" || got[3] != "phase=oneshot sandboxId= exit=9" {
+		t.Errorf("log: %q", got)
+	}
+}
+
+func TestOneShotTimeoutKillsTree(t *testing.T) {
+	ms := uint32(200)
+	start := time.Now()
+	// The grandchild holds stdout; with a pipe the call returns only once
+	// it is dead too.
+	res := call(t, t.TempDir(), nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{Timeout: &ms})), "--", "sh", "-c", "sleep 30 & sleep 30")
+	if res.code != 255 || !strings.Contains(res.stderr, "process.timeout (200 ms)") {
+		t.Errorf("timeout: %+v", res)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v: descendants survived the timeout", d)
+	}
+}
+
+func TestOneShotErrors(t *testing.T) {
+	state := t.TempDir()
+	for name, args := range map[string][]string{
+		"bad base64": {"--config-base64", "%%%"},
+		"bad json":   {"--config-base64", base64.StdEncoding.EncodeToString([]byte("{"))},
+		"schema":     {"--config-base64", base64.StdEncoding.EncodeToString([]byte(`{"version":"0.8.0-alpha","process":{},"bogus":1}`)), "--", "true"},
+		"field name": {"--config-base64", base64.StdEncoding.EncodeToString([]byte(`{"version":"0.8.0-alpha","process":{},"filesystem":{"readOnlyPaths":[]}}`)), "--", "true"},
+		"version":    {"--config-base64", base64.StdEncoding.EncodeToString([]byte(`{"version":"1.0.0","process":{}}`)), "--", "true"},
+		"no command": {"--config-base64", b64(t, oneShotReq(&mxc.Process{}))},
+		"flag":       {"--nope"},
+	} {
+		res := call(t, state, nil, args...)
+		if res.code != 1 || res.stdout != "" || strings.Count(res.stderr, "\n") < 2 {
+			t.Errorf("%s: %+v", name, res)
+		}
+	}
+	res := call(t, state, []string{"WXC_FAIL=oneshot"}, "--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--", "echo", "ran")
+	if res.code != 1 || res.stdout != "" || !strings.Contains(res.stderr, `{"error":{"code":"backend_error","message":"injected failure in oneshot"}}`) {
+		t.Errorf("WXC_FAIL=oneshot: %+v", res)
+	}
+}
+
+// isoBase is the document mxc.Map produces for isolation_session with
+// network mode host.
+func isoBase() *mxc.Request {
+	t := true
+	return &mxc.Request{Version: "0.9.0-alpha", Containment: "isolation_session", Process: &mxc.Process{},
+		Network: &mxc.Network{DefaultPolicy: "allow", AllowLocalNetwork: &t}}
+}
+
+type envelope struct {
+	Result map[string]any `json:"result"`
+	Error  *struct {
+		Code, Message string
+	} `json:"error"`
+}
+
+func phase(t *testing.T, state string, env []string, p mxc.Phase, id string, cmd ...string) (outcome, envelope) {
+	t.Helper()
+	req, err := isoBase().ForPhase(p, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--experimental", "--config-base64", b64(t, req)}
+	if len(cmd) > 0 {
+		args = append(append(args, "--"), cmd...)
+	}
+	res := call(t, state, env, args...)
+	var e envelope
+	if json.Unmarshal([]byte(res.stdout), &e) != nil {
+		e = envelope{}
+	}
+	return res, e
+}
+
+func wantErr(t *testing.T, what string, res outcome, e envelope, code string) {
+	t.Helper()
+	if res.code != 1 || e.Error == nil || e.Error.Code != code {
+		t.Errorf("%s: want %s envelope, exit 1; got %+v", what, code, res)
+	}
+}
+
+func wantOK(t *testing.T, what string, res outcome, e envelope) {
+	t.Helper()
+	if res.code != 0 || e.Result == nil || e.Error != nil {
+		t.Errorf("%s: want a result, exit 0; got %+v", what, res)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	state := t.TempDir()
+	res, e := phase(t, state, nil, mxc.PhaseProvision, "")
+	wantOK(t, "provision", res, e)
+	id, _ := e.Result["sandboxId"].(string)
+	md, _ := e.Result["metadata"].(map[string]any)
+	ws, _ := md["ephemeralWorkspacePath"].(string)
+	if !strings.HasPrefix(id, "iso:") || !strings.HasPrefix(md["agentUserName"].(string), "corral-agent-") ||
+		!strings.HasPrefix(md["agentUserSid"].(string), "S-1-5-21-mock-") {
+		t.Fatalf("provision result: %s", res.stdout)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		t.Fatalf("workspace: %v", err)
+	}
+	// Not idempotent: a second provision is a second session.
+	res2, e2 := phase(t, state, nil, mxc.PhaseProvision, "")
+	wantOK(t, "provision 2", res2, e2)
+	if e2.Result["sandboxId"] == id {
+		t.Error("provision returned the same id twice")
+	}
+
+	res, e = phase(t, state, nil, mxc.PhaseExec, id, "true")
+	wantErr(t, "exec before start", res, e, "not_started")
+	res, e = phase(t, state, nil, mxc.PhaseStop, id)
+	wantErr(t, "stop before start", res, e, "not_started")
+	res, e = phase(t, state, nil, mxc.PhaseStart, id)
+	wantOK(t, "start", res, e)
+	res, e = phase(t, state, nil, mxc.PhaseStart, id)
+	wantErr(t, "start twice", res, e, "backend_error")
+
+	res, _ = phase(t, state, nil, mxc.PhaseExec, id, "sh", "-c", "pwd; exit 5")
+	if res.code != 5 || res.stdout != ws+"\n" {
+		t.Errorf("exec: %+v", res)
+	}
+	res, e = phase(t, state, nil, mxc.PhaseExec, id, filepath.Join(state, "no-such-program"))
+	wantErr(t, "exec dispatch failure", res, e, "backend_error")
+
+	res, e = phase(t, state, nil, mxc.PhaseStop, id)
+	wantOK(t, "stop", res, e)
+	res, e = phase(t, state, nil, mxc.PhaseStop, id)
+	wantErr(t, "stop twice", res, e, "backend_error")
+	res, e = phase(t, state, nil, mxc.PhaseDeprovision, id)
+	wantOK(t, "deprovision", res, e)
+	if _, err := os.Stat(ws); !os.IsNotExist(err) {
+		t.Errorf("workspace survived deprovision: %v", err)
+	}
+	res, e = phase(t, state, nil, mxc.PhaseDeprovision, id)
+	wantErr(t, "second deprovision", res, e, "stale_id")
+	res, e = phase(t, state, nil, mxc.PhaseStart, "iso:not-hex")
+	wantErr(t, "malformed id", res, e, "malformed_id")
+	res, e = phase(t, state, nil, mxc.PhaseStart, "sandbox-1")
+	wantErr(t, "unprefixed id", res, e, "malformed_id")
+
+	got := logLines(t, state)
+	if len(got) != 14 || got[0] != "phase=provision sandboxId="+id+" exit=0" || got[11] != "phase=deprovision sandboxId="+id+" exit=1" {
+		t.Errorf("log: %q", got)
+	}
+}
+
+func TestStateAwareRequestErrors(t *testing.T) {
+	state := t.TempDir()
+	req, _ := isoBase().ForPhase(mxc.PhaseProvision, "")
+	res := call(t, state, nil, "--config-base64", b64(t, req))
+	var e envelope
+	json.Unmarshal([]byte(res.stdout), &e)
+	wantErr(t, "no --experimental", res, e, "unsupported_containment")
+
+	for name, c := range map[string]struct{ doc, code string }{
+		"phase":     {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"restart","sandboxId":"iso:00"}`, "unsupported_phase"},
+		"schema":    {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"start","sandboxId":"iso:00","bogus":1}`, "malformed_request"},
+		"0.8":       {`{"version":"0.8.0-alpha","containment":"isolation_session","phase":"start","sandboxId":"iso:00","process":{}}`, "malformed_request"},
+		"no id":     {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"start"}`, "malformed_request"},
+		"container": {`{"version":"0.9.0-alpha","containment":"processcontainer","phase":"start","sandboxId":"iso:00"}`, "unsupported_containment"},
+		"grants":    {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"provision","filesystem":{"readonlyPaths":["C:\\x"]},"network":{"defaultPolicy":"allow","allowLocalNetwork":true}}`, "policy_validation"},
+		"network":   {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"provision","network":{"egress":{"default":"deny"}}}`, "policy_validation"},
+		"stale":     {`{"version":"0.9.0-alpha","containment":"isolation_session","phase":"stop","sandboxId":"iso:00"}`, "stale_id"},
+	} {
+		res := call(t, state, nil, "--experimental", "--config-base64", base64.StdEncoding.EncodeToString([]byte(c.doc)))
+		var e envelope
+		json.Unmarshal([]byte(res.stdout), &e)
+		wantErr(t, name, res, e, c.code)
+	}
+}
+
+func TestInjectedFailures(t *testing.T) {
+	for _, p := range []mxc.Phase{mxc.PhaseProvision, mxc.PhaseStart, mxc.PhaseExec, mxc.PhaseStop, mxc.PhaseDeprovision} {
+		state := t.TempDir()
+		fail := []string{"WXC_FAIL=" + string(p)}
+		id := ""
+		for _, q := range []mxc.Phase{mxc.PhaseProvision, mxc.PhaseStart, mxc.PhaseExec, mxc.PhaseStop, mxc.PhaseDeprovision} {
+			var env []string
+			if q == p {
+				env = fail
+			}
+			res, e := phase(t, state, env, q, id, "echo", "ran")
+			if q == p {
+				wantErr(t, "WXC_FAIL="+string(p), res, e, "backend_error")
+				if e.Error != nil && e.Error.Message != "injected failure in "+string(p) {
+					t.Errorf("message: %q", e.Error.Message)
+				}
+				break
+			}
+			if q == mxc.PhaseProvision {
+				id, _ = e.Result["sandboxId"].(string)
+			}
+		}
+	}
+}
+
+func TestCrashAfterProvision(t *testing.T) {
+	state := t.TempDir()
+	res, _ := phase(t, state, []string{"WXC_CRASH_AFTER=provision"}, mxc.PhaseProvision, "")
+	if res.code != 137 || res.stdout != "" {
+		t.Fatalf("crash: %+v", res)
+	}
+	// The session exists (an orphan the caller never learnt of); the log
+	// has its id.
+	got := logLines(t, state)
+	id := strings.TrimSuffix(strings.TrimPrefix(got[0], "phase=provision sandboxId="), " exit=137")
+	if len(got) != 1 || !strings.HasPrefix(id, "iso:") {
+		t.Fatalf("log: %q", got)
+	}
+	res, e := phase(t, state, nil, mxc.PhaseDeprovision, id)
+	wantOK(t, "deprovision the orphan", res, e)
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package main
+
+import (
+	"os"
+	"syscall"
+)
+
+var forwardedSignals = []os.Signal{os.Interrupt}
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+// killTree kills the direct child only (no portable tree walk).
+func killTree(p *os.Process) { _ = p.Kill() }
