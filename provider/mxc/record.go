@@ -1,0 +1,287 @@
+package mxc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// State is where an isolation_session sandbox is in its lifecycle, as
+// Corral last knew it.
+type State string
+
+const (
+	// StateProvisioning is written, durably, before provision is
+	// attempted. A record left in it (its provisioner gone) is an orphan:
+	// an agent user and session may exist that no sandboxId names.
+	StateProvisioning   State = "provisioning"
+	StateProvisioned    State = "provisioned"
+	StateStarted        State = "started"
+	StateStopped        State = "stopped"
+	StateDeprovisioning State = "deprovisioning"
+	StateDeprovisioned  State = "deprovisioned"
+	// StateOrphaned marks a provisioning record found after its
+	// provisioner was gone (Recover).
+	StateOrphaned State = "orphaned"
+	// StateFailed: provision answered with an error envelope, so nothing
+	// was created.
+	StateFailed State = "failed"
+	// StateStale: wxc-exec answered stale_id; the session the record
+	// names no longer exists.
+	StateStale State = "stale"
+)
+
+// Record is the durable state of one isolation_session sandbox, the file
+// <stateDir>/<local_id>.json. MXC keeps no state and has no list call, so
+// this record is the only way back to a session. It never holds a secret:
+// no environment, no proxy credential.
+type Record struct {
+	LocalID    string          `json:"local_id"`
+	Backend    Backend         `json:"backend"`
+	PhaseState State           `json:"phase_state"`
+	SandboxID  string          `json:"sandbox_id,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"` // provision's metadata{agentUserName, agentUserSid, ephemeralWorkspacePath}
+	PolicyHash string          `json:"policy_hash,omitempty"`
+	Created    time.Time       `json:"created"`
+	Updated    time.Time       `json:"updated"`
+	LastError  string          `json:"last_error,omitempty"`
+}
+
+// localIDPattern is what newLocalID makes; anything else is refused before
+// it becomes a path.
+var localIDPattern = regexp.MustCompile(`^mxc-[0-9a-f]{16}$`)
+
+func newLocalID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "mxc-" + hex.EncodeToString(b[:])
+}
+
+// store is the state directory.
+type store struct{ dir string }
+
+func (s store) path(id string) string { return filepath.Join(s.dir, id+".json") }
+func (s store) lockPath(id string) string {
+	return filepath.Join(s.dir, id+".lock")
+}
+
+func (s store) ensure() error {
+	if s.dir == "" {
+		return errors.New("no state directory configured for isolation_session records")
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(s.dir, 0o700)
+}
+
+// write stores rec durably: a temporary file in the same directory is
+// written and fsynced, then renamed over the record, then the directory is
+// fsynced (where the OS allows it), so a crash leaves the old record or the
+// new one, never a torn one.
+func (s store) write(rec *Record) error {
+	if err := s.ensure(); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if rec.Created.IsZero() {
+		rec.Created = now
+	}
+	rec.Updated = now
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(s.dir, "."+rec.LocalID+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.path(rec.LocalID)); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(s.dir); err == nil {
+		_ = d.Sync() // not supported on every OS; the rename is what matters
+		d.Close()
+	}
+	return nil
+}
+
+func (s store) read(id string) (*Record, error) {
+	if !localIDPattern.MatchString(id) {
+		return nil, provider.Errorf(provider.CodeNotFound, "%q is not an mxc sandbox id", id)
+	}
+	b, err := os.ReadFile(s.path(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, provider.Errorf(provider.CodeNotFound, "no mxc record for sandbox %s in %s", id, s.dir)
+	}
+	if err != nil {
+		return nil, &provider.Error{Code: provider.CodeInternal, Msg: "reading record " + id, Err: err}
+	}
+	var rec Record
+	if err := json.Unmarshal(b, &rec); err != nil || rec.LocalID != id {
+		return nil, provider.Errorf(provider.CodeInternal, "record %s is corrupt: %v", s.path(id), err)
+	}
+	return &rec, nil
+}
+
+// list reads every record in the directory.
+func (s store) list() ([]*Record, error) {
+	ents, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !localIDPattern.MatchString(id) {
+			continue
+		}
+		rec, err := s.read(id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// The lifecycle lock serialises provision, start, exec, stop and
+// deprovision of one sandbox, within this process (a channel per sandbox)
+// and across processes (a lock file <local_id>.lock created exclusively,
+// holding the owner's pid). A lock file whose owner process is gone is
+// taken over, so a killed corral does not wedge its sandbox. This is plain
+// Go on every OS (no flock, which Windows lacks); the one race it leaves is
+// two processes taking over the same dead owner's lock at once.
+var procLocks sync.Map // lock path → chan struct{} (capacity 1)
+
+type lifecycleLock struct {
+	path string
+	ch   chan struct{}
+}
+
+func (s store) lock(ctx context.Context, id string) (*lifecycleLock, error) {
+	if err := s.ensure(); err != nil {
+		return nil, err
+	}
+	p := s.lockPath(id)
+	v, _ := procLocks.LoadOrStore(p, make(chan struct{}, 1))
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+	case <-ctx.Done():
+		return nil, provider.Errorf(provider.CodeStale, "sandbox %s is busy with another lifecycle operation: %v", id, ctx.Err())
+	}
+	for {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, werr := f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
+			cerr := f.Close()
+			if werr == nil && cerr == nil {
+				return &lifecycleLock{path: p, ch: ch}, nil
+			}
+			os.Remove(p)
+			<-ch
+			return nil, fmt.Errorf("lock %s: %v", p, errors.Join(werr, cerr))
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			<-ch
+			return nil, err
+		}
+		if pid, alive := lockOwner(p); !alive || pid == os.Getpid() {
+			// Dead owner, or this process (whose in-process lock we
+			// hold, so the file is left over): take it over.
+			os.Remove(p)
+			continue
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			<-ch
+			pid, _ := lockOwner(p)
+			return nil, provider.Errorf(provider.CodeStale, "sandbox %s is locked by process %d: %v", id, pid, ctx.Err())
+		}
+	}
+}
+
+func (l *lifecycleLock) unlock() {
+	os.Remove(l.path)
+	<-l.ch
+}
+
+// heldByOther reports whether another live process holds id's lock.
+func (s store) heldByOther(id string) bool {
+	pid, alive := lockOwner(s.lockPath(id))
+	return alive && pid != os.Getpid()
+}
+
+// lockOwner reads a lock file's pid and whether that process still runs.
+// A missing or unreadable file counts as not held.
+func lockOwner(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false // torn write of a crashed owner
+	}
+	return pid, processAlive(pid)
+}
+
+// processAlive is a portable liveness check: on Windows FindProcess opens
+// the process and fails when it is gone; elsewhere signal 0 probes it.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	if runtime.GOOS == "windows" {
+		p.Release()
+		return true
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
