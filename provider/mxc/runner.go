@@ -1033,6 +1033,9 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		st.TimedOut, st.Code = true, provider.CodeTimeout.ExitCode()
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
 	}
+	if ctx.Err() != nil && st.Reason == "" {
+		st.Reason = "the run was cancelled: " + ctx.Err().Error()
+	}
 	return st, nil
 }
 
@@ -1074,7 +1077,13 @@ func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan)
 			if err != nil {
 				return nil, err
 			}
-			if cur, err := st.read(id); err == nil && cur.PhaseState == StateProvisioning {
+			cur, err := st.read(id)
+			if err == nil && cur.PhaseState != StateProvisioning {
+				// A provision of this process finished meanwhile.
+				lk.unlock()
+				return p.reattach(ctx, id, plan)
+			}
+			if err == nil {
 				cur.PhaseState = StateOrphaned
 				_ = st.write(cur)
 			}
