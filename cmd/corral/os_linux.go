@@ -17,7 +17,9 @@ import (
 )
 
 // registry holds the providers compiled into this binary, strongest first.
-var registry = []provider.Provider{linux.New()}
+// MXC is there for the Windows side and for tests with its stand-in; it is
+// unavailable (and skipped by --provider auto) without wxc-exec.
+var registry = []provider.Provider{linux.New(), mxcProvider()}
 
 // osEntry runs the roles this binary plays besides the CLI: the sandbox's
 // init and the idmap helper. It returns only when it is neither.

@@ -9,9 +9,8 @@ import (
 	"github.com/corral-sandbox/corral/provider"
 )
 
-// registry holds the providers compiled into this binary: none yet on this
-// OS (the Windows MXC provider is to come).
-var registry []provider.Provider
+// registry holds the providers compiled into this binary.
+var registry = []provider.Provider{mxcProvider()}
 
 func osEntry() {}
 

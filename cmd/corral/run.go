@@ -175,16 +175,20 @@ func runMain(o runOpts, args []string) error {
 	}
 	elog := &egressLog{sink: sink, info: func() audit.RunInfo { mu.Lock(); defer mu.Unlock(); return info }}
 	var proxy *egress.Proxy
+	var proxyCfg egress.Config
 	if res.Network == policy.NetworkProxy {
 		resolve, err := egressResolver()
 		if err != nil {
 			return err
 		}
-		if proxy, err = egress.New(egress.Config{Policy: egressRules(res.Egress), Log: elog.record, Resolve: resolve}); err != nil {
+		proxyCfg = egress.Config{Policy: egressRules(res.Egress), Log: elog.record, Resolve: resolve}
+		if _, err := egress.New(proxyCfg); err != nil { // the rules, checked before anything runs
 			return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network: " + err.Error()}
 		}
 		defer func() {
-			proxy.Close()
+			if proxy != nil {
+				proxy.Close()
+			}
 			if o.verbose {
 				elog.summary(os.Stderr)
 			} else {
@@ -203,9 +207,21 @@ func runMain(o runOpts, args []string) error {
 		if o.verbose {
 			printLayers(os.Stderr, "corral: ", s.Layers())
 		}
-		if l := s.EgressListener(); l != nil && proxy != nil {
+		if l := s.EgressListener(); l != nil && res.Network == policy.NetworkProxy {
 			// The sandbox's only way out: served here, on the host side.
-			go func() { _ = proxy.Serve(l) }()
+			// A listener others could reach (MXC's is on host loopback)
+			// comes with a per-sandbox credential.
+			cfg := proxyCfg
+			if c, ok := s.(interface{ ProxyCredential() string }); ok {
+				cfg.Credential = c.ProxyCredential()
+			}
+			p, err := egress.New(cfg)
+			if err != nil {
+				cancel()
+				return
+			}
+			proxy = p
+			go func() { _ = p.Serve(l) }()
 		}
 	})
 	mu.Lock()

@@ -1,10 +1,11 @@
 // Package mxc is Corral's Windows provider on Microsoft MXC, driven through
-// the wxc-exec executor (contract: shared/reference/mxc/CONTRACT.md). This
-// file set is the OS-independent part: the provider configuration, the
-// capabilities of each backend, and the mapper from a resolved policy to a
-// wxc-exec configuration document plus the loss report. It builds and is
-// tested on every OS; the runner (Windows-only, behind build tags) comes
-// separately.
+// the wxc-exec executor (contract: shared/reference/mxc/CONTRACT.md): the
+// provider configuration, the capabilities of each backend, the mapper from
+// a resolved policy to a wxc-exec configuration document plus the loss
+// report (mxc.go, map.go), and the runner that execs wxc-exec with durable
+// records for sessions (runner.go, record.go). It is plain Go: it builds
+// and is tested on every OS, against a stand-in executor
+// (testdata/wxcexec) that runs workloads as ordinary processes.
 //
 // Two backends are chosen in provider configuration, never per request:
 //
