@@ -223,6 +223,13 @@ func (p *Policy) validate() []*Error {
 	for _, e := range p.validateNetwork() {
 		add(e)
 	}
+	if p.UI != nil {
+		switch p.UI.Clipboard {
+		case "", "none", "read", "write", "all":
+		default:
+			add(p.errAt("ui.clipboard", fmt.Sprintf("unknown clipboard access %q", p.UI.Clipboard), "use none, read, write or all"))
+		}
+	}
 
 	env := &p.Process.Env
 	for i, name := range env.Pass {

@@ -613,3 +613,15 @@ func TestPosition(t *testing.T) {
 		t.Error("the built-in default has no file positions")
 	}
 }
+
+func TestUISection(t *testing.T) {
+	p, err := Parse([]byte("version: 1\nui:\n  windows: true\n  clipboard: read\n"), "p.yaml")
+	if err != nil || p.UI == nil || !p.UI.Windows || p.UI.Clipboard != "read" || p.UI.InputInjection {
+		t.Fatalf("ui = %+v, %v", p.UI, err)
+	}
+	_, err = Parse([]byte("version: 1\nui:\n  clipboard: everything\n"), "p.yaml")
+	expectAt(t, only(t, err), "ui.clipboard", 3, 14, "unknown clipboard access")
+	if p, _ := Parse([]byte("version: 1\n"), "p.yaml"); p.UI != nil {
+		t.Error("an absent ui section must stay nil (the restrictive posture)")
+	}
+}

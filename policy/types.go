@@ -48,9 +48,20 @@ type Policy struct {
 	Network    Network    `json:"network" yaml:"network"`
 	Process    Process    `json:"process" yaml:"process"`
 	Layers     Layers     `json:"layers" yaml:"layers"`
+	// UI is what the workload may do with the desktop (providers that
+	// have one, e.g. mxc). Nil means the restrictive posture: no windows,
+	// no clipboard, no input injection.
+	UI *UI `json:"ui,omitempty" yaml:"ui"`
 
 	file string              // the file it was parsed from, for error messages
 	pos  map[string]position // field path -> position of its value in file
+}
+
+// UI is the ui section. Omitted fields deny.
+type UI struct {
+	Windows        bool   `json:"windows,omitempty" yaml:"windows"`                 // may create windows
+	Clipboard      string `json:"clipboard,omitempty" yaml:"clipboard"`             // none (default), read, write, all
+	InputInjection bool   `json:"input_injection,omitempty" yaml:"input_injection"` // may inject input into other windows
 }
 
 // Source returns the file name the policy was parsed from ("" for Default

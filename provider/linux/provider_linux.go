@@ -262,6 +262,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	// Every other layer builds on these two: they are never skipped.
 	spec.Layers[policy.LayerNamespaces] = policy.Required
 	spec.Layers[policy.LayerMounts] = policy.Required
+	if r.Policy != nil && r.Policy.UI != nil && (r.Policy.UI.Windows || r.Policy.UI.InputInjection || (r.Policy.UI.Clipboard != "" && r.Policy.UI.Clipboard != "none")) {
+		add(provider.SeverityInfo, "ui", "ui", "the linux provider grants no desktop: no display or clipboard socket is reachable inside unless a grant exposes one, so the ui section has no effect here")
+	}
 	if r.Network == policy.NetworkHost {
 		add(provider.SeverityWarning, "network", "network.mode", "host: the sandbox shares the host's network stack, unfiltered")
 	}

@@ -46,11 +46,11 @@ func NewPlan(r *policy.Resolved, cfg Config, proxyAddr string) *provider.Plan {
 // than weakened (in particular, network allow is never written for a policy
 // that did not say host).
 //
-// UI: the policy has no ui section yet (it arrives with the runner work:
-// ui{windows, clipboard: none|read|write|all, input_injection}); until then
-// it is treated as absent, which means the restrictive posture on
-// process_container (ui{disable: true, clipboard: none, injection: false})
-// and no ui section at all on isolation_session (which rejects one).
+// UI: the policy's ui{windows, clipboard: none|read|write|all,
+// input_injection} maps to MXC's ui{disable, clipboard, injection}, omitted
+// fields denying; absent means the restrictive posture on process_container
+// (ui{disable: true, clipboard: none, injection: false}). isolation_session
+// takes no ui section: an explicit one is an error.
 func Map(r *policy.Resolved, cfg Config, proxyAddr string) (*Request, provider.LossReport) {
 	cfg = cfg.withDefaults()
 	m := &mapper{r: r, cfg: cfg, iso: cfg.Backend == BackendIsolationSession}
@@ -195,12 +195,25 @@ func accessName(a policy.Access) string {
 }
 
 func (m *mapper) ui() {
+	var u *policy.UI
+	if m.r.Policy != nil {
+		u = m.r.Policy.UI
+	}
 	if m.iso {
+		if u != nil {
+			m.add(provider.SeverityError, "ui", "ui", "isolation_session rejects any ui section; remove it (the session's UI is the agent user's own)")
+		}
 		return // absent is the only ui isolation_session accepts
 	}
-	f := false
-	t := true
-	m.req.UI = &UI{Disable: &t, Clipboard: "none", Injection: &f}
+	// Absent: the restrictive posture; omitted fields deny.
+	disable, inject, clip := true, false, "none"
+	if u != nil {
+		disable, inject = !u.Windows, u.InputInjection
+		if u.Clipboard != "" {
+			clip = u.Clipboard
+		}
+	}
+	m.req.UI = &UI{Disable: &disable, Clipboard: clip, Injection: &inject}
 }
 
 func (m *mapper) network(proxyAddr string) {
