@@ -75,7 +75,7 @@ dl { margin: .2em 0; } dt { font-weight: 600; margin-top: .4em; } dd { margin: 0
 <h2>Summary</h2>
 <table>
 <tr><th>provider</th><th>version</th><th>pass</th><th>fail</th><th>skipped</th><th>note</th></tr>
-{{range .Providers}}<tr><td>{{.Name}}</td><td>{{.Version}}</td><td>{{.Summary.Pass}}</td><td>{{.Summary.Fail}}</td><td>{{.Summary.Skipped}}</td><td>{{.Skipped}}</td></tr>
+{{range .Providers}}<tr><td>{{.Name}}</td><td>{{.Version}}</td><td>{{.Summary.Pass}}</td><td>{{.Summary.Fail}}</td><td>{{.Summary.Skipped}}</td><td>{{.Note}}</td></tr>
 {{end}}</table>
 
 <h2>Matrix</h2>

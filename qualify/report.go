@@ -64,11 +64,30 @@ type ProviderReport struct {
 	Version string `json:"version"`
 	// Skipped says why no case could run (provider not built in, not
 	// available here); every result is then skipped with that reason.
-	Skipped string            `json:"skipped,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	// Mock: the provider's executor is a stand-in (MXC's wxc-exec
+	// stand-in reports tier "mock"); its results prove wiring, not OS
+	// enforcement, and every cell says so.
+	Mock    bool              `json:"mock,omitempty"`
 	Facts   map[string]string `json:"facts,omitempty"` // corral doctor's host facts for it
 	Results []Result          `json:"results"`
 	Perf    *Perf             `json:"perf,omitempty"`
 	Summary Summary           `json:"summary"`
+}
+
+// MockNote marks every result of a provider whose executor is a stand-in.
+const MockNote = "mock — not evidence of OS enforcement"
+
+// Note is the summary's note for p: why it was skipped, or that it is a
+// mock.
+func (p ProviderReport) Note() string {
+	if p.Mock && p.Skipped != "" {
+		return MockNote + "; " + p.Skipped
+	}
+	if p.Mock {
+		return MockNote
+	}
+	return p.Skipped
 }
 
 // Summary counts results. A skip is never a pass.
@@ -261,7 +280,7 @@ func (r *Report) Markdown() string {
 
 	w("## Summary\n\n| provider | version | pass | fail | skipped | note |\n|---|---|---|---|---|---|\n")
 	for _, p := range r.Providers {
-		w("| %s | %s | %d | %d | %d | %s |\n", p.Name, mdCell(p.Version), p.Summary.Pass, p.Summary.Fail, p.Summary.Skipped, mdCell(p.Skipped))
+		w("| %s | %s | %d | %d | %d | %s |\n", p.Name, mdCell(p.Version), p.Summary.Pass, p.Summary.Fail, p.Summary.Skipped, mdCell(p.Note()))
 	}
 
 	ids, titles := r.caseIDs()

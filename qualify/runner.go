@@ -201,6 +201,7 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 			avail, why = false, "not available: "+dp.Reason
 		default:
 			pr.Facts = dp.Facts
+			pr.Mock = dp.Facts["tier"] == "mock"
 			rs.cgroupsOK[name] = dp.layerAvailable("cgroups")
 		}
 		if !avail {
@@ -223,6 +224,11 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 			if o.PerfRuns > 0 && ctx.Err() == nil {
 				prog.line(name + ": performance (" + strconv.Itoa(o.PerfRuns) + " runs each)")
 				pr.Perf = rs.perf(ctx, name)
+			}
+		}
+		if pr.Mock {
+			for i := range pr.Results {
+				pr.Results[i].Reason = strings.TrimSuffix(MockNote+": "+pr.Results[i].Reason, ": ")
 			}
 		}
 		pr.Summary = summarize(pr.Results)
@@ -788,7 +794,7 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 		args = append(args, r.Args...)
 	}
 	cmd := exec.CommandContext(ctx, e.Bin, args...)
-	cmd.Env = append([]string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}, r.Env...)
+	cmd.Env = append(append([]string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}, providerEnv()...), r.Env...)
 	cmd.Dir = e.Dir
 	cmd.WaitDelay = 5 * time.Second
 	if r.Stdin != "" {
@@ -1048,7 +1054,7 @@ func runQuiet(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"PATH=" + hostPath, "HOME=" + os.Getenv("HOME"), "LANG=C"}
+	cmd.Env = append([]string{"PATH=" + hostPath, "HOME=" + os.Getenv("HOME"), "LANG=C"}, providerEnv()...)
 	return cmd.Output()
 }
 
@@ -1309,4 +1315,17 @@ func (p *progress) finish() {
 	if p.w != nil {
 		p.clear()
 	}
+}
+
+// providerEnv passes the operator's provider configuration (CORRAL_MXC_*,
+// and WXC_* for MXC's stand-in executor) from qualify's environment to the
+// corral it runs; everything else is left out.
+func providerEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "CORRAL_MXC_") || strings.HasPrefix(kv, "WXC_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
