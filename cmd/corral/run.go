@@ -71,7 +71,7 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 	f := c.Flags()
 	f.SetInterspersed(false)
 	f.StringVarP(&o.policy, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
-	f.StringVar(&o.provider, "provider", "auto", "provider: auto or linux")
+	f.StringVar(&o.provider, "provider", "auto", "provider: auto, linux or mxc")
 	f.StringVarP(&o.workdir, "workdir", "C", "", "working directory (default: the current directory)")
 	f.StringVar(&o.audit, "audit", "", "append OCSF JSONL audit events to this file")
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
