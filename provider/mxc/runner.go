@@ -25,6 +25,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -430,14 +432,47 @@ func exitOf(ps *os.ProcessState) (code int, sig string) {
 
 // timedOut reports the contract's timeout: exit -1 (255 on POSIX) and a
 // message naming the timeout, for a document that set one.
-func timedOut(req *Request, code int, stderr string) bool {
+func timedOut(req *Request, code int, stderr string, ran time.Duration) bool {
 	if req.Process == nil || req.Process.Timeout == nil {
+		return false
+	}
+	// A workload's own exit 255 with "timed out" on stderr (ssh does
+	// that) is not the policy's timeout unless the run lasted that long.
+	if ran < time.Duration(*req.Process.Timeout)*time.Millisecond {
 		return false
 	}
 	if code != 255 && code != -1 && uint32(code) != 0xFFFFFFFF {
 		return false
 	}
 	return strings.Contains(strings.ToLower(stderr), "timeout") || strings.Contains(strings.ToLower(stderr), "timed out")
+}
+
+// configFile replaces "--config-base64 B64" in args by "--config PATH", a
+// mode-0600 file in a private temporary directory: the document carries
+// environment values and the proxy credential, and a command line is
+// readable by every local user (ps). cleanup removes the file.
+func configFile(args []string) ([]string, func(), error) {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "--config-base64" {
+			continue
+		}
+		doc, err := base64.StdEncoding.DecodeString(args[i+1])
+		if err != nil {
+			return nil, nil, fmt.Errorf("config: %w", err)
+		}
+		dir, err := os.MkdirTemp("", "corral-mxc-") // 0700
+		if err != nil {
+			return nil, nil, err
+		}
+		path := filepath.Join(dir, "config.json")
+		if err := os.WriteFile(path, doc, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
+		out := append(append(append([]string(nil), args[:i]...), "--config", path), args[i+2:]...)
+		return out, func() { os.RemoveAll(dir) }, nil
+	}
+	return args, func() {}, nil
 }
 
 // invocation is one wxc-exec run.
@@ -450,7 +485,18 @@ type invocation struct {
 
 // run starts wxc-exec and waits, registering it for Signal while it runs.
 func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)) (*os.ProcessState, error) {
-	cmd := exec.CommandContext(ctx, s.bin, inv.args...)
+	args, cleanup, err := configFile(inv.args)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	// With a parent-death signal (Linux), wxc-exec and its workload do not
+	// outlive a killed corral; it fires when the forking thread exits, so
+	// the thread stays locked until Wait returns.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.CommandContext(ctx, s.bin, args...)
+	cmd.SysProcAttr = procAttr()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	cmd.WaitDelay = 5 * time.Second // a workload's child holding a pipe must not hang us
 	if err := cmd.Start(); err != nil {
@@ -462,7 +508,7 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 	if started != nil {
 		started(cmd.Process.Pid)
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	s.mu.Lock()
 	s.running = nil
 	s.mu.Unlock()
@@ -557,7 +603,7 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if st.Code != 0 && f.env != nil {
 		return st, s.envelopeError(f.env, "")
 	}
-	if timedOut(req, st.Code, f.tail.String()) {
+	if timedOut(req, st.Code, f.tail.String(), st.Duration) {
 		st.TimedOut, st.Code = true, provider.CodeTimeout.ExitCode()
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
 	}
@@ -1029,7 +1075,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			return st, provider.Errorf(provider.CodeExecFailed, "copying the workload's output: %v", err)
 		}
 	}
-	if timedOut(req, st.Code, f.tail.String()) {
+	if timedOut(req, st.Code, f.tail.String(), st.Duration) {
 		st.TimedOut, st.Code = true, provider.CodeTimeout.ExitCode()
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
 	}

@@ -1,0 +1,38 @@
+package mxc
+
+import (
+	"encoding/base64"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The wxc-exec document (env values, proxy credential) never goes on the
+// command line: it goes to a 0600 file that is removed after the run.
+func TestConfigFileKeepsSecretsOffTheCommandLine(t *testing.T) {
+	doc := `{"process":{"env":["TOKEN=s3cr3t-value"]}}`
+	args, cleanup, err := configFile([]string{"--experimental", "--config-base64", base64.StdEncoding.EncodeToString([]byte(doc)), "--", "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(args, " "), "s3cr3t") || slices.Contains(args, "--config-base64") {
+		t.Fatalf("args still carry the document: %q", args)
+	}
+	i := slices.Index(args, "--config")
+	if i < 0 || args[len(args)-1] != "true" || args[0] != "--experimental" {
+		t.Fatalf("args = %q", args)
+	}
+	path := args[i+1]
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v, %v", st, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != doc {
+		t.Errorf("config file holds %q", b)
+	}
+	cleanup()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("config file left behind: %v", err)
+	}
+}
