@@ -214,17 +214,20 @@ func (s store) lock(ctx context.Context, id string) (*lifecycleLock, error) {
 	case <-ctx.Done():
 		return nil, provider.Errorf(provider.CodeStale, "sandbox %s is busy with another lifecycle operation: %v", id, ctx.Err())
 	}
+	// The lock file never exists without its owner's pid: the pid is
+	// written to a temporary file that is then hard-linked into place
+	// (link fails if the lock exists), so no one can read an empty lock
+	// and take it over from a live owner.
+	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		<-ch
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	defer os.Remove(tmp)
 	for {
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		err := os.Link(tmp, p)
 		if err == nil {
-			_, werr := f.WriteString(strconv.Itoa(os.Getpid()) + "\n")
-			cerr := f.Close()
-			if werr == nil && cerr == nil {
-				return &lifecycleLock{path: p, ch: ch}, nil
-			}
-			os.Remove(p)
-			<-ch
-			return nil, fmt.Errorf("lock %s: %v", p, errors.Join(werr, cerr))
+			return &lifecycleLock{path: p, ch: ch}, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			<-ch

@@ -1011,9 +1011,6 @@ func (s *session) Deprovision(ctx context.Context) error {
 	if provider.CodeOf(err) == provider.CodeStale && s.Record().PhaseState == StateDeprovisioned {
 		return nil
 	}
-	if err == nil {
-		os.Remove(s.st.lockPath(s.id))
-	}
 	return err
 }
 
