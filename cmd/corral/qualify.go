@@ -44,7 +44,10 @@ binding later with 'corral qualify verify'.
 
 A case that cannot run here is skipped with its reason and never counted as
 a pass; --strict makes any skip a failure. A provider not built into this
-binary (docker, mxc today) has every case skipped.
+binary (docker today) has every case skipped; a provider whose cases do not
+apply (mxc: the cases are Linux cases) has them skipped with that reason,
+and one whose executor is a stand-in is marked "mock — not evidence of OS
+enforcement".
 
 Exit status: 0 when every case that ran passed (and at least one ran),
 1 when a case failed or none ran, 2 on a usage error or when the suite

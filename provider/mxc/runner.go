@@ -832,6 +832,11 @@ func (p *Provider) provisionSession(ctx context.Context, base *sandboxBase) (pro
 		if werr := st.write(rec); werr != nil {
 			return nil, &provider.Error{Code: perr.err.Code, Msg: perr.err.Msg + "; and the record could not be updated: " + werr.Error()}
 		}
+		if !perr.enveloped {
+			// Say where the orphan is: an agent user may exist that
+			// nothing names.
+			return nil, &provider.Error{Code: perr.err.Code, Msg: perr.err.Msg + fmt.Sprintf("; a session may have been provisioned without an id: record %s left as an orphan (check the host's MXC agent users, then remove the record)", st.path(id))}
+		}
 		return nil, perr.err
 	}
 	var out struct {
