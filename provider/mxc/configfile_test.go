@@ -2,6 +2,7 @@ package mxc
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -34,5 +35,21 @@ func TestConfigFileKeepsSecretsOffTheCommandLine(t *testing.T) {
 	cleanup()
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("config file left behind: %v", err)
+	}
+}
+
+// The plan as explain prints it masks environment values; the request the
+// runner sends is untouched.
+func TestDetailsJSONMasksEnv(t *testing.T) {
+	d := Details{Backend: BackendProcessContainer, Request: &Request{Process: &Process{Env: []string{"TOKEN=s3cr3t-value"}}}}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "s3cr3t") || !strings.Contains(string(b), "TOKEN=[REDACTED]") {
+		t.Errorf("details JSON: %s", b)
+	}
+	if d.Request.Process.Env[0] != "TOKEN=s3cr3t-value" {
+		t.Error("marshalling changed the request")
 	}
 }

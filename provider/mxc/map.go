@@ -1,6 +1,7 @@
 package mxc
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -309,4 +310,23 @@ func (m *mapper) process() {
 	if lim.Nofile > 0 {
 		unenforced("nofile", lim.Nofile)
 	}
+}
+
+// MarshalJSON shows the plan (corral policy explain -o json) with the
+// environment's values masked: explain output ends up in logs, and the
+// values may be secrets.
+func (d Details) MarshalJSON() ([]byte, error) {
+	type plain Details
+	out := plain(d)
+	if d.Request != nil && d.Request.Process != nil && len(d.Request.Process.Env) > 0 {
+		req := cloneRequest(d.Request)
+		env := make([]string, len(req.Process.Env))
+		for i, kv := range req.Process.Env {
+			name, _, _ := strings.Cut(kv, "=")
+			env[i] = name + "=[REDACTED]"
+		}
+		req.Process.Env = env
+		out.Request = req
+	}
+	return json.Marshal(out)
 }
