@@ -123,15 +123,27 @@ func (r *Report) Totals() Summary {
 	return t
 }
 
-// OK is true when no case failed and at least one ran (a suite where
-// everything was skipped qualified nothing).
+// realPasses counts the passes of providers whose executor is real: a
+// stand-in's pass is not evidence of OS enforcement (see MockNote).
+func (r *Report) realPasses() int {
+	n := 0
+	for _, p := range r.Providers {
+		if !p.Mock {
+			n += p.Summary.Pass
+		}
+	}
+	return n
+}
+
+// OK is true when no case failed and at least one ran on a real provider
+// (a suite where everything was skipped, or only a stand-in ran, qualified
+// nothing).
 func (r *Report) OK() bool {
-	t := r.Totals()
-	return t.Fail == 0 && t.Pass > 0
+	return r.Totals().Fail == 0 && r.realPasses() > 0
 }
 
 // ExitCode is `corral qualify`'s exit status for r: 0 when OK, 1 when a
-// case failed or none ran.
+// case failed, none ran, or only stand-in providers passed.
 func (r *Report) ExitCode() int {
 	if r.OK() {
 		return 0
@@ -147,6 +159,8 @@ func (r *Report) Verdict() string {
 		return fmt.Sprintf("FAIL: %d case(s) failed", t.Fail)
 	case t.Pass == 0:
 		return "FAIL: no case ran (everything was skipped)"
+	case r.realPasses() == 0:
+		return "FAIL: only stand-in (mock) providers ran; nothing was qualified"
 	case t.Skipped > 0:
 		return fmt.Sprintf("PASS: every case that ran passed (%d skipped, not counted as passes)", t.Skipped)
 	}

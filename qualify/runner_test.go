@@ -164,6 +164,16 @@ func TestQualifySummaryAndExit(t *testing.T) {
 		t.Errorf("all skipped: OK=%v exit=%d %s", rep.OK(), rep.ExitCode(), rep.Verdict())
 	}
 
+	// Only a stand-in passed: reported, but not a qualification.
+	mock := &Report{Providers: []ProviderReport{{Name: "mxc", Mock: true, Summary: Summary{Pass: 3}}}}
+	if mock.OK() || mock.ExitCode() != 1 || !strings.Contains(mock.Verdict(), "stand-in") {
+		t.Errorf("mock only: OK=%v exit=%d %s", mock.OK(), mock.ExitCode(), mock.Verdict())
+	}
+	mock.Providers = append(mock.Providers, ProviderReport{Name: "linux", Summary: Summary{Pass: 1}})
+	if !mock.OK() {
+		t.Errorf("mock plus a real pass: %s", mock.Verdict())
+	}
+
 	if _, err := Qualify(context.Background(), Options{Bin: fakeBin(t), Cases: []string{"P99"}}); err == nil {
 		t.Error("unknown case accepted")
 	}

@@ -49,9 +49,10 @@ apply (mxc: the cases are Linux cases) has them skipped with that reason,
 and one whose executor is a stand-in is marked "mock — not evidence of OS
 enforcement".
 
-Exit status: 0 when every case that ran passed (and at least one ran),
-1 when a case failed or none ran, 2 on a usage error or when the suite
-could not run.`,
+Exit status: 0 when every case that ran passed (and at least one passed
+on a real, not stand-in, provider), 1 when a case failed, none ran or
+only a stand-in passed, 2 on a usage error or when the suite could not
+run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if perfRuns < 0 {

@@ -137,6 +137,7 @@ func runMain(o runOpts, args []string) error {
 	var mu sync.Mutex
 	var sb provider.Sandbox
 	var killedBy string
+	var proxyErr error // set when the egress proxy could not start (fail closed)
 	var killedSig os.Signal
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -216,7 +217,10 @@ func runMain(o runOpts, args []string) error {
 				cfg.Credential = c.ProxyCredential()
 			}
 			p, err := egress.New(cfg)
-			if err != nil {
+			if err != nil { // fail closed: no proxy, no workload
+				mu.Lock()
+				proxyErr = &provider.Error{Code: provider.CodeStartFailed, Msg: "egress proxy: " + err.Error()}
+				mu.Unlock()
 				cancel()
 				return
 			}
@@ -226,6 +230,9 @@ func runMain(o runOpts, args []string) error {
 	})
 	mu.Lock()
 	by, sig := killedBy, killedSig
+	if proxyErr != nil {
+		err = proxyErr
+	}
 	mu.Unlock()
 	if sig != nil && st.Code == 0 { // stopped before the workload ran
 		st.Code = 128 + int(sig.(syscall.Signal))
@@ -286,7 +293,7 @@ func auditOutside(path string, res *policy.Resolved) error {
 	}
 	var best policy.PathGrant
 	for _, g := range res.Grants {
-		if (abs == g.Path || strings.HasPrefix(abs, g.Path+"/")) && len(g.Path) > len(best.Path) {
+		if within(abs, g.Path) && len(g.Path) > len(best.Path) {
 			best = g
 		}
 	}
@@ -294,6 +301,13 @@ func auditOutside(path string, res *policy.Resolved) error {
 		return fmt.Errorf("--audit %s: the log is inside %s, which the sandbox can write (%s): the workload could rewrite it; put it outside, e.g. --audit ~/corral-audit.jsonl", path, best.Path, best.Field)
 	}
 	return nil
+}
+
+// within reports whether path is dir or lies under it. filepath.Rel makes
+// it portable: separators, and case-insensitive names on Windows.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func openAudit(path string) (*audit.Sink, error) {

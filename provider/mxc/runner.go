@@ -199,18 +199,28 @@ func withEnv(env, add []string) []string {
 
 // envSecrets are the values a document injects into the workload: every
 // process.env value (variables passed from the caller and set by the
-// policy alike).
+// policy alike), except those of publicEnv, whose values are machine facts
+// that would otherwise be masked wherever they appear (every "xterm" or
+// "C.UTF-8" in the workload's stderr).
 func envSecrets(req *Request) []string {
 	var out []string
 	if req == nil || req.Process == nil {
 		return nil
 	}
 	for _, kv := range req.Process.Env {
-		if _, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !publicEnv[strings.ToUpper(k)] && !strings.HasPrefix(strings.ToUpper(k), "LC_") {
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// publicEnv names variables (upper-cased: Windows names are
+// case-insensitive) that carry no secret.
+var publicEnv = map[string]bool{
+	"PATH": true, "PATHEXT": true, "TERM": true, "LANG": true, "LANGUAGE": true, "TZ": true,
+	"HOME": true, "USER": true, "USERNAME": true, "SHELL": true, "PWD": true,
+	"TMPDIR": true, "TEMP": true, "TMP": true, "SYSTEMROOT": true, "WINDIR": true, "COMSPEC": true,
 }
 
 // cloneRequest copies the parts of req the runner changes.
