@@ -107,7 +107,13 @@ Exit 0 when valid, 122 when not.`,
 
 func printPlan(plan *provider.Plan) {
 	r := plan.Policy
-	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (private, empty)\nnetwork:  %s\n", plan.Provider, r.Hash, r.Workdir, r.Home, r.Network)
+	home := "private, empty"
+	for _, g := range r.Grants {
+		if g.Path == r.Home && g.Access != policy.AccessDeny { // else the private home covers any grant above it
+			home = "the real one, granted by " + g.Field
+		}
+	}
+	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (%s)\nnetwork:  %s\n", plan.Provider, r.Hash, r.Workdir, r.Home, home, r.Network)
 	l := r.Limits
 	timeout := "none"
 	if l.Timeout > 0 {

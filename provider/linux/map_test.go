@@ -4,6 +4,8 @@ package linux
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -167,5 +169,44 @@ func TestMapWorkdirNotGranted(t *testing.T) {
 	plan, _ = New().Map(context.Background(), r)
 	if got := plan.Details.(*InitSpec).Workdir; got != "/w" {
 		t.Errorf("granted workdir = %q, want /w", got)
+	}
+}
+
+// Granting a tree that holds the real home's credentials warns, naming
+// them; denying them, or granting one by name, does not.
+func TestMapWarnsAboutExposedCredentials(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{".ssh", ".aws"} {
+		if err := os.Mkdir(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := resolved(policy.PathGrant{Path: "/usr", Access: policy.AccessReadOnly, Dir: true})
+	r.Home = home
+	warning := func() string {
+		_, loss := New().Map(context.Background(), r)
+		for _, l := range loss {
+			if l.Severity == provider.SeverityWarning && strings.Contains(l.Message, "credentials") {
+				return l.Message
+			}
+		}
+		return ""
+	}
+	if w := warning(); w != "" {
+		t.Errorf("private home: unexpected warning %q", w)
+	}
+	r.Grants = append(r.Grants, policy.PathGrant{Path: filepath.Dir(home), Access: policy.AccessReadOnly, Dir: true})
+	if w := warning(); w != "" {
+		t.Errorf("a tree above the home (the private home covers it): unexpected warning %q", w)
+	}
+	r.Grants = append(r.Grants, policy.PathGrant{Path: home, Access: policy.AccessReadOnly, Dir: true})
+	if w := warning(); !strings.Contains(w, "~/.ssh") || !strings.Contains(w, "~/.aws") {
+		t.Errorf("home granted: warning %q, want ~/.ssh and ~/.aws named", w)
+	}
+	r.Grants = append(r.Grants,
+		policy.PathGrant{Path: filepath.Join(home, ".ssh"), Access: policy.AccessDeny, Dir: true},
+		policy.PathGrant{Path: filepath.Join(home, ".aws"), Access: policy.AccessReadOnly, Dir: true, Field: "filesystem.read_only[3]"})
+	if w := warning(); w != "" {
+		t.Errorf(".ssh denied and .aws granted by name: unexpected warning %q", w)
 	}
 }

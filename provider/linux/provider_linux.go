@@ -321,7 +321,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	for _, kv := range r.Env {
 		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
 			for _, d := range filepath.SplitList(path) {
-				if d != "" && !visible(r, d) {
+				if d != "" && !visible(r, d) && !visible(r, realPath(d)) { // /bin -> usr/bin is recreated inside
 					hidden = append(hidden, d)
 				}
 			}
@@ -329,6 +329,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	if len(hidden) > 0 {
 		add(provider.SeverityInfo, "process", "process.env", "PATH directories not visible in the sandbox (commands there resolve to the system's, or are not found): %s", strings.Join(hidden, ", "))
+	}
+	if exposed := exposedCredentials(r); len(exposed) > 0 {
+		add(provider.SeverityWarning, "filesystem", "filesystem", "credentials in the real home are visible to the workload through a grant: %s (add them to filesystem.deny unless the workload needs them)", strings.Join(exposed, ", "))
 	}
 	if !visible(r, r.Workdir) {
 		spec.Workdir = r.Home
@@ -409,6 +412,49 @@ func visible(r *policy.Resolved, path string) bool {
 		}
 	}
 	return best.Path != "" && best.Access != policy.AccessDeny
+}
+
+// credentialPaths are well-known credential stores under a home directory
+// (SSH and GnuPG keys, cloud, container, Kubernetes and package-registry
+// tokens, git and netrc passwords).
+var credentialPaths = []string{".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".kube",
+	".docker/config.json", ".netrc", ".git-credentials", ".npmrc", ".pypirc"}
+
+// exposedCredentials lists the credential paths of the caller's real home
+// that exist and that a grant of ~ or of a tree inside it makes visible,
+// other than a grant of that very path (which says the workload needs
+// it). Grants above ~ do not count: the private home is mounted over it.
+func exposedCredentials(r *policy.Resolved) []string {
+	if r.Home == "" || r.Home == "/" {
+		return nil
+	}
+	var out []string
+	for _, c := range credentialPaths {
+		p := filepath.Join(r.Home, c)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		var best policy.PathGrant // the most specific grant covering p
+		for _, g := range r.Grants {
+			if (p == g.Path || strings.HasPrefix(p, g.Path+"/")) && len(g.Path) >= len(best.Path) {
+				best = g
+			}
+		}
+		inHome := best.Path == r.Home || strings.HasPrefix(best.Path, r.Home+"/")
+		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
+		if inHome && best.Access != policy.AccessDeny && !byName {
+			out = append(out, "~/"+c)
+		}
+	}
+	return out
+}
+
+// realPath is path with symlinks resolved on the host, or path itself.
+func realPath(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
 }
 
 // nofileMax is the largest RLIMIT_NOFILE the caller can give the
