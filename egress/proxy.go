@@ -316,6 +316,17 @@ func (p *Proxy) checkPolicy(t target, d *Decision) bool {
 	}
 	d.Reason = "no allow rule matches"
 	d.Hint = allowHint(t.host, t.port)
+	// Name both rules when the address is known and internal, so one
+	// denial says all a loopback or private target needs.
+	a, known := t.ip, t.ip.IsValid()
+	if !known {
+		a, known = p.pol.hosts[t.host]
+	}
+	if known {
+		if _, hint := p.addrRefused(a, t.port); hint != "" {
+			d.Hint += " and " + hint
+		}
+	}
 	return false
 }
 

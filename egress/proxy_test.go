@@ -662,3 +662,16 @@ func startEcho(t testing.TB, ip string) echoSrv {
 }
 
 var _ = bufio.NewReader
+
+// A denied internal target's hint names both rules it needs: one denial
+// tells the user everything.
+func TestDenialHintNamesAllowPrivate(t *testing.T) {
+	tp := startProxy(t, Config{Policy: basicPolicy(1)})
+	c := dialProxy(t, tp.addr)
+	_, body := c.get(t, "http://127.0.0.9:8766/", "")
+	db := decodeDenial(t, body)
+	want := "network.allow: [{host: 127.0.0.9, ports: [8766]}] and network.allow_private: [{host: 127.0.0.9/32, ports: [8766]}]"
+	if db.Hint != want {
+		t.Fatalf("hint\n got %q\nwant %q", db.Hint, want)
+	}
+}
