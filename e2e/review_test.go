@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,4 +242,28 @@ func TestNestedGitProtected(t *testing.T) {
 			t.Error("a nested repository's config was changed")
 		}
 	})
+}
+
+// As root, a workdir owned by a user but by root's group runs the workload
+// as that user with a non-root group: gid 0 would read root-group files.
+func TestWorkloadNeverGetsRootGroup(t *testing.T) {
+	root := rootIdent(t)
+	wd := mkdir(t, root, "gid-wd")
+	if err := os.Chown(wd, testUser.uid, 0); err != nil {
+		t.Fatal(err)
+	}
+	res := corral(t, run{id: root, workdir: wd, args: sh("id -u; id -g; id -G")})
+	assertCode(t, res, 0)
+	f := strings.Fields(res.stdout)
+	if len(f) < 3 || f[0] != strconv.Itoa(testUser.uid) {
+		t.Fatalf("want uid %d, then groups\n%s", testUser.uid, res)
+	}
+	for _, g := range f[1:] {
+		if g == "0" {
+			t.Fatalf("the workload has root's group\n%s", res)
+		}
+	}
+	if f[1] != strconv.Itoa(testUser.gid) {
+		t.Errorf("gid %s, want the owner's primary group %d\n%s", f[1], testUser.gid, res)
+	}
 }

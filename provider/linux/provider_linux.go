@@ -567,14 +567,30 @@ func workloadIDs(r *policy.Resolved) (int, int, error) {
 		if uid == 0 {
 			return 65534, 65534, fmt.Errorf("run_as_user %q is root; the workload never runs as root", r.RunAs)
 		}
-		return uid, gid, nil
+		return uid, nonRootGID(uid, gid), nil
 	}
 	if st, err := os.Stat(r.Workdir); err == nil {
 		if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 {
-			return int(s.Uid), int(s.Gid), nil
+			return int(s.Uid), nonRootGID(int(s.Uid), int(s.Gid)), nil
 		}
 	}
 	return 65534, 65534, nil
+}
+
+// nonRootGID is the workload's group for the workdir owner uid: the
+// workdir's group unless that is root's (gid 0 reads root-group files such
+// as 0640 root:root ones), then the owner's primary group from the user
+// database, else nogroup (65534).
+func nonRootGID(uid, gid int) int {
+	if gid != 0 {
+		return gid
+	}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		if g, err := strconv.Atoi(u.Gid); err == nil && g != 0 {
+			return g
+		}
+	}
+	return 65534
 }
 
 func lookupUser(name string) (int, error) {
