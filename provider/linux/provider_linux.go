@@ -143,11 +143,13 @@ func cgroupFact(s cgroup.Support) string {
 	if s.Version == 0 {
 		return "none: " + s.Reason
 	}
-	w := "writable"
 	if !s.Writable {
-		w = "not writable: " + s.Reason
+		if strings.HasPrefix(s.Reason, "cgroup v") { // the reason names the version
+			return s.Reason
+		}
+		return fmt.Sprintf("v%d: %s", s.Version, s.Reason)
 	}
-	return fmt.Sprintf("v%d (%s) %s", s.Version, strings.Join(s.Controllers, ","), w)
+	return fmt.Sprintf("v%d (%s) writable", s.Version, strings.Join(s.Controllers, ","))
 }
 
 // Capabilities describes the provider on this host.
