@@ -229,6 +229,10 @@ func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart fun
 	if onStart != nil {
 		onStart(sb)
 	}
+	if err := ctx.Err(); err != nil { // onStart (or a signal) called it off: the workload never starts
+		_ = cleanup()
+		return ExitStatus{}, err
+	}
 	st, err := sb.Exec(ctx, spec)
 	if cerr := cleanup(); err == nil && cerr != nil {
 		err = cerr

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -107,9 +108,12 @@ Exit 0 when valid, 122 when not.`,
 
 func printPlan(plan *provider.Plan) {
 	r := plan.Policy
-	home := "private, empty"
+	home, canon := "private, empty", r.Home
+	if p, err := filepath.EvalSymlinks(r.Home); err == nil { // grants are canonical
+		canon = p
+	}
 	for _, g := range r.Grants {
-		if g.Path == r.Home && g.Access != policy.AccessDeny { // else the private home covers any grant above it
+		if (g.Path == r.Home || g.Path == canon) && g.Access != policy.AccessDeny { // else the private home covers any grant above it
 			home = "the real one, granted by " + g.Field
 		}
 	}

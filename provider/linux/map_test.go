@@ -209,4 +209,14 @@ func TestMapWarnsAboutExposedCredentials(t *testing.T) {
 	if w := warning(); w != "" {
 		t.Errorf(".ssh denied and .aws granted by name: unexpected warning %q", w)
 	}
+	// $HOME a link to the real home: grants are canonical, the check too.
+	link := filepath.Join(t.TempDir(), "home-link")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	r.Home = link
+	r.Grants = r.Grants[:3] // /usr, the home's parent, the home
+	if w := warning(); !strings.Contains(w, "~/.ssh") {
+		t.Errorf("home through a link: warning %q, want ~/.ssh named", w)
+	}
 }

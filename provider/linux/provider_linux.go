@@ -147,7 +147,7 @@ func cgroupFact(s cgroup.Support) string {
 		if strings.HasPrefix(s.Reason, "cgroup v") { // the reason names the version
 			return s.Reason
 		}
-		return fmt.Sprintf("v%d: %s", s.Version, s.Reason)
+		return strings.TrimSpace(fmt.Sprintf("v%d: not writable %s", s.Version, s.Reason))
 	}
 	return fmt.Sprintf("v%d (%s) writable", s.Version, strings.Join(s.Controllers, ","))
 }
@@ -430,9 +430,10 @@ func exposedCredentials(r *policy.Resolved) []string {
 	if r.Home == "" || r.Home == "/" {
 		return nil
 	}
+	home := realPath(r.Home) // grants are canonical; a home may be a link (/home -> /var/home)
 	var out []string
 	for _, c := range credentialPaths {
-		p := filepath.Join(r.Home, c)
+		p := filepath.Join(home, c)
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
@@ -442,7 +443,7 @@ func exposedCredentials(r *policy.Resolved) []string {
 				best = g
 			}
 		}
-		inHome := best.Path == r.Home || strings.HasPrefix(best.Path, r.Home+"/")
+		inHome := best.Path == home || strings.HasPrefix(best.Path, home+"/")
 		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
 		if inHome && best.Access != policy.AccessDeny && !byName {
 			out = append(out, "~/"+c)

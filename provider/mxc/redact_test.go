@@ -94,11 +94,11 @@ func TestStderrFilter(t *testing.T) {
 
 func TestEnvSecretsSkipsPublicVariables(t *testing.T) {
 	req := &Request{Process: &Process{Env: []string{
-		"PATH=C:\\Windows\\System32", "Term=xterm-256color", "LC_ALL=C.UTF-8", "API_TOKEN=tok-123456", "PATHX=also-a-secret",
+		"PATH=C:\\Windows\\System32", "Term=xterm-256color", "LC_ALL=C.UTF-8", "API_TOKEN=tok-123456", "PATHX=also-a-secret", "LC_TOKEN=lc-secret",
 	}}}
 	got := envSecrets(req)
-	want := []string{"tok-123456", "also-a-secret"}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	want := []string{"tok-123456", "also-a-secret", "lc-secret"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("envSecrets = %q, want %q", got, want)
 	}
 	if out := Redact("TERM is xterm-256color, token tok-123456", got); strings.Contains(out, "tok-123456") || !strings.Contains(out, "xterm-256color") {

@@ -208,7 +208,7 @@ func envSecrets(req *Request) []string {
 		return nil
 	}
 	for _, kv := range req.Process.Env {
-		if k, v, ok := strings.Cut(kv, "="); ok && !publicEnv[strings.ToUpper(k)] && !strings.HasPrefix(strings.ToUpper(k), "LC_") {
+		if k, v, ok := strings.Cut(kv, "="); ok && !publicEnv[strings.ToUpper(k)] {
 			out = append(out, v)
 		}
 	}
@@ -221,6 +221,10 @@ var publicEnv = map[string]bool{
 	"PATH": true, "PATHEXT": true, "TERM": true, "LANG": true, "LANGUAGE": true, "TZ": true,
 	"HOME": true, "USER": true, "USERNAME": true, "SHELL": true, "PWD": true,
 	"TMPDIR": true, "TEMP": true, "TMP": true, "SYSTEMROOT": true, "WINDIR": true, "COMSPEC": true,
+	// The POSIX locale categories by name (not LC_*: sshd's AcceptEnv LC_*
+	// makes LC_ a common carrier for arbitrary values).
+	"LC_ALL": true, "LC_CTYPE": true, "LC_COLLATE": true, "LC_MESSAGES": true, "LC_MONETARY": true,
+	"LC_NUMERIC": true, "LC_TIME": true,
 }
 
 // cloneRequest copies the parts of req the runner changes.
