@@ -54,17 +54,7 @@ type Event interface {
 // ProcessActivity is an OCSF 1.3.0 Process Activity event (class_uid 1007).
 // Build it with Launch or Terminate; fields may be adjusted before Emit.
 type ProcessActivity struct {
-	Time         int64  `json:"time"` // ms since the Unix epoch
-	ClassUID     int    `json:"class_uid"`
-	ClassName    string `json:"class_name"`
-	CategoryUID  int    `json:"category_uid"`
-	CategoryName string `json:"category_name"`
-	ActivityID   int    `json:"activity_id"`
-	ActivityName string `json:"activity_name"`
-	TypeUID      int    `json:"type_uid"`
-	TypeName     string `json:"type_name"`
-	SeverityID   int    `json:"severity_id"`
-	Severity     string `json:"severity"`
+	Classification
 	StatusID     int    `json:"status_id"`
 	Status       string `json:"status"`
 	StatusDetail string `json:"status_detail,omitempty"`
@@ -83,6 +73,34 @@ type ProcessActivity struct {
 
 // OCSFClassUID implements Event.
 func (ProcessActivity) OCSFClassUID() int { return ClassUID }
+
+// Classification holds the OCSF base attributes every event begins with;
+// embedded, its fields marshal first and flat.
+type Classification struct {
+	Time         int64  `json:"time"` // ms since the Unix epoch
+	ClassUID     int    `json:"class_uid"`
+	ClassName    string `json:"class_name"`
+	CategoryUID  int    `json:"category_uid"`
+	CategoryName string `json:"category_name"`
+	ActivityID   int    `json:"activity_id"`
+	ActivityName string `json:"activity_name"`
+	TypeUID      int    `json:"type_uid"`
+	TypeName     string `json:"type_name"`
+	SeverityID   int    `json:"severity_id"`
+	Severity     string `json:"severity"`
+}
+
+// classify fills the base attributes of an event of class (classUID,
+// className) in category (catUID, catName) at t; type_uid is
+// class_uid*100 + activity_id and type_name "class: activity", as the OCSF
+// schema defines them.
+func classify(t time.Time, classUID int, className string, catUID int, catName string, act int, actName string) Classification {
+	return Classification{
+		Time: t.UnixMilli(), ClassUID: classUID, ClassName: className,
+		CategoryUID: catUID, CategoryName: catName, ActivityID: act, ActivityName: actName,
+		TypeUID: classUID*100 + act, TypeName: className + ": " + actName,
+	}
+}
 
 // Metadata is the OCSF metadata object.
 type Metadata struct {
@@ -257,19 +275,11 @@ func base(run RunInfo, workload Proc, activityID int, activityName string) Proce
 		sup = self()
 	}
 	e := ProcessActivity{
-		Time:         time.Now().UnixMilli(),
-		ClassUID:     ClassUID,
-		ClassName:    ClassName,
-		CategoryUID:  CategoryUID,
-		CategoryName: CategoryName,
-		ActivityID:   activityID,
-		ActivityName: activityName,
-		TypeUID:      ClassUID*100 + activityID,
-		TypeName:     ClassName + ": " + activityName,
-		Metadata:     newMetadata(run),
-		Actor:        Actor{Process: toProcess(sup)},
-		Process:      toProcess(workload),
-		Device:       device(),
+		Classification: classify(time.Now(), ClassUID, ClassName, CategoryUID, CategoryName, activityID, activityName),
+		Metadata:       newMetadata(run),
+		Actor:          Actor{Process: toProcess(sup)},
+		Process:        toProcess(workload),
+		Device:         device(),
 		Unmapped: Unmapped{
 			SandboxID:  run.SandboxID,
 			PolicyHash: run.PolicyHash,
@@ -292,7 +302,7 @@ func newMetadata(run RunInfo) Metadata {
 	}
 }
 
-func (e *ProcessActivity) setSeverity(id int) {
+func (e *Classification) setSeverity(id int) {
 	e.SeverityID = id
 	switch id {
 	case SeverityInformational:

@@ -26,17 +26,7 @@ var httpActivities = map[string]int{"CONNECT": 1, "DELETE": 2, "GET": 3, "HEAD":
 
 // HTTPActivity is an OCSF 1.3.0 HTTP Activity event (class_uid 4002).
 type HTTPActivity struct {
-	Time          int64         `json:"time"`
-	ClassUID      int           `json:"class_uid"`
-	ClassName     string        `json:"class_name"`
-	CategoryUID   int           `json:"category_uid"`
-	CategoryName  string        `json:"category_name"`
-	ActivityID    int           `json:"activity_id"`
-	ActivityName  string        `json:"activity_name"`
-	TypeUID       int           `json:"type_uid"`
-	TypeName      string        `json:"type_name"`
-	SeverityID    int           `json:"severity_id"`
-	Severity      string        `json:"severity"`
+	Classification
 	ActionID      int           `json:"action_id"`
 	Action        string        `json:"action"`
 	DispositionID int           `json:"disposition_id"`
@@ -112,24 +102,17 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 	if !ok {
 		act, name = 99, "Other"
 	}
-	e := HTTPActivity{
-		Time:         d.Time.UnixMilli(),
-		ClassUID:     HTTPClassUID,
-		ClassName:    HTTPClassName,
-		CategoryUID:  NetworkCategory,
-		CategoryName: NetworkCatName,
-		ActivityID:   act,
-		ActivityName: name,
-		TypeUID:      HTTPClassUID*100 + act,
-		TypeName:     HTTPClassName + ": " + name,
-		Metadata:     newMetadata(run),
-		HTTPRequest:  HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
-		DstEndpoint:  Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
-		Device:       device(),
-		Unmapped:     EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint},
+	at := d.Time
+	if at.IsZero() {
+		at = time.Now()
 	}
-	if d.Time.IsZero() {
-		e.Time = time.Now().UnixMilli()
+	e := HTTPActivity{
+		Classification: classify(at, HTTPClassUID, HTTPClassName, NetworkCategory, NetworkCatName, act, name),
+		Metadata:       newMetadata(run),
+		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
+		DstEndpoint:    Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
+		Device:         device(),
+		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint},
 	}
 	if d.Status != 0 {
 		e.HTTPResponse = &HTTPResponse{Code: d.Status}
@@ -137,11 +120,11 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 	if d.Allowed {
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = ActionAllowed, "Allowed", DispositionAllow, "Allowed"
 		e.StatusID, e.Status = StatusSuccess, "Success"
-		e.SeverityID, e.Severity = SeverityInformational, "Informational"
+		e.setSeverity(SeverityInformational)
 	} else {
 		e.ActionID, e.Action, e.DispositionID, e.Disposition = ActionDenied, "Denied", DispositionBlock, "Blocked"
 		e.StatusID, e.Status, e.StatusDetail = StatusFailure, "Failure", d.Reason
-		e.SeverityID, e.Severity = SeverityMedium, "Medium"
+		e.setSeverity(SeverityMedium)
 	}
 	return e
 }
