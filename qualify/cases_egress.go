@@ -373,23 +373,47 @@ func runP21(ctx context.Context, e *Env) Result {
 	return r
 }
 
+// loopbackPair starts an upstream on 127.0.0.1 (a free port) and one on
+// [::1] at the same port; lo6 is nil, with err6, when the host has no IPv6
+// loopback.
+func loopbackPair() (lo, lo6 *upstream, err6, err error) {
+	if lo, err = newUpstream("127.0.0.1", 0); err != nil {
+		return nil, nil, nil, err
+	}
+	lo6, err6 = newUpstream("::1", lo.port)
+	return lo, lo6, err6, nil
+}
+
+// checkUntouched records that neither loopback listener saw a connection;
+// failure is the message, with %s the listener's name, plus what reached it.
+func checkUntouched(e *Env, r *Result, lo, lo6 *upstream, failure string) {
+	for _, l := range []struct {
+		name, label string
+		u           *upstream
+	}{{"loopback", "127.0.0.1", lo}, {"[::1]", "[::1]", lo6}} {
+		if l.u == nil {
+			continue
+		}
+		t := l.u.touched()
+		e.Check(r, "host: the "+l.label+" listener", "reached: "+t, t == "", fmt.Sprintf(failure, l.name)+t)
+	}
+}
+
 // P22: allowed names mapped to loopback, metadata, RFC 1918, ::1,
 // ::ffff:127.0.0.1, 0.0.0.0.
 func runP22(ctx context.Context, e *Env) Result {
 	r := newResult()
-	lo, err := newUpstream("127.0.0.1", 0)
+	lo, lo6, err6, err := loopbackPair()
 	if err != nil {
 		failNow(e, &r, "upstream", err)
 		return r
 	}
 	defer lo.Close()
-	port := lo.port
-	lo6, err := newUpstream("::1", port)
-	if err != nil {
-		e.Check(&r, "host: [::1] listener", err.Error(), true, "")
-	} else {
-		defer lo6.Close()
+	defer lo6.Close() // nil-safe
+	if err6 != nil {
+		e.Check(&r, "host: [::1] listener", err6.Error(), true, "")
 	}
+	port := lo.port
 	targets := []struct{ name, ip string }{
 		{"r-loopback.test", "127.0.0.1"}, {"r-metadata.test", "169.254.169.254"}, {"r-rfc1918.test", "10.0.0.1"},
 		{"r-ipv6-lo.test", "::1"}, {"r-v4mapped.test", "::ffff:127.0.0.1"}, {"r-unspec.test", "0.0.0.0"},
@@ -411,12 +435,7 @@ func runP22(ctx context.Context, e *Env) Result {
 	for _, st := range ss {
 		checkStatus(e, &r, st.Label, s[st.Label], "403")
 	}
-	t := lo.touched()
-	e.Check(&r, "host: the 127.0.0.1 listener", "reached: "+t, t == "", "the host's loopback listener was reached: "+t)
-	if lo6 != nil {
-		t := lo6.touched()
-		e.Check(&r, "host: the [::1] listener", "reached: "+t, t == "", "the host's [::1] listener was reached: "+t)
-	}
+	checkUntouched(e, &r, lo, lo6, "the host's %s listener was reached: ")
 	// Control: the same name is reachable once allow_private covers it.
 	n = egressNet{allow: []ep{{"r-loopback.test", []int{port}}}, private: []ep{{"127.0.0.1/32", []int{port}}}, hosts: map[string]string{"r-loopback.test": "127.0.0.1"}}
 	hp := net.JoinHostPort("r-loopback.test", strconv.Itoa(port))
@@ -433,18 +452,15 @@ func runP22(ctx context.Context, e *Env) Result {
 // P23: 127.1, 2130706433, 0x7f000001, [::ffff:7f00:1], 0.0.0.0, [::] ...
 func runP23(ctx context.Context, e *Env) Result {
 	r := newResult()
-	lo, err := newUpstream("127.0.0.1", 0)
+	lo, lo6, _, err := loopbackPair()
 	if err != nil {
 		failNow(e, &r, "upstream", err)
 		return r
 	}
 	defer lo.Close()
+	defer lo6.Close() // nil-safe
 	port := lo.port
 	p := strconv.Itoa(port)
-	lo6, err := newUpstream("::1", port)
-	if err == nil {
-		defer lo6.Close()
-	}
 	numeric := []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.0.0.01", "0x7f.0.0.1", "0.0.0.0", "[::]", "0"}
 	steps := func(spellings []string, control bool) []step {
 		var ss []step
@@ -474,12 +490,7 @@ func runP23(ctx context.Context, e *Env) Result {
 	for _, st := range ss {
 		checkStatus(e, &r, "as written: "+st.Label, s[st.Label], "400|403")
 	}
-	t := lo.touched()
-	e.Check(&r, "host: the 127.0.0.1 listener", "reached: "+t, t == "", "a spelling reached the host's loopback listener: "+t)
-	if lo6 != nil {
-		t := lo6.touched()
-		e.Check(&r, "host: the [::1] listener", "reached: "+t, t == "", "a spelling reached the host's [::1] listener: "+t)
-	}
+	checkUntouched(e, &r, lo, lo6, "a spelling reached the host's %s listener: ")
 	// Strict: 127.0.0.1 itself is allowed; the other spellings of it must
 	// still be refused, not canonicalised into the allowed address.
 	n = egressNet{allow: []ep{{"127.0.0.1", []int{port}}}, private: []ep{{"127.0.0.1/32", []int{port}}}}
