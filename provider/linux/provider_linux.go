@@ -407,13 +407,20 @@ func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
 // visible reports whether path is inside the sandbox: the nearest grant
 // containing it is not a deny.
 func visible(r *policy.Resolved, path string) bool {
-	best := policy.PathGrant{}
+	best := coveringGrant(r, path)
+	return best.Path != "" && best.Access != policy.AccessDeny
+}
+
+// coveringGrant is the most specific grant of r for path (path itself or
+// a directory above it), or the zero PathGrant.
+func coveringGrant(r *policy.Resolved, path string) policy.PathGrant {
+	var best policy.PathGrant
 	for _, g := range r.Grants {
 		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
 			best = g
 		}
 	}
-	return best.Path != "" && best.Access != policy.AccessDeny
+	return best
 }
 
 // credentialPaths are well-known credential stores under a home directory
@@ -437,12 +444,7 @@ func exposedCredentials(r *policy.Resolved) []string {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		var best policy.PathGrant // the most specific grant covering p
-		for _, g := range r.Grants {
-			if (p == g.Path || strings.HasPrefix(p, g.Path+"/")) && len(g.Path) >= len(best.Path) {
-				best = g
-			}
-		}
+		best := coveringGrant(r, p)
 		inHome := best.Path == home || strings.HasPrefix(best.Path, home+"/")
 		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
 		if inHome && best.Access != policy.AccessDeny && !byName {
