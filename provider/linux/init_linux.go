@@ -15,11 +15,11 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/internal/seccomp"
 	"github.com/corral-sandbox/corral/policy"
-	"github.com/corral-sandbox/corral/provider/linux/seccomp"
 )
 
 // InitArg is argv[1] that makes the corral binary act as the sandbox init.
@@ -185,7 +185,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	}
 	if spec.Landlock.Enabled {
 		if err := apply(spec, policy.LayerLandlock, &m.Skipped, func() error {
-			desc, err := applyLandlock(spec.Landlock)
+			desc, err := landlock.Apply(spec.Landlock)
 			m.Landlock = desc
 			return err
 		}); err != nil {
@@ -273,57 +273,6 @@ func setRlimits(spec *InitSpec) error {
 		return err
 	}
 	return set(unix.RLIMIT_NPROC, spec.Nproc)
-}
-
-// landlockABI returns the kernel's Landlock ABI version (0 if none), from
-// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION).
-func landlockABI() int {
-	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1)
-	if e != 0 {
-		return 0
-	}
-	return int(v)
-}
-
-// applyLandlock restricts every thread of init (and so the workload) to the
-// grants, using the best the kernel's ABI offers: filesystem (ABI 1+), TCP
-// bind/connect (ABI 4+, when network is none), abstract-socket and signal
-// scoping (ABI 6+). See Documentation/userspace-api/landlock.rst.
-func applyLandlock(s LandlockSpec) (string, error) {
-	abi := landlockABI()
-	if abi < 1 {
-		return "", errors.New("not supported by this kernel (landlock ABI 0; needs CONFIG_SECURITY_LANDLOCK and lsm=landlock)")
-	}
-	cfg := landlock.V6
-	if !s.DenyTCP {
-		cfg.HandledAccessNet = 0
-	}
-	cfg = cfg.BestEffort()
-	rw := landlock.RWDirs(s.RWDirs...).WithRefer().WithIoctlDev()
-	rules := []landlock.Rule{
-		landlock.RODirs(s.RODirs...),
-		landlock.ROFiles(s.ROFiles...),
-		rw,
-		landlock.RWFiles(s.RWFiles...).WithIoctlDev(),
-	}
-	if s.DenyTCP && s.ConnectPort != 0 {
-		rules = append(rules, landlock.ConnectTCP(uint16(s.ConnectPort)))
-	}
-	if err := cfg.Restrict(rules...); err != nil {
-		return "", err
-	}
-	parts := []string{"filesystem"}
-	if s.DenyTCP && abi >= 4 {
-		if s.ConnectPort != 0 {
-			parts = append(parts, fmt.Sprintf("tcp (connect only to port %d)", s.ConnectPort))
-		} else {
-			parts = append(parts, "tcp")
-		}
-	}
-	if abi >= 6 {
-		parts = append(parts, "scope(abstract-unix,signal)")
-	}
-	return fmt.Sprintf("abi %d: %s", abi, strings.Join(parts, ", ")), nil
 }
 
 // allThreadsPrctl runs prctl on every thread: credentials and no_new_privs

@@ -10,16 +10,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/identity"
+	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
@@ -76,7 +76,7 @@ func (p *Provider) facts() *hostFacts {
 			h.kernel = strings.TrimSpace(string(b))
 		}
 		h.userns, h.usernsFix = probeUserns()
-		h.landlockABI = landlockABI()
+		h.landlockABI = landlock.ABI()
 		h.seccomp = probeSeccomp()
 		h.cgroups = cgroup.Probe()
 	})
@@ -295,13 +295,13 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityError, "process", "process.limits.nofile", "%d is above the most this caller can set here (%d: %s)", n, max, nofileSource())
 		}
 	}
-	uid, gid, err := workloadIDs(r)
+	uid, gid, err := identity.Workload(r)
 	if err != nil {
 		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
 	}
 	spec.UID, spec.GID = uid, gid
 	if os.Getuid() == 0 && includesWorkdirRW(r) {
-		if o := ownerUID(r.Workdir); o != uid && o != 0 {
+		if o := identity.Owner(r.Workdir); o != uid && o != 0 {
 			add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there may fail (set process.run_as_user)", uid, r.Workdir, o)
 		}
 	}
@@ -351,7 +351,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		// root-only files stay unreadable.
 		for i := range mounts {
 			m := &mounts[i]
-			if m.Kind == MountBind && ownerUID(m.Source) == 0 && (!m.ReadOnly || inside(m.Source, r.Home)) {
+			if m.Kind == MountBind && identity.Owner(m.Source) == 0 && (!m.ReadOnly || inside(m.Source, r.Home)) {
 				m.IDMap = true
 			}
 		}
@@ -523,18 +523,6 @@ func inside(path, dir string) bool {
 	return dir != "" && dir != "/" && (path == dir || strings.HasPrefix(path, dir+"/"))
 }
 
-// ownerUID returns the owner of path, or -1.
-func ownerUID(path string) int {
-	st, err := os.Stat(path)
-	if err != nil {
-		return -1
-	}
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return int(s.Uid)
-	}
-	return -1
-}
-
 func includesWorkdirRW(r *policy.Resolved) bool {
 	for _, g := range r.Grants {
 		if g.Path == r.Workdir {
@@ -542,71 +530,6 @@ func includesWorkdirRW(r *policy.Resolved) bool {
 		}
 	}
 	return false
-}
-
-// workloadIDs picks the workload's uid and gid: unprivileged, the caller's
-// own; as root, process.run_as_user, else the workdir's owner when that is
-// not root, else nobody (65534). The workload never runs as root.
-func workloadIDs(r *policy.Resolved) (int, int, error) {
-	if os.Getuid() != 0 {
-		if r.RunAs != "" {
-			if u, err := lookupUser(r.RunAs); err != nil || u != os.Getuid() {
-				return os.Getuid(), os.Getgid(), fmt.Errorf("run_as_user %q needs root; an unprivileged caller's workload runs as itself (uid %d)", r.RunAs, os.Getuid())
-			}
-		}
-		return os.Getuid(), os.Getgid(), nil
-	}
-	if r.RunAs != "" {
-		u, err := user.Lookup(r.RunAs)
-		if err != nil {
-			u, err = user.LookupId(r.RunAs)
-		}
-		if err != nil {
-			if n, aerr := strconv.Atoi(r.RunAs); aerr == nil && n > 0 {
-				return n, n, nil
-			}
-			return 65534, 65534, fmt.Errorf("run_as_user %q: no such user", r.RunAs)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if uid == 0 {
-			return 65534, 65534, fmt.Errorf("run_as_user %q is root; the workload never runs as root", r.RunAs)
-		}
-		return uid, nonRootGID(uid, gid), nil
-	}
-	if st, err := os.Stat(r.Workdir); err == nil {
-		if s, ok := st.Sys().(*syscall.Stat_t); ok && s.Uid != 0 {
-			return int(s.Uid), nonRootGID(int(s.Uid), int(s.Gid)), nil
-		}
-	}
-	return 65534, 65534, nil
-}
-
-// nonRootGID is the workload's group for the workdir owner uid: the
-// workdir's group unless that is root's (gid 0 reads root-group files such
-// as 0640 root:root ones), then the owner's primary group from the user
-// database, else nogroup (65534).
-func nonRootGID(uid, gid int) int {
-	if gid != 0 {
-		return gid
-	}
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		if g, err := strconv.Atoi(u.Gid); err == nil && g != 0 {
-			return g
-		}
-	}
-	return 65534
-}
-
-func lookupUser(name string) (int, error) {
-	if n, err := strconv.Atoi(name); err == nil {
-		return n, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(u.Uid)
 }
 
 type planErr struct{ field, msg string }

@@ -3,6 +3,7 @@ package linux
 import (
 	"fmt"
 
+	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -39,16 +40,7 @@ type MountSpec struct {
 }
 
 // LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
-type LandlockSpec struct {
-	Enabled     bool     `json:"enabled"`
-	Required    bool     `json:"required"`
-	RODirs      []string `json:"ro_dirs,omitempty"`
-	ROFiles     []string `json:"ro_files,omitempty"`
-	RWDirs      []string `json:"rw_dirs,omitempty"`
-	RWFiles     []string `json:"rw_files,omitempty"`
-	DenyTCP     bool     `json:"deny_tcp"`               // handle TCP bind/connect: none allowed but ConnectPort
-	ConnectPort int      `json:"connect_port,omitempty"` // the one TCP port connect(2) may reach (the proxy)
-}
+type LandlockSpec = landlock.Spec
 
 // InitSpec is everything the in-sandbox init needs; the supervisor sends it
 // over the control socket. It is also the linux provider's Plan.Details.
