@@ -231,6 +231,12 @@ func (p *Policy) validate() []*Error {
 		}
 	}
 
+	if p.Docker != nil && p.Docker.Image != "" {
+		if msg := checkImageRef(p.Docker.Image); msg != "" {
+			add(p.errAt("docker.image", msg, "write a reference such as corral/base:1 or debian:bookworm-slim"))
+		}
+	}
+
 	env := &p.Process.Env
 	for i, name := range env.Pass {
 		field := fmt.Sprintf("process.env.pass[%d]", i)
@@ -380,4 +386,32 @@ func sortedKeys[K ~string, V any](m map[K]V) []K {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// checkImageRef returns what is wrong with an image reference, or "". It
+// checks the shape only (the grammar is the distribution spec's
+// reference.go): no whitespace or control characters, no leading '-' (it
+// would read as a flag), no scheme, at most 255 characters for the name.
+func checkImageRef(ref string) string {
+	switch {
+	case strings.HasPrefix(ref, "-"):
+		return fmt.Sprintf("image reference %q starts with '-'", ref)
+	case strings.Contains(ref, "://"):
+		return fmt.Sprintf("image reference %q has a URL scheme", ref)
+	case len(ref) > 512:
+		return "image reference longer than 512 characters"
+	}
+	for _, r := range ref {
+		if r <= ' ' || r == 0x7f || r > 0x7e {
+			return fmt.Sprintf("image reference %q contains whitespace, a control or a non-ASCII character", ref)
+		}
+	}
+	name := ref
+	if i := strings.IndexAny(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if name == "" || strings.HasSuffix(name, ":") || strings.HasSuffix(name, "/") {
+		return fmt.Sprintf("image reference %q is incomplete", ref)
+	}
+	return ""
 }

@@ -625,3 +625,24 @@ func TestUISection(t *testing.T) {
 		t.Error("an absent ui section must stay nil (the restrictive posture)")
 	}
 }
+
+func TestDockerSection(t *testing.T) {
+	p, err := Parse([]byte("version: 1\ndocker:\n  image: debian:bookworm-slim\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Docker == nil || p.Docker.Image != "debian:bookworm-slim" {
+		t.Fatalf("docker = %+v", p.Docker)
+	}
+	for _, bad := range []struct{ ref, msg string }{
+		{"'-v'", "starts with '-'"},
+		{"'docker://x'", "URL scheme"},
+		{"'a b'", "whitespace"},
+		{"'x:'", "incomplete"},
+	} {
+		_, err := Parse([]byte("version: 1\ndocker:\n  image: "+bad.ref+"\n"), "p.yaml")
+		expectAt(t, only(t, err), "docker.image", 3, 10, bad.msg)
+	}
+	_, err = Parse([]byte("version: 1\ndocker:\n  imag: x\n"), "p.yaml")
+	expectAt(t, only(t, err), "docker.imag", 3, 3, "unknown field")
+}

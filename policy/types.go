@@ -21,6 +21,7 @@
 //	  limits: {memory: 2G, pids: 1024, cpu: 1.5, nofile: 4096, timeout: 30m}
 //	layers:
 //	  landlock: optional                  # others stay required
+//	docker: {image: corral/base:1}        # docker provider only
 //
 // Load and Parse decode strictly and run the static checks (Validate);
 // Resolve then checks the policy against the host and a caller (Context)
@@ -52,6 +53,9 @@ type Policy struct {
 	// have one, e.g. mxc). Nil means the restrictive posture: no windows,
 	// no clipboard, no input injection.
 	UI *UI `json:"ui,omitempty" yaml:"ui"`
+	// Docker is the docker provider's own section; other providers
+	// ignore it. Nil means the defaults (DefaultDockerImage).
+	Docker *Docker `json:"docker,omitempty" yaml:"docker"`
 
 	file string              // the file it was parsed from, for error messages
 	pos  map[string]position // field path -> position of its value in file
@@ -62,6 +66,19 @@ type UI struct {
 	Windows        bool   `json:"windows,omitempty" yaml:"windows"`                 // may create windows
 	Clipboard      string `json:"clipboard,omitempty" yaml:"clipboard"`             // none (default), read, write, all
 	InputInjection bool   `json:"input_injection,omitempty" yaml:"input_injection"` // may inject input into other windows
+}
+
+// DefaultDockerImage is the image the docker provider uses when neither
+// the policy nor --image names one: the base image `corral image
+// build-base` builds from the host's Debian packages.
+const DefaultDockerImage = "corral/base:1"
+
+// Docker is the docker section: settings only the docker provider reads.
+type Docker struct {
+	// Image is the image reference the container runs (its system
+	// directories serve the policy's read_only grants of them). It must
+	// already be on the daemon: Corral never pulls.
+	Image string `json:"image,omitempty" yaml:"image"`
 }
 
 // Source returns the file name the policy was parsed from ("" for Default

@@ -13,22 +13,30 @@ import (
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/docker"
 	"github.com/corral-sandbox/corral/provider/linux"
 )
 
 // registry holds the providers compiled into this binary, strongest first.
-// MXC is there for the Windows side and for tests with its stand-in; it is
-// unavailable (and skipped by --provider auto) without wxc-exec.
-var registry = []provider.Provider{linux.New(), mxcProvider()}
+// Docker is unavailable without a reachable daemon; MXC is there for the
+// Windows side and for tests with its stand-in, unavailable (and skipped by
+// --provider auto) without wxc-exec.
+var registry = []provider.Provider{linux.New(), docker.New(), mxcProvider()}
 
 // osEntry runs the roles this binary plays besides the CLI: the sandbox's
-// init and the idmap helper. It returns only when it is neither.
+// init, the idmap helper, and the docker provider's init and exec shim. It returns only when it is neither.
 func osEntry() {
 	if len(os.Args) > 1 && os.Args[1] == linux.InitArg {
 		linux.InitMain()
 	}
 	if len(os.Args) > 1 && os.Args[1] == linux.HoldArg {
 		linux.HoldMain()
+	}
+	if len(os.Args) > 1 && os.Args[1] == docker.InitArg {
+		docker.InitMain()
+	}
+	if len(os.Args) > 1 && os.Args[1] == docker.ExecArg {
+		docker.ExecMain(os.Args[2:])
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -28,3 +30,6 @@ func attachTerminal() (func(), <-chan [2]uint16) {
 	close(c)
 	return func() {}, c
 }
+
+// osCommands: gc and image belong to the docker provider, Linux only.
+func osCommands() []*cobra.Command { return nil }

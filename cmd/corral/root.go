@@ -21,6 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd(), newQualifyCmd())
+	root.AddCommand(osCommands()...)
 	return root
 }
 

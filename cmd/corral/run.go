@@ -27,9 +27,9 @@ func contextBackground() context.Context { return context.Background() }
 func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
 
 type runOpts struct {
-	policy, provider, workdir, audit string
-	tty, verbose                     bool
-	preserveFDs                      int
+	policy, provider, workdir, audit, image string
+	tty, verbose                            bool
+	preserveFDs                             int
 }
 
 func newRunCmd() *cobra.Command {
@@ -57,10 +57,13 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 			// An empty value is a mistake (an unset variable), not "use
 			// the default": running on another policy than meant, or
 			// without the audit asked for, must not happen silently.
-			for _, name := range []string{"policy", "audit", "workdir"} {
+			for _, name := range []string{"policy", "audit", "workdir", "image"} {
 				if f := cmd.Flags().Lookup(name); f.Changed && f.Value.String() == "" {
 					return fmt.Errorf("--%s: empty value", name)
 				}
+			}
+			if o.image != "" && o.provider != "docker" {
+				return fmt.Errorf("--image applies to the docker provider: add --provider docker")
 			}
 			if o.preserveFDs < 0 {
 				return fmt.Errorf("--preserve-fds: %d is negative", o.preserveFDs)
@@ -71,7 +74,8 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 	f := c.Flags()
 	f.SetInterspersed(false)
 	f.StringVarP(&o.policy, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
-	f.StringVar(&o.provider, "provider", "auto", "provider: auto, linux or mxc")
+	f.StringVar(&o.provider, "provider", "auto", "provider: auto, linux, docker or mxc")
+	f.StringVar(&o.image, "image", "", "with --provider docker: the image to run (sets the policy's docker.image; default "+policy.DefaultDockerImage+")")
 	f.StringVarP(&o.workdir, "workdir", "C", "", "working directory (default: the current directory)")
 	f.StringVar(&o.audit, "audit", "", "append OCSF JSONL audit events to this file")
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
@@ -92,6 +96,12 @@ func runMain(o runOpts, args []string) error {
 	pol, err := loadPolicy(o.policy)
 	if err != nil {
 		return err
+	}
+	if o.image != "" { // part of the policy, so its hash names the image run
+		pol.Docker = &policy.Docker{Image: o.image}
+		if err := pol.Validate(); err != nil {
+			return fmt.Errorf("--image: %w", err)
+		}
 	}
 	res, err := resolvePolicy(pol, o.workdir)
 	if err != nil {

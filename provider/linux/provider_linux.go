@@ -28,25 +28,8 @@ import (
 // Name is the provider's name.
 const Name = "linux"
 
-// ProxyPort is where the egress proxy listens inside a sandbox with
-// network proxy: 127.0.0.1:3128 (the port squid made customary). It is the
-// sandbox's own loopback, in its own network namespace.
-const ProxyPort = 3128
-
-// ProxyEnv returns the variables that point common clients at the egress
-// proxy: curl, wget, git, pip, Python, Go and npm read the *_PROXY pair
-// (both cases); Node's fetch needs NODE_USE_ENV_PROXY=1 (Node ≥ 22.?);
-// npm also reads npm_config_*. NO_PROXY is empty so nothing bypasses it
-// (bypassing would fail anyway: there is no other route).
-func ProxyEnv(port int) []string {
-	u := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var env []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
-		env = append(env, k+"="+u, strings.ToLower(k)+"="+u)
-	}
-	return append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
-		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
-}
+// ProxyPort is where the egress proxy listens inside (provider.ProxyPort).
+const ProxyPort = provider.ProxyPort
 
 // Provider is the native Linux provider. The zero value is ready to use.
 type Provider struct {
@@ -379,7 +362,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if r.Network == policy.NetworkProxy {
 		spec.ProxyPort = ProxyPort
 		spec.Landlock.ConnectPort = ProxyPort
-		spec.Env = withEnv(spec.Env, ProxyEnv(ProxyPort))
+		spec.Env = withEnv(spec.Env, provider.ProxyEnv(ProxyPort))
 	}
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)

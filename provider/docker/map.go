@@ -1,0 +1,436 @@
+//go:build linux
+
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/corral-sandbox/corral/internal/identity"
+	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// Inside paths of what Corral puts into every container.
+const (
+	// BinPath is corral's own static binary (init and exec shim).
+	BinPath = "/.corral/corral"
+	// RunDir holds the shim's spec and the supervisor's sockets.
+	RunDir = "/.corral/run"
+	// SpecFile is the shim's spec, JSON (ShimSpec).
+	SpecFile = RunDir + "/spec.json"
+	// EgressSocket is the supervisor's egress proxy (network proxy).
+	EgressSocket = RunDir + "/egress.sock"
+	// ControlSocket is the supervisor's end of init's lifeline.
+	ControlSocket = RunDir + "/control.sock"
+)
+
+// imageTrees are the system directories the image serves: a read-only
+// grant of one of them (as written, or its merged-/usr target) is
+// satisfied by the image's own copy, not the host's.
+var imageTrees = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/usr/local",
+	"/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32"}
+
+// mergedUsr maps an image-served /usr tree to the root-level directories
+// that are links to it on a merged-/usr host (where grants arrive
+// canonical) but may be real directories in an image.
+var mergedUsr = map[string][]string{
+	"/usr":        {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"},
+	"/usr/bin":    {"/bin"},
+	"/usr/sbin":   {"/sbin"},
+	"/usr/lib":    {"/lib"},
+	"/usr/lib32":  {"/lib32"},
+	"/usr/lib64":  {"/lib64"},
+	"/usr/libx32": {"/libx32"},
+}
+
+// Bind is one bind mount of a host path. A mask (deny) has no host path:
+// Provision points it at an empty, read-only, mode-000 file or directory
+// it creates.
+type Bind struct {
+	Source   string `json:"source,omitempty"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only"`
+	Dir      bool   `json:"dir"`
+	Mask     bool   `json:"mask,omitempty"`
+	Field    string `json:"field"`
+}
+
+// Tmpfs is one private tmpfs.
+type Tmpfs struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size,omitempty"` // bytes; 0: Docker's default
+}
+
+// ShimSpec is what corral's init and exec shim read inside the container
+// (SpecFile).
+type ShimSpec struct {
+	Landlock        landlock.Spec `json:"landlock"`
+	Seccomp         bool          `json:"seccomp"`
+	SeccompRequired bool          `json:"seccomp_required"`
+	Nofile          uint64        `json:"nofile,omitempty"`
+	Nproc           uint64        `json:"nproc,omitempty"`
+	ProxyPort       int           `json:"proxy_port,omitempty"` // init forwards 127.0.0.1:ProxyPort to EgressSocket
+}
+
+// Spec is the docker provider's plan (Plan.Details): the container Corral
+// creates.
+type Spec struct {
+	Image    string   `json:"image"`
+	UID      int      `json:"uid"`
+	GID      int      `json:"gid"`
+	Hostname string   `json:"hostname"`
+	Workdir  string   `json:"workdir"`
+	Home     string   `json:"home"`
+	Env      []string `json:"env"`
+	Network  string   `json:"network"` // docker network mode: none or host
+	// ImageServed lists the read-only grants the image's own directories
+	// satisfy (not bound from the host).
+	ImageServed []string `json:"image_served,omitempty"`
+	Binds       []Bind   `json:"binds"`
+	Tmpfs       []Tmpfs  `json:"tmpfs"`
+	Memory      int64    `json:"memory,omitempty"`    // bytes (memory and memory+swap: no swap)
+	NanoCPUs    int64    `json:"nano_cpus,omitempty"` // 1e9 per core
+	Pids        int64    `json:"pids,omitempty"`
+	ShmSize     int64    `json:"shm_size"`
+	Cgroups     bool     `json:"cgroups"` // the cgroup limits are applied
+	Shim        ShimSpec `json:"shim"`
+}
+
+// WorkloadUID is the host uid the workload runs as (for audit records).
+func (s *Spec) WorkloadUID() int { return s.UID }
+
+// shmDefault is Docker's default /dev/shm size (64 MiB), which Corral
+// keeps unless the memory limit is lower.
+const shmDefault = 64 << 20
+
+// Map turns a resolved policy into a container Spec and reports every loss
+// (each one's severity is in docs/providers/docker.md).
+func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan, provider.LossReport) {
+	h := p.facts()
+	var loss provider.LossReport
+	add := func(sev provider.Severity, area, field, format string, args ...any) {
+		loss = append(loss, provider.Loss{Severity: sev, Area: area, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	layers := h.layerAvailability(r.Layers)
+	for _, st := range layers {
+		field := "layers." + string(st.Layer)
+		switch st.State {
+		case provider.LayerUnavailable:
+			add(provider.SeverityError, "layers", field, "required layer %s cannot be applied with docker here: %s (run without it by writing \"layers: {%s: optional}\" in the policy)", st.Layer, st.Detail, st.Layer)
+		case provider.LayerSkipped:
+			add(provider.SeverityInfo, "layers", field, "optional layer %s is not available and will not be applied: %s", st.Layer, st.Detail)
+		}
+		if (st.Layer == policy.LayerNamespaces || st.Layer == policy.LayerMounts || st.Layer == policy.LayerCgroups) && st.Required == policy.Optional {
+			add(provider.SeverityInfo, "layers", field, "docker always applies %s", st.Layer)
+		}
+	}
+	if h.err == nil && !h.userns {
+		add(provider.SeverityInfo, "layers", "layers.namespaces", "no user namespace: the workload's uid inside is the same uid on the host (Docker's default; the daemon's userns-remap would change it)")
+	}
+	spec := &Spec{
+		Image:    imageOf(r),
+		Hostname: "corral",
+		Workdir:  r.Workdir,
+		Home:     r.Home,
+		Network:  "none",
+		Memory:   int64(r.Limits.Memory),
+		NanoCPUs: int64(r.Limits.CPU * 1e9),
+		Pids:     int64(r.Limits.Pids),
+		ShmSize:  shmDefault,
+		Cgroups:  stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+	}
+	if spec.Memory > 0 && spec.Memory < spec.ShmSize {
+		spec.ShmSize = spec.Memory
+	}
+	spec.Shim = ShimSpec{
+		Seccomp:         stateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
+		SeccompRequired: r.Layers.Requirement(policy.LayerSeccomp) == policy.Required,
+		Nofile:          uint64(r.Limits.Nofile),
+	}
+	if h.err == nil {
+		if _, err := h.cli.ImageInspect(ctx, spec.Image); err != nil {
+			field := "docker.image"
+			fix := "pull or build it yourself"
+			if spec.Image == policy.DefaultDockerImage {
+				fix = "build it with `corral image build-base`"
+			}
+			why := "it is not on the daemon"
+			if !cerrdefs.IsNotFound(err) {
+				why = err.Error()
+			}
+			add(provider.SeverityError, "docker", field, "image %s: %s: %s; corral never pulls", spec.Image, why, fix)
+		}
+	}
+	switch r.Network {
+	case policy.NetworkHost:
+		spec.Network = "host"
+		add(provider.SeverityWarning, "network", "network.mode", "host: the container shares the host's network stack, unfiltered")
+	case policy.NetworkProxy:
+		spec.Shim.ProxyPort = provider.ProxyPort
+		add(provider.SeverityInfo, "network", "network.mode", "proxy: the container has no network (Docker's none); corral's init forwards 127.0.0.1:%d inside to corral's egress proxy through a unix socket, which decides per request (Docker itself has no per-host rules)", provider.ProxyPort)
+	}
+	if r.Policy != nil && r.Policy.UI != nil {
+		add(provider.SeverityInfo, "ui", "ui", "the docker provider grants no desktop, so the ui section has no effect here")
+	}
+
+	uid, gid, err := identity.Workload(r)
+	if err != nil {
+		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
+	}
+	spec.UID, spec.GID = uid, gid
+	env := append([]string{"HOME=" + r.Home}, r.Env...)
+	if spec.Shim.ProxyPort != 0 {
+		env = withEnv(env, provider.ProxyEnv(spec.Shim.ProxyPort))
+	}
+	spec.Env = env
+
+	mapFilesystem(r, spec, add)
+	if !visible(r, r.Workdir) {
+		spec.Workdir = r.Home
+		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
+	}
+	ll := &spec.Shim.Landlock
+	ll.Enabled = stateOf(layers, policy.LayerLandlock) == provider.LayerActive
+	ll.Required = r.Layers.Requirement(policy.LayerLandlock) == policy.Required
+	ll.DenyTCP = r.Network != policy.NetworkHost
+	ll.ConnectPort = spec.Shim.ProxyPort
+	if !ll.Enabled {
+		add(provider.SeverityWarning, "filesystem", "layers.landlock", "without Landlock the image's directories the policy does not grant (/var, /root, /srv, ...) are readable inside; they hold the image's files, no host data")
+	}
+	if h.landlockABI < 9 {
+		add(provider.SeverityInfo, "filesystem", "filesystem", "Landlock ABI %d cannot restrict connect() on unix socket files: a socket in a granted directory could be connected to", h.landlockABI)
+	}
+
+	if r.Limits.Pids > 0 {
+		spec.Shim.Nproc = 0 // the pids cgroup counts the container, RLIMIT_NPROC would count the uid host-wide
+	}
+	if !spec.Cgroups {
+		add(provider.SeverityWarning, "process", "process.limits", "without cgroups the memory, cpu and pids limits are not enforced")
+	}
+	if spec.ShmSize > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem", "Docker gives every container a private writable /dev/shm (%d MiB here, within the memory limit)", spec.ShmSize>>20)
+	}
+	plan := &provider.Plan{Provider: Name, Policy: r, Layers: layers, Details: spec, Loss: loss}
+	return plan, loss
+}
+
+// imageOf is the image reference: the policy's docker.image (which
+// --image sets), else the built-in base image.
+func imageOf(r *policy.Resolved) string {
+	if r.Policy != nil && r.Policy.Docker != nil && r.Policy.Docker.Image != "" {
+		return r.Policy.Docker.Image
+	}
+	return policy.DefaultDockerImage
+}
+
+// mapFilesystem turns the grants into image-served trees, binds, masks and
+// tmpfs mounts, derives the Landlock rules, and reports what Docker cannot
+// do as the policy says.
+func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, string, string, string, ...any)) {
+	granted := map[string]bool{}
+	for _, g := range r.Grants {
+		granted[g.Path] = true
+	}
+	ll := &spec.Shim.Landlock
+	ll.RWDirs = []string{"/dev", "/proc"}
+	if !granted["/tmp"] {
+		spec.Tmpfs = append(spec.Tmpfs, Tmpfs{Path: "/tmp", Mode: 0o1777, Size: int64(r.Limits.Memory)})
+		ll.RWDirs = append(ll.RWDirs, "/tmp")
+	}
+	if r.Home != "" && r.Home != "/" && !granted[r.Home] {
+		spec.Tmpfs = append(spec.Tmpfs, Tmpfs{Path: r.Home, Mode: 0o700, Size: int64(r.Limits.Memory)})
+		ll.RWDirs = append(ll.RWDirs, r.Home)
+	}
+	served := map[string]bool{}
+	var denied []string
+	// parent is the nearest enclosing grant of grant i.
+	parent := func(i int) (policy.PathGrant, bool) {
+		for j := i - 1; j >= 0; j-- {
+			if strings.HasPrefix(r.Grants[i].Path, r.Grants[j].Path+"/") {
+				return r.Grants[j], true
+			}
+		}
+		return policy.PathGrant{}, false
+	}
+	var rootOwned []string
+	for i, g := range r.Grants {
+		par, hasParent := parent(i)
+		if g.Access != policy.AccessDeny && hasParent && par.Access == g.Access && (!served[par.Path] || g.Access == policy.AccessReadOnly) {
+			if served[par.Path] {
+				served[g.Path] = true
+			}
+			continue // covered by its parent's bind, or by the image
+		}
+		if slices.ContainsFunc(denied, func(d string) bool { return strings.HasPrefix(g.Path, d+"/") }) {
+			if g.Access != policy.AccessDeny {
+				add(provider.SeverityError, "filesystem", g.Field, "%s is inside a denied directory; a grant cannot reopen part of a denied tree (remove one of the rules)", g.Path)
+			}
+			continue
+		}
+		switch g.Access {
+		case policy.AccessDeny:
+			denied = append(denied, g.Path)
+			if !hasParent || par.Access == policy.AccessDeny {
+				continue // not visible anyway (the image's own copy is outside the grants: Landlock)
+			}
+			spec.Binds = append(spec.Binds, Bind{Target: g.Path, Dir: g.Dir, ReadOnly: true, Mask: true, Field: g.Field})
+		case policy.AccessReadOnly:
+			if g.Dir && slices.Contains(imageTrees, g.Path) {
+				served[g.Path] = true
+				spec.ImageServed = append(spec.ImageServed, g.Path)
+				ll.RODirs = append(ll.RODirs, g.Path)
+				ll.RODirs = append(ll.RODirs, mergedUsr[g.Path]...)
+				continue
+			}
+			spec.Binds = append(spec.Binds, Bind{Source: g.Path, Target: g.Path, Dir: g.Dir, ReadOnly: true, Field: g.Field})
+			if g.Dir {
+				ll.RODirs = append(ll.RODirs, g.Path)
+			} else {
+				ll.ROFiles = append(ll.ROFiles, g.Path)
+			}
+		case policy.AccessReadWrite:
+			spec.Binds = append(spec.Binds, Bind{Source: g.Path, Target: g.Path, Dir: g.Dir, Field: g.Field})
+			if g.Dir {
+				ll.RWDirs = append(ll.RWDirs, g.Path)
+			} else {
+				ll.RWFiles = append(ll.RWFiles, g.Path)
+			}
+			if os.Getuid() == 0 && spec.UID != 0 && identity.Owner(g.Path) == 0 {
+				rootOwned = append(rootOwned, g.Path)
+			}
+		}
+	}
+	if len(spec.ImageServed) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.read_only", "served by the image %s, not the host: %s", spec.Image, strings.Join(spec.ImageServed, ", "))
+	}
+	if len(rootOwned) > 0 {
+		add(provider.SeverityWarning, "filesystem", "filesystem.read_write", "owned by root, so the workload (uid %d) cannot write them: Docker here has no idmapped mounts (set process.run_as_user to their owner, or chown them): %s", spec.UID, strings.Join(rootOwned, ", "))
+	}
+	if sock := daemonSocket(); sock != "" && visible(r, sock) {
+		add(provider.SeverityError, "filesystem", coveringGrant(r, sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
+	}
+	var nested []string
+	for _, b := range spec.Binds {
+		if !b.Mask && b.Dir && hasSubmounts(b.Source) {
+			nested = append(nested, b.Source)
+		}
+	}
+	if len(nested) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem", "mounts below these grants are not visible inside: Docker binds them non-recursively so that read-only stays read-only: %s", strings.Join(nested, ", "))
+	}
+	var missing []string
+	for _, p := range r.Skipped {
+		missing = append(missing, p)
+	}
+	if len(missing) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
+	}
+	if !visible(r, "/usr/bin") && !served["/usr"] {
+		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
+	}
+}
+
+// daemonSocket is the host path of the Docker socket this provider uses.
+func daemonSocket() string {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		host = "unix:///var/run/docker.sock"
+	}
+	p, ok := strings.CutPrefix(host, "unix://")
+	if !ok {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
+}
+
+// hasSubmounts reports whether any mount point lies strictly below dir
+// (from /proc/self/mountinfo, field 5).
+func hasSubmounts(dir string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(unescapeMountinfo(f[4]), dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
+// mountinfo path (proc(5)).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
+	for _, s := range ls {
+		if s.Layer == l {
+			return s.State
+		}
+	}
+	return provider.LayerUnavailable
+}
+
+// visible reports whether path is granted (not denied) by its most
+// specific covering grant.
+func visible(r *policy.Resolved, path string) bool {
+	best := coveringGrant(r, path)
+	return best.Path != "" && best.Access != policy.AccessDeny
+}
+
+func coveringGrant(r *policy.Resolved, path string) policy.PathGrant {
+	var best policy.PathGrant
+	for _, g := range r.Grants {
+		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
+			best = g
+		}
+	}
+	return best
+}
+
+// withEnv returns env with the variables of set replacing any of the same
+// name.
+func withEnv(env, set []string) []string {
+	names := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}

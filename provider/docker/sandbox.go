@@ -1,0 +1,584 @@
+//go:build linux
+
+package docker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	"github.com/moby/profiles/seccomp"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// Labels every container of Corral's carries (see Sweep).
+const (
+	LabelSandbox   = "io.corral.sandbox"   // the sandbox id
+	LabelPolicy    = "io.corral.policy"    // the policy hash
+	LabelOwner     = "io.corral.owner"     // "PID START": the supervisor process and its start time (clock ticks)
+	LabelState     = "io.corral.state-dir" // host state directory, removed with the container
+	LabelVersion   = "io.corral.version"   // the plan's provider name and version of the label scheme
+	labelSchemeVer = "docker/1"
+)
+
+// readyTimeout bounds how long Start waits for corral's init.
+const readyTimeout = 20 * time.Second
+
+// Sandbox is one container.
+type Sandbox struct {
+	cli      *client.Client
+	plan     *provider.Plan
+	spec     *Spec
+	id       string // sandbox id (also the container name)
+	cid      string // container id
+	state    string // host state dir
+	control  *net.UnixListener
+	egress   *net.UnixListener
+	lifeline net.Conn // init's connection; closing it stops init
+	initPID  int
+	layers   []provider.LayerStatus
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// stateBase is where per-sandbox state dirs live: /run/corral/docker as
+// root, else $XDG_RUNTIME_DIR/corral/docker or /tmp/corral-UID/docker.
+func stateBase() string {
+	if os.Getuid() == 0 {
+		return "/run/corral/docker"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "corral", "docker")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "docker")
+}
+
+// Provision creates the state dir (spec, mask sources, the sockets) and
+// the container, without starting it. Containers of dead supervisors are
+// swept first.
+func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
+	if plan.Loss.HasErrors() {
+		return nil, provider.Rejected(plan.Loss)
+	}
+	h := p.facts()
+	if h.err != nil {
+		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+	}
+	spec, ok := plan.Details.(*Spec)
+	if !ok {
+		return nil, provider.Errorf(provider.CodeInternal, "docker: plan details are %T", plan.Details)
+	}
+	_, _ = Sweep(ctx) // best effort: leftovers of killed runs
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	s := &Sandbox{cli: h.cli, plan: plan, spec: spec, id: "corral-" + hex.EncodeToString(b)}
+	fail := func(err error) (provider.Sandbox, error) {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Deprovision(c)
+		return nil, provider.Errorf(provider.CodeProvisionFailed, "docker: %v", err)
+	}
+	if err := s.prepareState(); err != nil {
+		return fail(err)
+	}
+	cfg, hcfg, err := s.containerConfig(h.bin)
+	if err != nil {
+		return fail(err)
+	}
+	res, err := h.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.id, Config: cfg, HostConfig: hcfg})
+	if err != nil {
+		return fail(fmt.Errorf("create container: %w", err))
+	}
+	s.cid = res.ID
+	return s, nil
+}
+
+// prepareState makes the state dir: spec.json, the empty mask sources and
+// the listening sockets. The dir is 0755 and its sockets 0666 so the
+// workload's uid reaches them; nothing in it is secret.
+func (s *Sandbox) prepareState() error {
+	base := stateBase()
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	s.state = filepath.Join(base, s.id)
+	if err := os.Mkdir(s.state, 0o755); err != nil {
+		return err
+	}
+	data, err := json.Marshal(s.spec.Shim)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.state, "spec.json"), data, 0o644); err != nil {
+		return err
+	}
+	// Mask sources: made here, fresh (O_EXCL, in a dir just created),
+	// empty and mode 000, never a path inside the image.
+	masks := filepath.Join(s.state, "masks")
+	if err := os.Mkdir(masks, 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(filepath.Join(masks, "dir"), 0o000); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(masks, "file"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o000)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if err := verifyEmpty(masks); err != nil {
+		return err
+	}
+	listen := func(name string) (*net.UnixListener, error) {
+		path := filepath.Join(s.state, name)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return nil, err
+		}
+		return l, os.Chmod(path, 0o666)
+	}
+	if s.control, err = listen("control.sock"); err != nil {
+		return err
+	}
+	if s.spec.Shim.ProxyPort != 0 {
+		if s.egress, err = listen("egress.sock"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyEmpty checks the mask sources: a directory with no entries and an
+// empty regular file, both mode 000 and owned by this process's uid.
+func verifyEmpty(masks string) error {
+	for name, dir := range map[string]bool{"dir": true, "file": false} {
+		p := filepath.Join(masks, name)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if isDir != dir || (!dir && st.Mode&unix.S_IFMT != unix.S_IFREG) || st.Mode&0o7777 != 0 || int(st.Uid) != os.Getuid() || (!dir && st.Size != 0) {
+			return fmt.Errorf("mask source %s is not what corral made (mode %o, uid %d, size %d)", p, st.Mode, st.Uid, st.Size)
+		}
+		if dir {
+			if ents, err := os.ReadDir(p); err != nil && !errors.Is(err, os.ErrPermission) || len(ents) > 0 {
+				return fmt.Errorf("mask source %s is not empty", p)
+			}
+		}
+	}
+	return nil
+}
+
+// containerConfig is the container: secure defaults plus the plan.
+func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.HostConfig, error) {
+	sp := s.spec
+	prof := seccomp.DefaultProfile()
+	profJSON, err := json.Marshal(prof)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := &container.Config{
+		Image:      sp.Image,
+		Hostname:   sp.Hostname,
+		User:       fmt.Sprintf("%d:%d", sp.UID, sp.GID),
+		Env:        sp.Env,
+		WorkingDir: sp.Workdir,
+		Entrypoint: []string{BinPath, InitArg},
+		Cmd:        []string{},
+		Labels: map[string]string{
+			LabelSandbox: s.id,
+			LabelPolicy:  s.plan.Policy.Hash,
+			LabelOwner:   ownerLabel(os.Getpid()),
+			LabelState:   s.state,
+			LabelVersion: labelSchemeVer,
+		},
+		StopSignal: "SIGKILL",
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(sp.Network),
+		IpcMode:        container.IPCModePrivate,
+		PidMode:        "",
+		UTSMode:        "",
+		CgroupnsMode:   container.CgroupnsModePrivate,
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true", "seccomp=" + string(profJSON)},
+		Privileged:     false,
+		ShmSize:        sp.ShmSize,
+		Tmpfs:          map[string]string{},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: bin, Target: BinPath, ReadOnly: true, BindOptions: &mount.BindOptions{NonRecursive: true}},
+			{Type: mount.TypeBind, Source: s.state, Target: RunDir, ReadOnly: true, BindOptions: &mount.BindOptions{NonRecursive: true}},
+		},
+	}
+	if sp.Cgroups {
+		hc.Resources = container.Resources{Memory: sp.Memory, NanoCPUs: sp.NanoCPUs}
+		if sp.Memory > 0 {
+			hc.Resources.MemorySwap = sp.Memory // memory+swap = memory: no swap
+		}
+		if sp.Pids > 0 {
+			pids := sp.Pids
+			hc.Resources.PidsLimit = &pids
+		}
+	}
+	if sp.Shim.Nofile > 0 {
+		n := int64(sp.Shim.Nofile)
+		hc.Resources.Ulimits = append(hc.Resources.Ulimits, &container.Ulimit{Name: "nofile", Soft: n, Hard: n})
+	}
+	hc.Resources.Ulimits = append(hc.Resources.Ulimits, &container.Ulimit{Name: "core", Soft: 0, Hard: 0})
+	for _, t := range sp.Tmpfs {
+		opts := fmt.Sprintf("rw,nosuid,nodev,mode=%o", t.Mode)
+		if t.Mode&0o1000 == 0 { // private: owned by the workload
+			opts += fmt.Sprintf(",uid=%d,gid=%d", sp.UID, sp.GID)
+		}
+		if t.Size > 0 {
+			opts += fmt.Sprintf(",size=%dk", (t.Size+1023)/1024)
+		}
+		hc.Tmpfs[t.Path] = opts
+	}
+	for _, b := range sp.Binds {
+		src := b.Source
+		if b.Mask {
+			src = filepath.Join(s.state, "masks", "file")
+			if b.Dir {
+				src = filepath.Join(s.state, "masks", "dir")
+			}
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: b.Target, ReadOnly: b.ReadOnly,
+			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
+	}
+	return cfg, hc, nil
+}
+
+// ownerLabel is "PID START" of process pid, START being its start time in
+// clock ticks since boot (proc(5), /proc/PID/stat field 22), so that a
+// reused pid is not taken for the supervisor.
+func ownerLabel(pid int) string {
+	return fmt.Sprintf("%d %d", pid, startTime(pid))
+}
+
+// startTime reads field 22 of /proc/PID/stat; 0 when the process is gone.
+func startTime(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+func (s *Sandbox) ID() string { return s.id }
+
+// initHello is corral's init's first message on the control socket.
+type initHello struct {
+	Error    string `json:"error,omitempty"`
+	Layer    string `json:"layer,omitempty"`
+	Landlock int    `json:"landlock_abi"` // the ABI the shim sees inside (its syscalls pass the profile)
+}
+
+// Start starts the container and waits for corral's init to report; then
+// the layers are verified from outside (see verify).
+func (s *Sandbox) Start(ctx context.Context) error {
+	if _, err := s.cli.ContainerStart(ctx, s.cid, client.ContainerStartOptions{}); err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: start container: %v", err)
+	}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	_ = s.control.SetDeadline(time.Now().Add(readyTimeout))
+	go func() { c, err := s.control.Accept(); ch <- accepted{c, err} }()
+	var a accepted
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		return provider.Errorf(provider.CodeStartFailed, "docker: %v", ctx.Err())
+	}
+	if a.err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init did not report within %s: %v%s", readyTimeout, a.err, s.containerEnd())
+	}
+	s.lifeline = a.c
+	_ = a.c.SetReadDeadline(time.Now().Add(readyTimeout))
+	line, err := bufio.NewReader(a.c).ReadBytes('\n')
+	if err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %v%s", err, s.containerEnd())
+	}
+	_ = a.c.SetReadDeadline(time.Time{})
+	var hello initHello
+	if err := json.Unmarshal(line, &hello); err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %v", err)
+	}
+	if hello.Error != "" {
+		if hello.Layer != "" {
+			return provider.LayerError(provider.CodeStartFailed, hello.Layer, errors.New(hello.Error))
+		}
+		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %s", hello.Error)
+	}
+	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
+	if err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: inspect: %v", err)
+	}
+	if insp.Container.State == nil || !insp.Container.State.Running {
+		return provider.Errorf(provider.CodeStartFailed, "docker: the container is not running%s", s.containerEnd())
+	}
+	s.initPID = insp.Container.State.Pid
+	layers, err := verify(s.plan, s.spec, s.initPID, insp.Container.HostConfig, hello)
+	s.layers = layers
+	return err
+}
+
+// containerEnd describes how the container ended, for error messages.
+func (s *Sandbox) containerEnd() string {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	insp, err := s.cli.ContainerInspect(c, s.cid, client.ContainerInspectOptions{})
+	if err != nil || insp.Container.State == nil || insp.Container.State.Running {
+		return ""
+	}
+	st := insp.Container.State
+	msg := fmt.Sprintf(" (the container exited with %d", st.ExitCode)
+	if st.Error != "" {
+		msg += ": " + st.Error
+	}
+	return msg + ")"
+}
+
+// Exec runs spec through corral's shim (which applies Landlock and
+// corral's seccomp filter, then executes the command) and waits for it.
+// The policy's timeout is enforced here: when it expires the container is
+// killed.
+func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
+	t0 := time.Now()
+	if len(spec.Args) == 0 {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "no command given")
+	}
+	if len(spec.ExtraFiles) > 0 {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: extra file descriptors (--preserve-fds) cannot be passed into a container")
+	}
+	dir := spec.Dir
+	if dir == "" {
+		dir = s.spec.Workdir
+	}
+	opts := client.ExecCreateOptions{
+		User:         fmt.Sprintf("%d:%d", s.spec.UID, s.spec.GID),
+		TTY:          spec.TTY,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: !spec.TTY,
+		Env:          s.spec.Env,
+		WorkingDir:   dir,
+		Cmd:          append([]string{BinPath, ExecArg, "--"}, spec.Args...),
+	}
+	var size client.ConsoleSize
+	if spec.TTY && spec.Resize != nil {
+		select {
+		case sz, ok := <-spec.Resize:
+			if ok {
+				size = client.ConsoleSize{Height: uint(sz[0]), Width: uint(sz[1])}
+			}
+		default:
+		}
+		opts.ConsoleSize = size
+	}
+	ex, err := s.cli.ExecCreate(ctx, s.cid, opts)
+	if err != nil {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec: %v", err)
+	}
+	att, err := s.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: spec.TTY, ConsoleSize: size})
+	if err != nil {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec attach: %v", err)
+	}
+	defer att.Close()
+	if spec.Started != nil {
+		if in, err := s.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{}); err == nil && in.PID != 0 {
+			spec.Started(in.PID)
+		}
+	}
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, spec.Stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	if spec.TTY && spec.Resize != nil {
+		go func() {
+			for sz := range spec.Resize {
+				_, _ = s.cli.ExecResize(context.Background(), ex.ID, client.ExecResizeOptions{Height: uint(sz[0]), Width: uint(sz[1])})
+			}
+		}()
+	}
+	out := make(chan error, 1)
+	go func() {
+		stdout, stderr := writerOf(spec.Stdout), writerOf(spec.Stderr)
+		var err error
+		if spec.TTY {
+			_, err = io.Copy(stdout, att.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(stdout, stderr, att.Reader)
+		}
+		out <- err
+	}()
+	var timer <-chan time.Time
+	if d := time.Duration(s.plan.Policy.Limits.Timeout); d > 0 {
+		t := time.NewTimer(d - time.Since(t0))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-out:
+	case <-timer:
+		s.kill()
+		return provider.ExitStatus{Code: provider.CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: time.Since(t0)}, nil
+	case <-ctx.Done():
+		s.kill()
+		return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, err := s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{})
+	if err != nil {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
+	}
+	for i := 0; in.Running && i < 50; i++ { // the stream can end a moment before the exit is recorded
+		time.Sleep(10 * time.Millisecond)
+		if in, err = s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{}); err != nil {
+			return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
+		}
+	}
+	st := provider.ExitStatus{Code: in.ExitCode, Duration: time.Since(t0)}
+	if reason := s.oomReason(c); reason != "" {
+		st.Reason = reason
+	}
+	return st, nil
+}
+
+func writerOf(f *os.File) io.Writer {
+	if f == nil {
+		return io.Discard
+	}
+	return f
+}
+
+// oomReason says so when the container's memory limit was hit.
+func (s *Sandbox) oomReason(ctx context.Context) string {
+	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
+	if err == nil && insp.Container.State != nil && insp.Container.State.OOMKilled {
+		return fmt.Sprintf("the kernel's OOM killer acted in the container (memory limit %s)", policy.ByteSize(s.spec.Memory))
+	}
+	return ""
+}
+
+// Signal forwards sig to corral's init, which sends it to every process
+// inside.
+func (s *Sandbox) Signal(sig os.Signal) error {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("docker: unsupported signal %v", sig)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := s.cli.ContainerKill(c, s.cid, client.ContainerKillOptions{Signal: strconv.Itoa(int(ss))})
+	return err
+}
+
+// kill kills the container (every process in it) at once.
+func (s *Sandbox) kill() {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = s.cli.ContainerKill(c, s.cid, client.ContainerKillOptions{Signal: "SIGKILL"})
+}
+
+// Stop kills everything inside; idempotent.
+func (s *Sandbox) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	if s.lifeline != nil {
+		s.lifeline.Close() // init ends itself and everything inside
+	}
+	if s.cid != "" {
+		_, err := s.cli.ContainerKill(ctx, s.cid, client.ContainerKillOptions{Signal: "SIGKILL"})
+		if err != nil && !isNotRunning(err) {
+			return provider.Errorf(provider.CodeStopFailed, "docker: kill: %v", err)
+		}
+	}
+	return nil
+}
+
+func isNotRunning(err error) bool {
+	return cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "is not running")
+}
+
+// Deprovision removes the container and the state dir; idempotent.
+func (s *Sandbox) Deprovision(ctx context.Context) error {
+	var first error
+	if s.cid != "" {
+		if _, err := s.cli.ContainerRemove(ctx, s.cid, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			first = provider.Errorf(provider.CodeStopFailed, "docker: remove container %s: %v", s.id, err)
+		}
+	}
+	for _, l := range []*net.UnixListener{s.control, s.egress} {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if s.state != "" {
+		if err := removeState(s.state); err != nil && first == nil {
+			first = provider.Errorf(provider.CodeStopFailed, "docker: remove %s: %v", s.state, err)
+		}
+	}
+	return first
+}
+
+// removeState removes a state dir; its mode-000 mask directory is made
+// writable first.
+func removeState(dir string) error {
+	_ = os.Chmod(filepath.Join(dir, "masks", "dir"), 0o700)
+	return os.RemoveAll(dir)
+}
+
+func (s *Sandbox) Layers() []provider.LayerStatus { return s.layers }
+
+// EgressListener is the unix socket corral's init forwards the container's
+// 127.0.0.1:ProxyPort to (network proxy); nil otherwise.
+func (s *Sandbox) EgressListener() net.Listener {
+	if s.egress == nil {
+		return nil
+	}
+	return s.egress
+}

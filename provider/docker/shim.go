@@ -1,0 +1,204 @@
+//go:build linux
+
+package docker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/internal/seccomp"
+)
+
+// The hidden subcommands corral runs as inside a container.
+const (
+	InitArg = "__docker-init" // PID 1: lifeline, egress forwarder, reaper
+	ExecArg = "__docker-exec" // before every command: Landlock, seccomp, exec
+)
+
+func readShimSpec() (*ShimSpec, error) {
+	data, err := os.ReadFile(SpecFile)
+	if err != nil {
+		return nil, err
+	}
+	var s ShimSpec
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("%s: %v", SpecFile, err)
+	}
+	return &s, nil
+}
+
+// InitMain is corral's init inside the container (PID 1). It reports to
+// the supervisor over ControlSocket, forwards 127.0.0.1:ProxyPort to the
+// egress proxy (network proxy), forwards signals to every process inside,
+// reaps orphans, and when the supervisor's end of ControlSocket closes —
+// the supervisor ended, however — kills everything inside and exits, which
+// ends the container. It never returns.
+func InitMain() {
+	die := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "corral init: "+format+"\n", args...)
+		os.Exit(125)
+	}
+	spec, err := readShimSpec()
+	if err != nil {
+		die("%v", err)
+	}
+	var ctl net.Conn
+	for i := 0; ; i++ {
+		if ctl, err = net.Dial("unix", ControlSocket); err == nil {
+			break
+		}
+		if i == 50 {
+			die("supervisor: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hello := initHello{Landlock: landlock.ABI()}
+	if spec.ProxyPort != 0 {
+		if err := forwardEgress(spec.ProxyPort); err != nil {
+			hello.Error = "egress forwarder: " + err.Error()
+		}
+	}
+	if hello.Error == "" && spec.Seccomp {
+		if err := seccomp.Install(); err != nil && spec.SeccompRequired {
+			hello.Error, hello.Layer = err.Error(), "seccomp"
+		}
+	}
+	if hello.Error == "" && spec.Landlock.Enabled && spec.Landlock.Required && hello.Landlock < 1 {
+		hello.Error, hello.Layer = "Landlock is not usable inside the container (ABI 0)", "landlock"
+	}
+	b, _ := json.Marshal(hello)
+	if _, err := ctl.Write(append(b, '\n')); err != nil || hello.Error != "" {
+		os.Exit(125)
+	}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGCHLD)
+	go func() {
+		for s := range sigs {
+			if s == unix.SIGCHLD {
+				for {
+					pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+					if pid <= 0 || err != nil {
+						break
+					}
+				}
+				continue
+			}
+			_ = unix.Kill(-1, s.(syscall.Signal)) // every process inside but init
+		}
+	}()
+	_, _ = io.Copy(io.Discard, ctl) // until the supervisor is gone
+	_ = unix.Kill(-1, unix.SIGKILL)
+	os.Exit(0)
+}
+
+// forwardEgress listens on 127.0.0.1:port in the container's network
+// namespace and splices every connection to the supervisor's egress proxy
+// on EgressSocket: the container's only way out.
+func forwardEgress(port int) error {
+	l, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				continue
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("unix", EgressSocket)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				done := make(chan struct{})
+				go func() {
+					_, _ = io.Copy(up, c)
+					_ = up.(*net.UnixConn).CloseWrite()
+					close(done)
+				}()
+				_, _ = io.Copy(c, up)
+				_ = c.(*net.TCPConn).CloseWrite()
+				<-done
+			}()
+		}
+	}()
+	return nil
+}
+
+// ExecMain is corral's shim before every command in the container: it
+// applies Landlock (the grants) and corral's seccomp filter to itself,
+// then executes the command, which inherits both. A required layer that
+// cannot be applied stops it with status 125 and the layer's name; a
+// command that is not found exits 127, one that cannot run 126 (the
+// statuses of docker run and env(1)).
+func ExecMain(args []string) {
+	fail := func(code int, format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "corral: "+format+"\n", a...)
+		os.Exit(code)
+	}
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fail(125, "no command given")
+	}
+	spec, err := readShimSpec()
+	if err != nil {
+		fail(125, "start_failed: %v", err)
+	}
+	if spec.Landlock.Enabled {
+		ll := spec.Landlock
+		ll.RODirs, ll.ROFiles, ll.RWDirs, ll.RWFiles = existing(ll.RODirs), existing(ll.ROFiles), existing(ll.RWDirs), existing(ll.RWFiles)
+		if _, err := landlock.Apply(ll); err != nil && ll.Required {
+			fail(125, "start_failed: layer landlock: %v", err)
+		}
+	}
+	if spec.Seccomp {
+		if err := seccomp.Install(); err != nil && spec.SeccompRequired {
+			fail(125, "start_failed: layer seccomp: %v", err)
+		}
+	}
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			fail(127, "%s: command not found", args[0])
+		}
+		fail(126, "%s: %v", args[0], err)
+	}
+	err = unix.Exec(path, args, os.Environ())
+	code := 126
+	if errors.Is(err, unix.ENOENT) {
+		code = 127
+	}
+	fail(code, "%s: %v", args[0], err)
+}
+
+// existing keeps the paths that exist in the container (the image decides
+// which system directories there are).
+func existing(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
