@@ -124,15 +124,26 @@ const AnywhereEnv = "CORRAL_PROBE_ANYWHERE"
 
 // inSandbox reports whether this process is in a user namespace other than
 // the host's initial one, whose uid_map is the full identity mapping
-// (user_namespaces(7)).
+// (user_namespaces(7)), or in a docker provider container: PID 1 of its
+// PID namespace is corral's container init and no_new_privs is set.
 func inSandbox() bool {
 	b, err := os.ReadFile("/proc/self/uid_map")
 	if err != nil {
 		return false
 	}
 	f := strings.Fields(string(b))
-	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
+	if !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295") {
+		return true
+	}
+	cmd, _ := os.ReadFile("/proc/1/cmdline")
+	args := strings.Split(string(cmd), "\x00")
+	status, _ := os.ReadFile("/proc/self/status")
+	return len(args) > 1 && args[1] == dockerInitArg && strings.Contains(string(status), "\nNoNewPrivs:\t1\n")
 }
+
+// dockerInitArg is the docker provider's init (provider/docker.InitArg;
+// probe imports nothing of the providers).
+const dockerInitArg = "__docker-init"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

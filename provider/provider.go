@@ -242,6 +242,11 @@ func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart fun
 	return st, err
 }
 
+// FaultEnv names the environment variable that makes one layer fail when
+// applied, for testing fail-closed behaviour (qualify P08, P16). It can
+// only make a run fail or drop a layer the policy already marked optional.
+const FaultEnv = "CORRAL_FAULT_LAYER"
+
 // ProxyPort is where the egress proxy listens inside a sandbox with
 // network proxy: 127.0.0.1:3128 (the port squid made customary). It is the
 // sandbox's own loopback, in its own network namespace.

@@ -23,12 +23,12 @@ import (
 )
 
 func init() {
-	Register(Case{ID: "P19", Title: "DNS exfiltration", Applies: linuxOnly, Run: runP19})
-	Register(Case{ID: "P20", Title: "request forms", Applies: linuxOnly, Run: runP20})
-	Register(Case{ID: "P21", Title: "bypassing the proxy", Applies: linuxOnly, Run: runP21})
-	Register(Case{ID: "P22", Title: "rebinding and internal targets", Applies: linuxOnly, Run: runP22})
-	Register(Case{ID: "P23", Title: "IP literal spellings", Applies: linuxOnly, Run: runP23})
-	Register(Case{ID: "P24", Title: "SNI vs CONNECT target", Applies: linuxOnly, Run: runP24})
+	Register(Case{ID: "P19", Title: "DNS exfiltration", Applies: linuxKernel, Run: runP19})
+	Register(Case{ID: "P20", Title: "request forms", Applies: linuxKernel, Run: runP20})
+	Register(Case{ID: "P21", Title: "bypassing the proxy", Applies: linuxKernel, Run: runP21})
+	Register(Case{ID: "P22", Title: "rebinding and internal targets", Applies: linuxKernel, Run: runP22})
+	Register(Case{ID: "P23", Title: "IP literal spellings", Applies: linuxKernel, Run: runP23})
+	Register(Case{ID: "P24", Title: "SNI vs CONNECT target", Applies: linuxKernel, Run: runP24})
 }
 
 // proxyRun runs steps in a proxy-mode sandbox with the rules n.

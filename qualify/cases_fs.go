@@ -18,11 +18,11 @@ import (
 )
 
 func init() {
-	Register(Case{ID: "P01", Title: "read-only vs read-write grants", Applies: linuxOnly, Run: runP01})
-	Register(Case{ID: "P02", Title: "unapproved host paths", Applies: linuxOnly, Run: runP02})
-	Register(Case{ID: "P03", Title: "path tricks", Applies: linuxOnly, Run: runP03})
-	Register(Case{ID: "P17", Title: "launcher inputs", Applies: linuxOnly, Run: runP17})
-	Register(Case{ID: "P18", Title: "persistence for later", Applies: linuxOnly, Run: runP18})
+	Register(Case{ID: "P01", Title: "read-only vs read-write grants", Applies: linuxKernel, Run: runP01})
+	Register(Case{ID: "P02", Title: "unapproved host paths", Applies: linuxKernel, Run: runP02})
+	Register(Case{ID: "P03", Title: "path tricks", Applies: linuxKernel, Run: runP03})
+	Register(Case{ID: "P17", Title: "launcher inputs", Applies: linuxKernel, Run: runP17})
+	Register(Case{ID: "P18", Title: "persistence for later", Applies: linuxKernel, Run: runP18})
 }
 
 // P01: ro: [D1], rw: [D2]; read and write in both.

@@ -14,8 +14,8 @@ import (
 )
 
 func init() {
-	Register(Case{ID: "P08", Title: "no fallback", Applies: linuxOnly, Run: runP08})
-	Register(Case{ID: "P16", Title: "silent fail-open", Applies: linuxOnly, Run: runP16})
+	Register(Case{ID: "P08", Title: "no fallback", Applies: linuxKernel, Run: runP08})
+	Register(Case{ID: "P16", Title: "silent fail-open", Applies: linuxKernel, Run: runP16})
 }
 
 var allLayers = []string{"namespaces", "mounts", "landlock", "seccomp", "cgroups"}
@@ -71,12 +71,12 @@ func runP08(ctx context.Context, e *Env) Result {
 	// A provider this binary does not have: refused, never run elsewhere.
 	wd := e.TempDir("p08-prov")
 	mk := filepath.Join(wd, "marker")
-	o, err := e.rawCorral(ctx, rawRun{Policy: e.policyFor(pol{}), Workdir: wd, Flags: []string{"--provider", "docker"},
+	o, err := e.rawCorral(ctx, rawRun{Policy: e.policyFor(pol{}), Workdir: wd, Flags: []string{"--provider", "vmware"},
 		Args: []string{e.Bin, "__probe", "write", mk}}, 0)
 	if err != nil {
-		failNow(e, &r, "--provider docker", err)
+		failNow(e, &r, "--provider vmware", err)
 	} else {
-		e.Check(&r, "--provider docker (not available here)", brief(o), o.Code != 0 && !hostExists(mk), "a missing provider did not refuse the run: the command ran")
+		e.Check(&r, "--provider vmware (not in this build)", brief(o), o.Code == 121 && !hostExists(mk), "a missing provider did not refuse the run with 121 unavailable")
 	}
 	// Real unavailability: cgroups for a user they are not delegated to.
 	if !e.cgroupsUsable() {

@@ -16,9 +16,9 @@ import (
 )
 
 func init() {
-	Register(Case{ID: "P05", Title: "network off", Applies: linuxOnly, Run: runP05})
-	Register(Case{ID: "P07", Title: "cross-sandbox", Applies: linuxOnly, Run: runP07})
-	Register(Case{ID: "P15", Title: "privileged unix sockets", Applies: linuxOnly, Run: runP15})
+	Register(Case{ID: "P05", Title: "network off", Applies: linuxKernel, Run: runP05})
+	Register(Case{ID: "P07", Title: "cross-sandbox", Applies: linuxKernel, Run: runP07})
+	Register(Case{ID: "P15", Title: "privileged unix sockets", Applies: linuxKernel, Run: runP15})
 }
 
 // P05: net: none; UDP and TCP to port 53, TCP to an IPv4 and an IPv6

@@ -25,14 +25,14 @@ import (
 )
 
 func init() {
-	Register(Case{ID: "P04", Title: "child processes", Applies: linuxOnly, Run: runP04})
-	Register(Case{ID: "P06", Title: "secrets", Applies: linuxOnly, Run: runP06})
-	Register(Case{ID: "P09", Title: "cleanup", Applies: linuxOnly, Run: runP09})
-	Register(Case{ID: "P10", Title: "terminal injection", Applies: linuxOnly, Run: runP10})
-	Register(Case{ID: "P11", Title: "debugging other processes", Applies: linuxOnly, Run: runP11})
+	Register(Case{ID: "P04", Title: "child processes", Applies: linuxKernel, Run: runP04})
+	Register(Case{ID: "P06", Title: "secrets", Applies: linuxKernel, Run: runP06})
+	Register(Case{ID: "P09", Title: "cleanup", Applies: linuxKernel, Run: runP09})
+	Register(Case{ID: "P10", Title: "terminal injection", Applies: linuxKernel, Run: runP10})
+	Register(Case{ID: "P11", Title: "debugging other processes", Applies: linuxKernel, Run: runP11})
 	Register(Case{ID: "P12", Title: "resource exhaustion", Applies: appliesP12, Run: runP12})
-	Register(Case{ID: "P13", Title: "procfs", Applies: linuxOnly, Run: runP13})
-	Register(Case{ID: "P14", Title: "alternate syscall paths", Applies: linuxOnly, Run: runP14})
+	Register(Case{ID: "P13", Title: "procfs", Applies: linuxKernel, Run: runP13})
+	Register(Case{ID: "P14", Title: "alternate syscall paths", Applies: linuxKernel, Run: runP14})
 }
 
 // statusOK checks one descendant's status fields: seccomp filtering, no
@@ -355,7 +355,7 @@ func runP11(ctx context.Context, e *Env) Result {
 }
 
 func appliesP12(e *Env) (bool, string) {
-	if ok, why := linuxOnly(e); !ok {
+	if ok, why := linuxKernel(e); !ok {
 		return ok, why
 	}
 	if !e.Root && (e.st == nil || !e.st.run.cgroupsOK[e.Provider]) {

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,9 +42,10 @@ func failNow(e *Env, r *Result, attempt string, err error) {
 	e.Check(r, attempt, "error: "+err.Error(), false, attempt+": "+err.Error())
 }
 
-// linuxOnly is the Applies of cases that use linux-specific mechanisms.
-func linuxOnly(e *Env) (bool, string) {
-	if e.Provider != "linux" {
+// linuxKernel is the Applies of cases that need a Linux kernel under the
+// sandbox: the linux and docker providers.
+func linuxKernel(e *Env) (bool, string) {
+	if e.Provider != "linux" && e.Provider != "docker" {
 		return false, "not applicable to provider " + e.Provider
 	}
 	return true, ""
@@ -430,6 +432,9 @@ func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 	}
 	if r.Workdir != "" {
 		args = append(args, "-C", r.Workdir)
+	}
+	if !slices.Contains(r.Flags, "--provider") {
+		args = append(args, "--provider", e.Provider)
 	}
 	args = append(args, r.Flags...)
 	args = append(args, "--")

@@ -434,6 +434,7 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 	if err := os.Chmod(filepath.Join(e.Home, ".ssh"), 0o700); err != nil {
 		return nil, err
 	}
+	e.handOver(dir)
 	return e, nil
 }
 
@@ -519,7 +520,32 @@ func (e *Env) TempDir(name string) string {
 	if err := os.Chmod(d, 0o755); err != nil {
 		panic(fmt.Sprintf("TempDir(%q): %v", name, err))
 	}
+	e.handOver(d)
 	return d
+}
+
+// dockerOwner is the uid and gid that own a case's files when root
+// qualifies the docker provider: Docker has no idmapped mounts, so a
+// root-owned read-write grant is not writable by the workload (never
+// root); with the workdir owned by nobody the workload runs as nobody, as
+// it does for a user's own project.
+const dockerOwner = 65534
+
+// handOver gives path (and what is below it) to dockerOwner when root
+// qualifies the docker provider; otherwise it does nothing.
+func (e *Env) handOver(path string) {
+	if e.Provider != "docker" || !e.Root {
+		return
+	}
+	_ = filepath.WalkDir(path, func(p string, _ os.DirEntry, err error) error {
+		if err == nil {
+			err = os.Lchown(p, dockerOwner, dockerOwner)
+		}
+		if err != nil {
+			panic(fmt.Sprintf("hand %s to uid %d: %v", p, dockerOwner, err))
+		}
+		return nil
+	})
 }
 
 // WriteFile writes content to path (creating parent dirs 0755) with mode.
@@ -534,6 +560,7 @@ func (e *Env) WriteFile(path, content string, mode os.FileMode) {
 	if err := os.Chmod(path, mode); err != nil {
 		panic(err)
 	}
+	e.handOver(path)
 }
 
 // Marker returns a fresh unique string for the case to put in the command

@@ -78,7 +78,8 @@ type ShimSpec struct {
 	SeccompRequired bool          `json:"seccomp_required"`
 	Nofile          uint64        `json:"nofile,omitempty"`
 	Nproc           uint64        `json:"nproc,omitempty"`
-	ProxyPort       int           `json:"proxy_port,omitempty"` // init forwards 127.0.0.1:ProxyPort to EgressSocket
+	ProxyPort       int           `json:"proxy_port,omitempty"`  // init forwards 127.0.0.1:ProxyPort to EgressSocket
+	FaultLayer      string        `json:"fault_layer,omitempty"` // provider.FaultEnv: this layer fails on apply (tests)
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral

@@ -100,6 +100,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		_ = s.Deprovision(c)
 		return nil, provider.Errorf(provider.CodeProvisionFailed, "docker: %v", err)
 	}
+	if f := os.Getenv(provider.FaultEnv); f != "" {
+		cp := *spec // the plan stays as mapped
+		cp.Shim.FaultLayer = f
+		cp.Cgroups = cp.Cgroups && f != string(policy.LayerCgroups)
+		s.spec = &cp
+	}
 	if err := s.prepareState(); err != nil {
 		return fail(err)
 	}
@@ -305,6 +311,8 @@ type initHello struct {
 	Error    string `json:"error,omitempty"`
 	Layer    string `json:"layer,omitempty"`
 	Landlock int    `json:"landlock_abi"` // the ABI the shim sees inside (its syscalls pass the profile)
+	// Skipped lists optional layers init could not apply: layer -> why.
+	Skipped map[string]string `json:"skipped,omitempty"`
 }
 
 // Start starts the container and waits for corral's init to report; then
@@ -429,7 +437,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if spec.Stdin != nil {
 		go func() {
 			_, _ = io.Copy(att.Conn, spec.Stdin)
-			_ = att.CloseWrite()
+			if !spec.TTY { // with a terminal, Docker ends the whole stream on stdin's EOF, output and all
+				_ = att.CloseWrite()
+			}
 		}()
 	}
 	if spec.TTY && spec.Resize != nil {

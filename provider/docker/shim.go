@@ -19,6 +19,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/internal/seccomp"
+	"github.com/corral-sandbox/corral/provider"
 )
 
 // The hidden subcommands corral runs as inside a container.
@@ -64,19 +65,43 @@ func InitMain() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	hello := initHello{Landlock: landlock.ABI()}
+	hello := initHello{Landlock: landlock.ABI(), Skipped: map[string]string{}}
+	fault := func(layer string) error {
+		if spec.FaultLayer == layer {
+			return fmt.Errorf("fault injected (%s=%s)", provider.FaultEnv, layer)
+		}
+		return nil
+	}
+	// layer records a layer that could not be applied: an error when
+	// required, else skipped.
+	layer := func(name string, required bool, err error) {
+		if err == nil || hello.Error != "" {
+			return
+		}
+		if required {
+			hello.Error, hello.Layer = err.Error(), name
+		} else {
+			hello.Skipped[name] = err.Error()
+		}
+	}
 	if spec.ProxyPort != 0 {
 		if err := forwardEgress(spec.ProxyPort); err != nil {
 			hello.Error = "egress forwarder: " + err.Error()
 		}
 	}
-	if hello.Error == "" && spec.Seccomp {
-		if err := seccomp.Install(); err != nil && spec.SeccompRequired {
-			hello.Error, hello.Layer = err.Error(), "seccomp"
+	if spec.Seccomp {
+		err := fault("seccomp")
+		if err == nil {
+			err = seccomp.Install()
 		}
+		layer("seccomp", spec.SeccompRequired, err)
 	}
-	if hello.Error == "" && spec.Landlock.Enabled && spec.Landlock.Required && hello.Landlock < 1 {
-		hello.Error, hello.Layer = "Landlock is not usable inside the container (ABI 0)", "landlock"
+	if spec.Landlock.Enabled {
+		err := fault("landlock")
+		if err == nil && hello.Landlock < 1 {
+			err = errors.New("Landlock is not usable inside the container (ABI 0)")
+		}
+		layer("landlock", spec.Landlock.Required, err)
 	}
 	b, _ := json.Marshal(hello)
 	if _, err := ctl.Write(append(b, '\n')); err != nil || hello.Error != "" {
@@ -164,14 +189,16 @@ func ExecMain(args []string) {
 	if err != nil {
 		fail(125, "start_failed: %v", err)
 	}
-	if spec.Landlock.Enabled {
+	// A faulted layer got this far only as optional (init refused it
+	// when required): it is skipped, as Start reported.
+	if spec.Landlock.Enabled && spec.FaultLayer != "landlock" {
 		ll := spec.Landlock
 		ll.RODirs, ll.ROFiles, ll.RWDirs, ll.RWFiles = existing(ll.RODirs), existing(ll.ROFiles), existing(ll.RWDirs), existing(ll.RWFiles)
 		if _, err := landlock.Apply(ll); err != nil && ll.Required {
 			fail(125, "start_failed: layer landlock: %v", err)
 		}
 	}
-	if spec.Seccomp {
+	if spec.Seccomp && spec.FaultLayer != "seccomp" {
 		if err := seccomp.Install(); err != nil && spec.SeccompRequired {
 			fail(125, "start_failed: layer seccomp: %v", err)
 		}

@@ -3,6 +3,7 @@
 package docker
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,8 +28,19 @@ func verify(plan *provider.Plan, sp *Spec, initPID int, hc *container.HostConfig
 		st := l
 		if st.State == provider.LayerActive {
 			detail, err := verifyLayer(l.Layer, sp, initPID, hc, hello)
+			if why, ok := hello.Skipped[string(l.Layer)]; ok {
+				err = errors.New(why)
+			} else if sp.Shim.FaultLayer == string(l.Layer) {
+				err = fmt.Errorf("fault injected (%s=%s)", provider.FaultEnv, l.Layer)
+			}
 			if err != nil {
 				if st.Required == policy.Required {
+					if firstErr == nil {
+						firstErr = provider.LayerError(provider.CodeStartFailed, string(l.Layer), err)
+					}
+					st.State = provider.LayerUnavailable
+				} else if l.Layer == policy.LayerNamespaces || l.Layer == policy.LayerMounts {
+					// Every other layer builds on them: never skipped.
 					if firstErr == nil {
 						firstErr = provider.LayerError(provider.CodeStartFailed, string(l.Layer), err)
 					}

@@ -29,10 +29,8 @@ import (
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
 )
 
-// FaultEnv names the environment variable that makes one layer fail when
-// applied, for testing fail-closed behaviour (P08, P16). It can only make a
-// run fail or drop a layer the policy already marked optional.
-const FaultEnv = "CORRAL_FAULT_LAYER"
+// FaultEnv is provider.FaultEnv.
+const FaultEnv = provider.FaultEnv
 
 // Sandbox is one Linux sandbox: a cgroup, and an init process in fresh
 // namespaces reached over a control socket.
