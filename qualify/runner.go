@@ -434,7 +434,6 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 	if err := os.Chmod(filepath.Join(e.Home, ".ssh"), 0o700); err != nil {
 		return nil, err
 	}
-	e.handOver(dir)
 	return e, nil
 }
 
@@ -520,7 +519,6 @@ func (e *Env) TempDir(name string) string {
 	if err := os.Chmod(d, 0o755); err != nil {
 		panic(fmt.Sprintf("TempDir(%q): %v", name, err))
 	}
-	e.handOver(d)
 	return d
 }
 
@@ -532,7 +530,8 @@ func (e *Env) TempDir(name string) string {
 const dockerOwner = 65534
 
 // handOver gives path (and what is below it) to dockerOwner when root
-// qualifies the docker provider; otherwise it does nothing.
+// qualifies the docker provider; otherwise it does nothing. The command
+// builders call it on the case dir before every corral run.
 func (e *Env) handOver(path string) {
 	if e.Provider != "docker" || !e.Root {
 		return
@@ -560,7 +559,6 @@ func (e *Env) WriteFile(path, content string, mode os.FileMode) {
 	if err := os.Chmod(path, mode); err != nil {
 		panic(err)
 	}
-	e.handOver(path)
 }
 
 // Marker returns a fresh unique string for the case to put in the command
@@ -804,6 +802,7 @@ func parseProbe(stdout string) *probe.Report {
 // [--policy FILE] -C WORKDIR [FLAGS] -- (Bin __probe PROBE... | ARGS...)`
 // with PATH, HOME=e.Home, LANG=C and r.Env, run from the case dir.
 func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
+	e.handOver(e.Dir)
 	args := []string{"run", "--provider", e.Provider}
 	if r.Policy != "" {
 		args = append(args, "--policy", e.PolicyPath(r.Policy))

@@ -12,6 +12,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/corral-sandbox/corral/internal/hostscan"
 	"github.com/corral-sandbox/corral/internal/identity"
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/policy"
@@ -318,6 +319,18 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, s
 	}
 	if sock := daemonSocket(); sock != "" && visible(r, sock) {
 		add(provider.SeverityError, "filesystem", coveringGrant(r, sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
+	}
+	budget := hostscan.Limit
+	for _, b := range spec.Binds {
+		if b.Mask || !b.Dir || slices.ContainsFunc(imageTrees, func(t string) bool { return b.Source == t || strings.HasPrefix(b.Source, t+"/") }) {
+			continue
+		}
+		for _, sock := range hostscan.Sockets(b.Source, &budget) {
+			spec.Binds = append(spec.Binds, Bind{Target: sock, ReadOnly: true, Mask: true, Field: b.Field + " (unix socket hidden)"})
+		}
+	}
+	if budget < 0 {
+		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets beyond them were not looked for (and could be connected to)", hostscan.Limit)
 	}
 	var nested []string
 	for _, b := range spec.Binds {

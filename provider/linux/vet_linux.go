@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/hostscan"
 )
 
 // Read-write trees are vetted on the host before they are granted: a
@@ -22,7 +24,7 @@ import (
 
 // vetLimit bounds the entries examined per run; beyond it an idmapped tree
 // is refused (it cannot be vetted), others get a warning.
-const vetLimit = 200_000
+const vetLimit = hostscan.Limit
 
 // mountInfo is one line of /proc/self/mountinfo (proc(5)).
 type mountInfo struct {
@@ -188,19 +190,9 @@ func systemTree(p string) bool {
 
 // vetSockets finds the unix sockets in a read-only tree.
 func vetSockets(m MountSpec, budget *int, res *vetResult) {
-	_ = filepath.WalkDir(m.Source, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		*budget--
-		if *budget < 0 {
-			return fs.SkipAll
-		}
-		if d.Type()&fs.ModeSocket != 0 {
-			res.readOnly = append(res.readOnly, socketMask(m, p))
-		}
-		return nil
-	})
+	for _, p := range hostscan.Sockets(m.Source, budget) {
+		res.readOnly = append(res.readOnly, socketMask(m, p))
+	}
 	if *budget < 0 {
 		res.warnings = append(res.warnings, fmt.Sprintf("%s has more than %d entries: unix sockets beyond them were not looked for", m.Source, vetLimit))
 	}
