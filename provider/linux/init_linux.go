@@ -53,6 +53,10 @@ func (e *layerErr) Error() string { return fmt.Sprintf("layer %s: %v", e.layer, 
 // It never returns.
 func InitMain() {
 	unix.CloseOnExec(ctlFD)
+	// Nothing else init inherited may reach the workload: a fork racing in
+	// the supervisor can hand init fds opened without O_CLOEXEC (Go's own
+	// syscall.writeIDMappings opens /proc/PID/{uid,gid}_map that way).
+	_ = unix.CloseRange(ctlFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
 	ctl := ctlFD
 	buf := make([]byte, 1<<20)
