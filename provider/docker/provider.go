@@ -142,13 +142,17 @@ func staticSelf() (string, error) {
 // Probe inspects the daemon. It never fails.
 func (p *Provider) Probe(ctx context.Context) provider.HostReport {
 	h := p.facts()
-	r := provider.HostReport{Provider: Name, Available: h.err == nil, Facts: map[string]string{
+	r := provider.HostReport{Provider: Name, Available: h.err == nil && h.binErr == nil, Facts: map[string]string{
 		"landlock_abi": strconv.Itoa(h.landlockABI),
 	}}
 	if h.err != nil {
 		r.Reason = h.err.Error()
 		r.Fixes = []string{"start the Docker daemon (dockerd) and make its socket reachable: run as root or as a member of the docker group"}
 		return r
+	}
+	if h.binErr != nil { // corral itself is every container's init
+		r.Reason = h.binErr.Error()
+		r.Fixes = []string{"CGO_ENABLED=0 go build ./cmd/corral"}
 	}
 	r.Facts["version"] = h.version
 	r.Facts["api_version"] = h.apiVersion
@@ -197,10 +201,10 @@ func (h *hostFacts) layerAvailability(req policy.Layers) []provider.LayerStatus 
 			}
 		case l == policy.LayerMounts:
 			st.Detail = "read-only image root, bind mounts, tmpfs /tmp and home"
+		case h.binErr != nil:
+			st.State, st.Detail = provider.LayerUnavailable, h.binErr.Error()
 		case l == policy.LayerLandlock:
-			if h.binErr != nil {
-				st.State, st.Detail = provider.LayerUnavailable, h.binErr.Error()
-			} else if h.landlockABI < 1 {
+			if h.landlockABI < 1 {
 				st.State, st.Detail = provider.LayerUnavailable, "kernel has no Landlock (ABI 0)"
 			} else {
 				st.Detail = fmt.Sprintf("landlock ABI %d, applied by corral's shim inside", h.landlockABI)
@@ -208,8 +212,6 @@ func (h *hostFacts) layerAvailability(req policy.Layers) []provider.LayerStatus 
 		case l == policy.LayerSeccomp:
 			if !h.seccomp {
 				st.State, st.Detail = provider.LayerUnavailable, "the daemon has no seccomp support"
-			} else if h.binErr != nil {
-				st.State, st.Detail = provider.LayerUnavailable, h.binErr.Error()
 			} else {
 				st.Detail = "moby's default profile + corral's filter"
 			}
