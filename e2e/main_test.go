@@ -39,6 +39,7 @@ type ident struct {
 	name     string // "root" or "user"
 	uid, gid int
 	home     string
+	groups   []uint32 // supplementary groups corral runs with (none by default)
 }
 
 func (id *ident) isRoot() bool { return id.uid == 0 }
@@ -382,7 +383,7 @@ func (r run) command(ctx context.Context) *exec.Cmd {
 	}, r.env...)
 	cmd.Dir = baseDir
 	if r.id.uid != os.Geteuid() {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(r.id.uid), Gid: uint32(r.id.gid), Groups: []uint32{}}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(r.id.uid), Gid: uint32(r.id.gid), Groups: append([]uint32{}, r.id.groups...)}}
 	}
 	cmd.ExtraFiles = r.extra
 	cmd.WaitDelay = 5 * time.Second
