@@ -273,6 +273,10 @@ else
 			--cap-drop ALL --security-opt no-new-privileges "$image" >>"$tmp/cmd/docker"
 		note docker "docker run --rm with a locally imported image, --network none --read-only, tmpfs /tmp and home, workdir bind-mounted (.git read-only), --memory 2g --pids-limit 1024 --cpus 2, nofile 4096, no capabilities, no-new-privileges, default seccomp profile"
 		note docker "cannot match: whole image visible (not only system dirs); workload runs as root in the container (no user-namespace remap set up here); no Landlock; a daemon does the work, so the time includes the client/daemon round trips and peak RSS is the docker CLI's, not the container's"
+		# Corral's own docker provider on the same image: the same policy
+		# as the corral column, in a container.
+		setcmd corral-docker "$tmp/corral" run --provider docker --image "$image" -C "$wd" --
+		note corral-docker "corral run --provider docker --image $image: built-in default policy in a container (read-only image root serving /usr and /etc, workdir bound read-write with .git read-only, tmpfs /tmp and home, network none, cgroup limits, no capabilities, no-new-privileges, moby's default seccomp profile + corral's filter and Landlock applied by corral's shim); each run creates, starts, execs in, kills and removes a container, and verifies the layers from outside; peak RSS is corral's (the supervisor), not the container's"
 	fi
 fi
 
@@ -294,14 +298,14 @@ import datetime, json, os, statistics, subprocess, sys, time
 E = os.environ
 tmp, wd = E["TMPD"], E["WD"]
 RUNS, WARMUP, MEM_RUNS = int(E["RUNS"]), int(E["WARMUP"]), int(E["MEM_RUNS"])
-ORDER = ["host", "corral", "bwrap", "firejail", "srt", "docker"]
-PEERS = ["bwrap", "firejail", "srt", "docker"]
+ORDER = ["host", "corral", "bwrap", "firejail", "srt", "docker", "corral-docker"]
+PEERS = ["bwrap", "firejail", "srt", "docker", "corral-docker"]
 # bwrap's outer process never reaps the workload (it runs in bwrap's pid
 # namespace), so its %M does not include the workload: checked with a
 # python3 that touches 200 MiB, which shows ~200 MiB on the host, under
 # corral and under firejail, and ~2 MiB under bwrap. srt runs bwrap, so
 # its %M is node's own RSS only.
-RSS_PARTIAL = {"bwrap", "srt", "docker"}
+RSS_PARTIAL = {"bwrap", "srt", "docker", "corral-docker"}
 WORKLOADS = [
     ("true", ["/usr/bin/true"]),
     ("sh -c 'ls -R /usr/share/doc'", ["/bin/sh", "-c", "ls -R /usr/share/doc >/dev/null"]),
@@ -436,6 +440,17 @@ for w, _ in WORKLOADS:
     over = f"+{c - h:.1f} ms" if c is not None and h is not None else "—"
     L.append(f"| `{w}` | " + " | ".join(ratio(w, p) for p in peers) + f" | {over} |")
 L.append("")
+if "corral-docker" in shown and "docker" in shown:
+    L.append("corral's docker provider against `docker run --rm` with the same image (corral-docker median / docker median):")
+    L.append("")
+    L.append("| workload | corral-docker/docker | corral-docker/corral |")
+    L.append("|---|---:|---:|")
+    for w, _ in WORKLOADS:
+        def r2(a, b):
+            x, y = med(a, w), med(b, w)
+            return f"{x / y:.2f}x" if x and y and not fails.get((a, w)) and not fails.get((b, w)) else "—"
+        L.append(f"| `{w}` | {r2('corral-docker', 'docker')} | {r2('corral-docker', 'corral')} |")
+    L.append("")
 L.append("How each tool was configured, and where a peer cannot match corral's default policy:")
 L.append("")
 for t in shown:

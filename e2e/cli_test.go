@@ -116,7 +116,7 @@ func TestCLIPolicyExplain(t *testing.T) {
 // whether the default policy is enforceable, as text and JSON.
 func TestCLIVersionAndDoctor(t *testing.T) {
 	out, _, code := cli(t, "version")
-	if code != 0 || !strings.Contains(out, "providers: linux, mxc") || !strings.Contains(out, "go: go1.") {
+	if code != 0 || !strings.Contains(out, "providers: linux, docker, mxc") || !strings.Contains(out, "go: go1.") {
 		t.Errorf("version: exit %d\n%s", code, out)
 	}
 	out, _, code = cli(t, "doctor", "-o", "json")
@@ -129,11 +129,11 @@ func TestCLIVersionAndDoctor(t *testing.T) {
 			DefaultPolicy string            `json:"default_policy"`
 		} `json:"providers"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Providers) != 2 || rep.Providers[1].Provider != "mxc" {
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Providers) != 3 || rep.Providers[1].Provider != "docker" || rep.Providers[2].Provider != "mxc" {
 		t.Fatalf("doctor -o json: exit %d\n%s", code, out)
 	}
-	if rep.Providers[1].Available { // no wxc-exec on this host
-		t.Errorf("mxc reported available without wxc-exec: %+v", rep.Providers[1])
+	if rep.Providers[2].Available { // no wxc-exec on this host
+		t.Errorf("mxc reported available without wxc-exec: %+v", rep.Providers[2])
 	}
 	p := rep.Providers[0]
 	if p.Provider != "linux" || p.Facts["kernel"] == "" || p.Facts["landlock_abi"] == "" || rep.Host["docker_socket"] == "" {
