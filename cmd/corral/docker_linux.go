@@ -25,7 +25,8 @@ func newGCCmd() *cobra.Command {
 		Long: `Remove the containers (and their state directories) of docker sandboxes
 whose corral is no longer running: a corral killed with SIGKILL leaves its
 container behind. Every corral run --provider docker does this too before it
-creates its own container. Containers of running corrals are never touched.
+creates its own container. Containers of running corrals are never touched,
+and an unprivileged user removes only its own.
 
 Exit status: 0, 121 when the Docker daemon cannot be reached, 119 when a
 container could not be removed.`,

@@ -5,6 +5,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,8 @@ type Removed struct {
 // Sweep removes Corral's containers (label LabelSandbox) whose supervisor
 // is gone — its pid is not running, or runs a process with another start
 // time — with their state dirs. Containers of live supervisors are left
-// alone, whoever's they are. It returns what it removed.
+// alone; an unprivileged caller sweeps only its own (those whose state dir
+// is under its state base). It returns what it removed.
 func Sweep(ctx context.Context) ([]Removed, error) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -37,6 +39,9 @@ func Sweep(ctx context.Context) ([]Removed, error) {
 	}
 	var out []Removed
 	for _, c := range list.Items {
+		if os.Getuid() != 0 && !strings.HasPrefix(c.Labels[LabelState], stateBase()+"/") {
+			continue // another user's: their corral may be hidden from us (hidepid)
+		}
 		alive, why := ownerAlive(c.Labels[LabelOwner])
 		if alive {
 			continue
@@ -68,6 +73,9 @@ func ownerAlive(label string) (bool, string) {
 	}
 	now := startTime(pid)
 	if now == 0 {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			return true, "" // there, but its stat is hidden from us (hidepid): never remove a maybe-live sandbox
+		}
 		return false, fmt.Sprintf("its corral (pid %d) has ended", pid)
 	}
 	if now != start {

@@ -430,8 +430,16 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	defer att.Close()
 	if spec.Started != nil {
-		if in, err := s.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{}); err == nil && in.PID != 0 {
-			spec.Started(in.PID)
+		// The exec starts with the attach; its pid shows a moment later.
+		for i := 0; i < 50; i++ {
+			in, err := s.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+			if err != nil || in.PID != 0 || (!in.Running && i > 0) {
+				if err == nil && in.PID != 0 {
+					spec.Started(in.PID)
+				}
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	if spec.Stdin != nil {
