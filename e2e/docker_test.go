@@ -139,7 +139,54 @@ ls ~/.ssh 2>/dev/null && echo HOME-VISIBLE; cat /etc/shadow && echo SHADOW; read
 		}
 		res = corral(t, run{id: id, workdir: wd, flags: []string{"--provider", "docker"}, args: []string{"no-such-command-xyz"}})
 		assertCode(t, res, 127)
+		// The exit status is the command's, whatever its output does: a
+		// child keeping stdout open, a command that closed it early.
+		res = corral(t, run{id: id, workdir: wd, flags: []string{"--provider", "docker"}, args: sh("sleep 300 & exit 3"), timeout: 20 * time.Second})
+		assertCode(t, res, 3)
+		res = corral(t, run{id: id, workdir: wd, flags: []string{"--provider", "docker"}, args: sh("exec >/dev/null 2>&1; sleep 1; exit 4")})
+		assertCode(t, res, 4)
 	})
+}
+
+// The sandbox's egress socket on the host serves only the container's
+// processes: another host process that connects is turned away without an
+// answer. (The control socket is gone once init has reported.)
+func TestDockerSocketsRefuseStrangers(t *testing.T) {
+	id := dockerIdents(t)[0]
+	if !id.isRoot() {
+		t.Skip("the state dir of an unprivileged caller is private to it")
+	}
+	wd := dockerWorkdir(t, id, "dsock")
+	pol := writePolicy(t, id, policy{Network: "proxy", NetRules: "  allow: [{host: example.test}]\n"})
+	m := uniqueSleep(300)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := run{id: id, policy: pol, workdir: wd, flags: []string{"--provider", "docker"}, args: []string{"sleep", m}}.command(ctx)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitProcs(t, m, 20*time.Second)
+	socks, _ := filepath.Glob("/run/corral/docker/corral-*/egress.sock")
+	if len(socks) == 0 {
+		t.Fatal("no egress socket in /run/corral/docker")
+	}
+	for _, p := range socks {
+		c, err := net.Dial("unix", p)
+		if err != nil {
+			continue // gone with another test's sandbox
+		}
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		fmt.Fprintf(c, "CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n")
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		c.Close()
+		if n > 0 {
+			t.Errorf("%s answered a host process: %q", p, buf[:n])
+		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Errorf("%s kept a host process's connection open", p)
+		}
+	}
 }
 
 // Timeout, signals and a killed supervisor: nothing keeps running and no

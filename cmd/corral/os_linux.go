@@ -33,7 +33,7 @@ func osEntry() {
 		linux.HoldMain()
 	}
 	if len(os.Args) > 1 && os.Args[1] == docker.InitArg {
-		docker.InitMain()
+		docker.InitMain(os.Args[2:])
 	}
 	if len(os.Args) > 1 && os.Args[1] == docker.ExecArg {
 		docker.ExecMain(os.Args[2:])

@@ -59,17 +59,24 @@ func Sweep(ctx context.Context) ([]Removed, error) {
 	return out, nil
 }
 
-// ownerAlive reads a LabelOwner value ("PID START") and reports whether
-// that process still runs, with the reason when it does not.
+// ownerAlive reads a LabelOwner value (ownerLabel) and reports whether
+// that process may still run, with the reason when it does not. An owner
+// in another pid namespace cannot be checked from here and counts as alive.
 func ownerAlive(label string) (bool, string) {
 	f := strings.Fields(label)
-	if len(f) != 2 {
+	if len(f) != 4 {
 		return false, fmt.Sprintf("no valid owner label (%q)", label)
 	}
 	pid, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseUint(f[1], 10, 64)
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return false, fmt.Sprintf("no valid owner label (%q)", label)
+	}
+	if f[2] != bootID() {
+		return false, "its corral ran before the machine last booted"
+	}
+	if f[3] != pidNS() {
+		return true, ""
 	}
 	now := startTime(pid)
 	if now == 0 {

@@ -16,8 +16,14 @@ func TestOwnerAlive(t *testing.T) {
 	if ok, why := ownerAlive(ownerLabel(os.Getpid())); !ok {
 		t.Errorf("this process is not alive: %s", why)
 	}
-	if ok, _ := ownerAlive(fmt.Sprintf("%d %d", os.Getpid(), startTime(os.Getpid())+1)); ok {
+	if ok, _ := ownerAlive(fmt.Sprintf("%d %d %s %s", os.Getpid(), startTime(os.Getpid())+1, bootID(), pidNS())); ok {
 		t.Error("a reused pid (other start time) counts as the owner")
+	}
+	if ok, _ := ownerAlive(fmt.Sprintf("%d %d %s %s", os.Getpid(), startTime(os.Getpid()), "another-boot", pidNS())); ok {
+		t.Error("an owner from before a reboot counts as alive")
+	}
+	if ok, _ := ownerAlive(fmt.Sprintf("%d %d %s %s", 999999999, 1, bootID(), "pid:[1]")); !ok {
+		t.Error("an owner in another pid namespace (unknowable here) is taken for ended")
 	}
 	cmd := exec.Command("true")
 	if err := cmd.Start(); err != nil {
@@ -30,7 +36,7 @@ func TestOwnerAlive(t *testing.T) {
 	} else if why == "" {
 		t.Error("no reason given")
 	}
-	for _, bad := range []string{"", "x y", "12", "-1 5"} {
+	for _, bad := range []string{"", "x y", "12", "-1 5 a b", "1 2"} {
 		if ok, _ := ownerAlive(bad); ok {
 			t.Errorf("label %q counts as alive", bad)
 		}

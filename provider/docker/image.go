@@ -46,6 +46,7 @@ func BuildBase(ctx context.Context, tag, busybox string) (string, error) {
 		return "", err
 	}
 	pr, pw := io.Pipe()
+	defer pr.Close() // if the import fails early, the writer stops too
 	go func() { pw.CloseWithError(writeBaseTar(pw, bb, strings.Fields(string(list)))) }()
 	cli, err := client.New(client.FromEnv)
 	if err != nil {

@@ -23,10 +23,8 @@ import (
 const (
 	// BinPath is corral's own static binary (init and exec shim).
 	BinPath = "/.corral/corral"
-	// RunDir holds the shim's spec and the supervisor's sockets.
+	// RunDir holds the supervisor's sockets (and the mask sources).
 	RunDir = "/.corral/run"
-	// SpecFile is the shim's spec, JSON (ShimSpec).
-	SpecFile = RunDir + "/spec.json"
 	// EgressSocket is the supervisor's egress proxy (network proxy).
 	EgressSocket = RunDir + "/egress.sock"
 	// ControlSocket is the supervisor's end of init's lifeline.
@@ -71,8 +69,9 @@ type Tmpfs struct {
 	Size int64  `json:"size,omitempty"` // bytes; 0: Docker's default
 }
 
-// ShimSpec is what corral's init and exec shim read inside the container
-// (SpecFile).
+// ShimSpec is what corral's init and exec shim apply inside the container,
+// passed to each as a JSON argument (never read from a path a process
+// outside corral could replace).
 type ShimSpec struct {
 	Landlock        landlock.Spec `json:"landlock"`
 	Seccomp         bool          `json:"seccomp"`
@@ -87,6 +86,7 @@ type ShimSpec struct {
 // creates.
 type Spec struct {
 	Image    string   `json:"image"`
+	ImageID  string   `json:"image_id"` // the image Map inspected; the container is created from it
 	UID      int      `json:"uid"`
 	GID      int      `json:"gid"`
 	Hostname string   `json:"hostname"`
@@ -135,8 +135,8 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityInfo, "layers", field, "docker always applies %s", st.Layer)
 		}
 	}
-	if h.err == nil && !h.userns {
-		add(provider.SeverityInfo, "layers", "layers.namespaces", "no user namespace: the workload's uid inside is the same uid on the host (Docker's default; the daemon's userns-remap would change it)")
+	if h.err == nil {
+		add(provider.SeverityInfo, "layers", "layers.namespaces", "no user namespace: the workload's uid inside is the same uid on the host")
 	}
 	spec := &Spec{
 		Image:    imageOf(r),
@@ -159,7 +159,18 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		Nofile:          uint64(r.Limits.Nofile),
 	}
 	if h.err == nil {
-		if _, err := h.cli.ImageInspect(ctx, spec.Image); err != nil {
+		img, err := h.cli.ImageInspect(ctx, spec.Image)
+		if err == nil {
+			spec.ImageID = img.ID
+			if img.Config != nil && len(img.Config.Volumes) > 0 {
+				var vols []string
+				for v := range img.Config.Volumes {
+					vols = append(vols, v)
+				}
+				slices.Sort(vols)
+				add(provider.SeverityError, "docker", "docker.image", "image %s declares volumes (%s): Docker would give the container writable areas the policy does not grant; use an image without VOLUME", spec.Image, strings.Join(vols, ", "))
+			}
+		} else {
 			field := "docker.image"
 			fix := "pull or build it yourself"
 			if spec.Image == policy.DefaultDockerImage {
@@ -322,7 +333,9 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, s
 	}
 	budget := hostscan.Limit
 	for _, b := range spec.Binds {
-		if b.Mask || !b.Dir || slices.ContainsFunc(imageTrees, func(t string) bool { return b.Source == t || strings.HasPrefix(b.Source, t+"/") }) {
+		// Read-only system trees hold no sockets worth a walk; every
+		// other bound tree is searched.
+		if b.Mask || !b.Dir || (b.ReadOnly && slices.ContainsFunc(imageTrees, func(t string) bool { return b.Source == t || strings.HasPrefix(b.Source, t+"/") })) {
 			continue
 		}
 		for _, sock := range hostscan.Sockets(b.Source, &budget) {

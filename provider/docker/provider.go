@@ -59,8 +59,8 @@ type hostFacts struct {
 	binErr      error  // why it cannot be (not static)
 }
 
-// New returns the docker provider. The daemon is found as the Docker CLI
-// finds it: DOCKER_HOST, else the local socket /var/run/docker.sock.
+// New returns the docker provider. The daemon is DOCKER_HOST, else the
+// local socket /var/run/docker.sock (Docker CLI contexts are not read).
 func New() *Provider { return &Provider{} }
 
 func (p *Provider) Name() string { return Name }
@@ -110,6 +110,12 @@ func (p *Provider) facts() *hostFacts {
 			case o == "name=rootless":
 				h.rootless = true
 			}
+		}
+		if h.userns || h.rootless {
+			// Uids inside are not host uids: the workload's identity,
+			// the ownership of bound trees and the verification from
+			// outside would all be wrong.
+			h.err = fmt.Errorf("the daemon remaps users (userns-remap or rootless): not supported; use a daemon without it")
 		}
 	})
 	return &p.host
@@ -196,9 +202,6 @@ func (h *hostFacts) layerAvailability(req policy.Layers) []provider.LayerStatus 
 			st.State, st.Detail = provider.LayerUnavailable, "docker: "+h.err.Error()
 		case l == policy.LayerNamespaces:
 			st.Detail = "container mount, pid, ipc, uts, net, cgroup namespaces (no user namespace)"
-			if h.userns {
-				st.Detail = "container namespaces with the daemon's user namespace (userns-remap)"
-			}
 		case l == policy.LayerMounts:
 			st.Detail = "read-only image root, bind mounts, tmpfs /tmp and home"
 		case h.binErr != nil:

@@ -47,17 +47,19 @@ const readyTimeout = 20 * time.Second
 
 // Sandbox is one container.
 type Sandbox struct {
-	cli      *client.Client
-	plan     *provider.Plan
-	spec     *Spec
-	id       string // sandbox id (also the container name)
-	cid      string // container id
-	state    string // host state dir
-	control  *net.UnixListener
-	egress   *net.UnixListener
-	lifeline net.Conn // init's connection; closing it stops init
-	initPID  int
-	layers   []provider.LayerStatus
+	cli     *client.Client
+	plan    *provider.Plan
+	spec    *Spec
+	id      string // sandbox id (also the container name)
+	cid     string // container id
+	state   string // host state dir
+	control *net.UnixListener
+	egress  *net.UnixListener
+	// egressPeers serves egress to the container's processes only.
+	egressPeers *peerListener
+	lifeline    net.Conn // init's connection; closing it stops init
+	initPID     int
+	layers      []provider.LayerStatus
 
 	mu      sync.Mutex
 	stopped bool
@@ -73,6 +75,38 @@ func stateBase() string {
 		return filepath.Join(d, "corral", "docker")
 	}
 	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "docker")
+}
+
+// makeStateBase creates stateBase's own components (those below /run,
+// $XDG_RUNTIME_DIR or /tmp) and checks each is a real directory owned by
+// this uid that nobody else can write: no one may swap a sandbox's state
+// dir (its mask sources, its sockets) between Provision and Start.
+func makeStateBase() (string, error) {
+	base := stateBase()
+	var parts []string
+	for d := base; ; d = filepath.Dir(d) {
+		if d == "/run" || d == os.Getenv("XDG_RUNTIME_DIR") || d == filepath.Clean(os.TempDir()) || d == "/" {
+			break
+		}
+		parts = append([]string{d}, parts...)
+	}
+	for _, d := range parts {
+		mode := os.FileMode(0o755)
+		if os.Getuid() != 0 {
+			mode = 0o700
+		}
+		if err := os.Mkdir(d, mode); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(d, &st); err != nil {
+			return "", err
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Getuid() || st.Mode&0o022 != 0 {
+			return "", fmt.Errorf("state directory %s is not a directory of uid %d that only it can write (mode %o, owner %d): remove it", d, os.Getuid(), st.Mode&0o7777, st.Uid)
+		}
+	}
+	return base, nil
 }
 
 // Provision creates the state dir (spec, mask sources, the sockets) and
@@ -115,31 +149,27 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	}
 	res, err := h.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: s.id, Config: cfg, HostConfig: hcfg})
 	if err != nil {
+		s.cid = s.id // the daemon may have created it all the same: removed by name
 		return fail(fmt.Errorf("create container: %w", err))
 	}
 	s.cid = res.ID
 	return s, nil
 }
 
-// prepareState makes the state dir: spec.json, the empty mask sources and
-// the listening sockets. The dir is 0755 and its sockets 0666 so the
-// workload's uid reaches them; nothing in it is secret.
+// prepareState makes the state dir: the empty mask sources and the
+// listening sockets. The dir is 0755 and its sockets 0666 so the workload's
+// uid reaches them through the container's read-only bind; who connects is
+// checked (peer credentials, see Start and peerListener).
 func (s *Sandbox) prepareState() error {
-	base := stateBase()
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
-	}
-	s.state = filepath.Join(base, s.id)
-	if err := os.Mkdir(s.state, 0o755); err != nil {
-		return err
-	}
-	data, err := json.Marshal(s.spec.Shim)
+	base, err := makeStateBase()
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(s.state, "spec.json"), data, 0o644); err != nil {
+	state := filepath.Join(base, s.id)
+	if err := os.Mkdir(state, 0o755); err != nil {
 		return err
 	}
+	s.state = state
 	// Mask sources: made here, fresh (O_EXCL, in a dir just created),
 	// empty and mode 000, never a path inside the image.
 	masks := filepath.Join(s.state, "masks")
@@ -206,14 +236,24 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 	if err != nil {
 		return nil, nil, err
 	}
+	shim, err := json.Marshal(sp.Shim)
+	if err != nil {
+		return nil, nil, err
+	}
+	image := sp.Image
+	if sp.ImageID != "" {
+		image = sp.ImageID // the image Map checked, even if the tag moved since
+	}
 	cfg := &container.Config{
-		Image:      sp.Image,
+		Image:      image,
 		Hostname:   sp.Hostname,
 		User:       fmt.Sprintf("%d:%d", sp.UID, sp.GID),
 		Env:        sp.Env,
 		WorkingDir: sp.Workdir,
-		Entrypoint: []string{BinPath, InitArg},
+		Entrypoint: []string{BinPath, InitArg, string(shim)},
 		Cmd:        []string{},
+		// An image's HEALTHCHECK would be exec'd without corral's shim.
+		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 		Labels: map[string]string{
 			LabelSandbox: s.id,
 			LabelPolicy:  s.plan.Policy.Hash,
@@ -279,11 +319,30 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 	return cfg, hc, nil
 }
 
-// ownerLabel is "PID START" of process pid, START being its start time in
-// clock ticks since boot (proc(5), /proc/PID/stat field 22), so that a
-// reused pid is not taken for the supervisor.
+// ownerLabel is "PID START BOOT PIDNS" for process pid: START its start
+// time in clock ticks since boot (proc(5), /proc/PID/stat field 22), so a
+// reused pid is not taken for the supervisor; BOOT the kernel's boot id
+// (/proc/sys/kernel/random/boot_id), so a reboot ends every owner; PIDNS
+// the pid namespace the pid is counted in, so a sweep from another one
+// leaves the container alone.
 func ownerLabel(pid int) string {
-	return fmt.Sprintf("%d %d", pid, startTime(pid))
+	return fmt.Sprintf("%d %d %s %s", pid, startTime(pid), bootID(), pidNS())
+}
+
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "-"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func pidNS() string {
+	l, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return "-"
+	}
+	return l
 }
 
 // startTime reads field 22 of /proc/PID/stat; 0 when the process is gone.
@@ -321,13 +380,30 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if _, err := s.cli.ContainerStart(ctx, s.cid, client.ContainerStartOptions{}); err != nil {
 		return provider.Errorf(provider.CodeStartFailed, "docker: start container: %v", err)
 	}
+	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
+	if err != nil {
+		return provider.Errorf(provider.CodeStartFailed, "docker: inspect: %v", err)
+	}
+	if insp.Container.State == nil || insp.Container.State.Pid == 0 {
+		return provider.Errorf(provider.CodeStartFailed, "docker: the container is not running%s", s.containerEnd())
+	}
+	s.initPID = insp.Container.State.Pid
+	if s.egress != nil {
+		s.egressPeers = &peerListener{UnixListener: s.egress, allow: s.inContainer}
+	}
 	type accepted struct {
 		c   net.Conn
 		err error
 	}
 	ch := make(chan accepted, 1)
 	_ = s.control.SetDeadline(time.Now().Add(readyTimeout))
-	go func() { c, err := s.control.Accept(); ch <- accepted{c, err} }()
+	go func() {
+		// Only corral's init (the container's PID 1, by its host pid) may
+		// report: anyone else who reaches the socket is turned away.
+		l := peerListener{UnixListener: s.control, allow: func(pid int) bool { return pid == s.initPID }}
+		c, err := l.Accept()
+		ch <- accepted{c, err}
+	}()
 	var a accepted
 	select {
 	case a = <-ch:
@@ -338,6 +414,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init did not report within %s: %v%s", readyTimeout, a.err, s.containerEnd())
 	}
 	s.lifeline = a.c
+	_ = s.control.Close() // init is the only one it was for; the socket file goes with it
 	_ = a.c.SetReadDeadline(time.Now().Add(readyTimeout))
 	line, err := bufio.NewReader(a.c).ReadBytes('\n')
 	if err != nil {
@@ -354,14 +431,6 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		}
 		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %s", hello.Error)
 	}
-	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
-	if err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: inspect: %v", err)
-	}
-	if insp.Container.State == nil || !insp.Container.State.Running {
-		return provider.Errorf(provider.CodeStartFailed, "docker: the container is not running%s", s.containerEnd())
-	}
-	s.initPID = insp.Container.State.Pid
 	layers, err := verify(s.plan, s.spec, s.initPID, insp.Container.HostConfig, hello)
 	s.layers = layers
 	return err
@@ -380,7 +449,33 @@ func (s *Sandbox) containerEnd() string {
 	if st.Error != "" {
 		msg += ": " + st.Error
 	}
+	if logs, err := s.cli.ContainerLogs(c, s.cid, client.ContainerLogsOptions{ShowStderr: true, ShowStdout: true, Tail: "5"}); err == nil {
+		var b strings.Builder
+		_, _ = stdcopy.StdCopy(&b, &b, io.LimitReader(logs, 4096))
+		logs.Close()
+		if t := strings.TrimSpace(b.String()); t != "" {
+			msg += "; it said: " + t
+		}
+	}
 	return msg + ")"
+}
+
+// execSpec is the shim's spec for an exec: every layer Start found in
+// force is required, so the shim fails rather than run the command without
+// it.
+func (s *Sandbox) execSpec() string {
+	sh := s.spec.Shim
+	for _, l := range s.layers {
+		active := l.State == provider.LayerActive
+		switch l.Layer {
+		case policy.LayerLandlock:
+			sh.Landlock.Enabled, sh.Landlock.Required = active, active
+		case policy.LayerSeccomp:
+			sh.Seccomp, sh.SeccompRequired = active, active
+		}
+	}
+	b, _ := json.Marshal(sh)
+	return string(b)
 }
 
 // Exec runs spec through corral's shim (which applies Landlock and
@@ -407,7 +502,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		AttachStderr: !spec.TTY,
 		Env:          s.spec.Env,
 		WorkingDir:   dir,
-		Cmd:          append([]string{BinPath, ExecArg, "--"}, spec.Args...),
+		Cmd:          append([]string{BinPath, ExecArg, s.execSpec(), "--"}, spec.Args...),
 	}
 	var size client.ConsoleSize
 	if spec.TTY && spec.Resize != nil {
@@ -474,27 +569,42 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		defer t.Stop()
 		timer = t.C
 	}
-	select {
-	case <-out:
-	case <-timer:
-		s.kill()
-		return provider.ExitStatus{Code: provider.CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: time.Since(t0)}, nil
-	case <-ctx.Done():
-		s.kill()
-		return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
+	// The command has ended when the daemon says so, not when its output
+	// does: a background child can hold stdout open, or the command can
+	// close it and go on. Poll, more slowly as time passes.
+	var in client.ExecInspectResult
+	streamDone := false
+	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 200*time.Millisecond) {
+		select {
+		case <-out:
+			streamDone, out = true, nil
+			wait = 5 * time.Millisecond
+		case <-time.After(wait):
+		case <-timer:
+			s.kill()
+			return provider.ExitStatus{Code: provider.CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: time.Since(t0)}, nil
+		case <-ctx.Done():
+			s.kill()
+			return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
+		}
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		in, err = s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{})
+		cancel()
+		if err != nil {
+			return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
+		}
+		if !in.Running {
+			break
+		}
+	}
+	if !streamDone { // let the last output through, if the stream is still open because a child holds it
+		select {
+		case <-out:
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	in, err := s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{})
-	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
-	}
-	for i := 0; in.Running && i < 50; i++ { // the stream can end a moment before the exit is recorded
-		time.Sleep(10 * time.Millisecond)
-		if in, err = s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{}); err != nil {
-			return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
-		}
-	}
 	st := provider.ExitStatus{Code: in.ExitCode, Duration: time.Since(t0)}
 	if reason := s.oomReason(c); reason != "" {
 		st.Reason = reason
@@ -595,8 +705,50 @@ func (s *Sandbox) Layers() []provider.LayerStatus { return s.layers }
 // EgressListener is the unix socket corral's init forwards the container's
 // 127.0.0.1:ProxyPort to (network proxy); nil otherwise.
 func (s *Sandbox) EgressListener() net.Listener {
-	if s.egress == nil {
+	if s.egressPeers == nil {
 		return nil
 	}
-	return s.egress
+	return s.egressPeers
+}
+
+// inContainer reports whether host pid is a process of this container: in
+// corral's init's PID namespace.
+func (s *Sandbox) inContainer(pid int) bool {
+	theirs, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	init, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.initPID))
+	return err1 == nil && err2 == nil && theirs == init
+}
+
+// peerListener accepts only connections whose peer process (SO_PEERCRED,
+// its pid as seen from here) allow accepts; others are closed at once.
+type peerListener struct {
+	*net.UnixListener
+	allow func(pid int) bool
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.UnixListener.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		if pid := peerPID(c); pid > 0 && l.allow(pid) {
+			return c, nil
+		}
+		c.Close()
+	}
+}
+
+// peerPID is the pid of the process at the other end of c (0 if unknown).
+func peerPID(c *net.UnixConn) int {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err != nil || cred == nil {
+		return 0
+	}
+	return int(cred.Pid)
 }

@@ -28,14 +28,14 @@ const (
 	ExecArg = "__docker-exec" // before every command: Landlock, seccomp, exec
 )
 
-func readShimSpec() (*ShimSpec, error) {
-	data, err := os.ReadFile(SpecFile)
-	if err != nil {
-		return nil, err
+// parseShimSpec decodes the spec argument of the init and the shim.
+func parseShimSpec(args []string) (*ShimSpec, error) {
+	if len(args) == 0 {
+		return nil, errors.New("no spec argument")
 	}
 	var s ShimSpec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("%s: %v", SpecFile, err)
+	if err := json.Unmarshal([]byte(args[0]), &s); err != nil {
+		return nil, fmt.Errorf("spec: %v", err)
 	}
 	return &s, nil
 }
@@ -45,13 +45,13 @@ func readShimSpec() (*ShimSpec, error) {
 // egress proxy (network proxy), forwards signals to every process inside,
 // reaps orphans, and when the supervisor's end of ControlSocket closes —
 // the supervisor ended, however — kills everything inside and exits, which
-// ends the container. It never returns.
-func InitMain() {
+// ends the container. args is [SPEC-JSON]. It never returns.
+func InitMain(args []string) {
 	die := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "corral init: "+format+"\n", args...)
 		os.Exit(125)
 	}
-	spec, err := readShimSpec()
+	spec, err := parseShimSpec(args)
 	if err != nil {
 		die("%v", err)
 	}
@@ -104,7 +104,13 @@ func InitMain() {
 		layer("landlock", spec.Landlock.Required, err)
 	}
 	b, _ := json.Marshal(hello)
-	if _, err := ctl.Write(append(b, '\n')); err != nil || hello.Error != "" {
+	if _, err := ctl.Write(append(b, '\n')); err != nil {
+		os.Exit(125)
+	}
+	if hello.Error != "" {
+		// Stay until the supervisor has read it (it checks who we are
+		// by our pid, so we must still be here), then end the container.
+		_, _ = io.Copy(io.Discard, ctl)
 		os.Exit(125)
 	}
 
@@ -173,21 +179,22 @@ func forwardEgress(port int) error {
 // then executes the command, which inherits both. A required layer that
 // cannot be applied stops it with status 125 and the layer's name; a
 // command that is not found exits 127, one that cannot run 126 (the
-// statuses of docker run and env(1)).
+// statuses of docker run and env(1)). args is [SPEC-JSON, "--", CMD...].
 func ExecMain(args []string) {
 	fail := func(code int, format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "corral: "+format+"\n", a...)
 		os.Exit(code)
 	}
+	spec, err := parseShimSpec(args)
+	if err != nil {
+		fail(125, "start_failed: %v", err)
+	}
+	args = args[1:]
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
 	if len(args) == 0 {
 		fail(125, "no command given")
-	}
-	spec, err := readShimSpec()
-	if err != nil {
-		fail(125, "start_failed: %v", err)
 	}
 	// A faulted layer got this far only as optional (init refused it
 	// when required): it is skipped, as Start reported.

@@ -102,6 +102,11 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 		if !hasOpt(mounts["/"], "ro") || !hc.ReadonlyRootfs {
 			return "", fmt.Errorf("the container's root is not read-only (%q)", mounts["/"])
 		}
+		for _, own := range []string{BinPath, RunDir} { // corral's own binary and sockets
+			if opts, ok := mounts[own]; !ok || !hasOpt(opts, "ro") {
+				return "", fmt.Errorf("%s is not mounted read-only in the container", own)
+			}
+		}
 		for _, b := range sp.Binds {
 			opts, ok := mounts[b.Target]
 			if !ok {
