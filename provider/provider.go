@@ -98,6 +98,18 @@ type ExitStatus struct {
 	Duration time.Duration
 }
 
+// TimedOutStatus is the status of a workload the provider killed (SIGKILL)
+// because the policy's timeout expired after d: exit 124, as timeout(1).
+func TimedOutStatus(d time.Duration) ExitStatus {
+	return ExitStatus{Code: CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: d}
+}
+
+// CancelledStatus is the status and error of a workload the provider
+// killed (SIGKILL) because the caller's context ended with err after d.
+func CancelledStatus(d time.Duration, err error) (ExitStatus, error) {
+	return ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: d}, Errorf(CodeTimeout, "%v", err)
+}
+
 // HostReport is what Probe found.
 type HostReport struct {
 	Provider  string            `json:"provider"`

@@ -582,10 +582,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		case <-time.After(wait):
 		case <-timer:
 			s.kill()
-			return provider.ExitStatus{Code: provider.CodeTimeout.ExitCode(), Signal: "SIGKILL", TimedOut: true, Duration: time.Since(t0)}, nil
+			return provider.TimedOutStatus(time.Since(t0)), nil
 		case <-ctx.Done():
 			s.kill()
-			return provider.ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: time.Since(t0)}, provider.Errorf(provider.CodeTimeout, "%v", ctx.Err())
+			return provider.CancelledStatus(time.Since(t0), ctx.Err())
 		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		in, err = s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{})
