@@ -657,7 +657,10 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	}
 	s.stopped = true
 	if s.lifeline != nil {
-		s.lifeline.Close() // init ends itself and everything inside
+		// Init kills everything inside and exits, which ends the
+		// container; Deprovision's forced removal covers the rest.
+		s.lifeline.Close()
+		return nil
 	}
 	if s.cid != "" {
 		_, err := s.cli.ContainerKill(ctx, s.cid, client.ContainerKillOptions{Signal: "SIGKILL"})
