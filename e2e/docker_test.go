@@ -313,3 +313,86 @@ func TestDockerRefusals(t *testing.T) {
 		t.Errorf("refused runs left containers: %d before, %d after", before, after)
 	}
 }
+
+// dockerCLI runs the docker CLI and fails the test on error.
+func dockerCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// What the image or Docker put in the environment does not reach the
+// command (only the policy's), programs run from /tmp and the home, and an
+// OOM kill is reported as such.
+func TestDockerEnvExecOOM(t *testing.T) {
+	id := dockerIdents(t)[0]
+	tag := "corral-e2e/env:" + token()[6:18]
+	cid := dockerCLI(t, "create", "corral/base:1", "true")
+	dockerCLI(t, "commit", "--change", "ENV LD_PRELOAD=/nonexistent.so", "--change", "ENV LEAK_CANARY=leaked", cid, tag)
+	dockerCLI(t, "rm", cid)
+	defer exec.Command("docker", "rmi", tag).Run()
+	wd := dockerWorkdir(t, id, "denv")
+	res := corral(t, run{id: id, workdir: wd, flags: []string{"--provider", "docker", "--image", tag},
+		args: sh("env; cp /bin/busybox /tmp/true && /tmp/true true && cp /bin/busybox ~/true && ~/true true && echo EXEC-OK")})
+	assertCode(t, res, 0)
+	for _, bad := range []string{"LEAK_CANARY", "LD_PRELOAD", "HOSTNAME="} {
+		if strings.Contains(res.stdout, bad) {
+			t.Errorf("%s reached the command:\n%s", bad, res)
+		}
+	}
+	if !strings.Contains(res.stdout, "EXEC-OK") {
+		t.Errorf("programs in /tmp or the home do not run:\n%s", res)
+	}
+	pol := writePolicy(t, id, policy{Limits: "memory: 64M"})
+	res = corral(t, run{id: id, policy: pol, workdir: wd, flags: []string{"--provider", "docker"}, args: sh("head -c 200000000 /dev/zero | tail >/dev/null")})
+	if res.code != 137 || !strings.Contains(res.stderr, "OOM killer") {
+		t.Errorf("OOM: want 137 and the OOM killer named:\n%s", res)
+	}
+}
+
+// gc removes only what Corral made: a container that merely carries the
+// labels (inherited from an image) stays, a state-dir label pointing
+// elsewhere removes nothing there, and a state dir a killed corral left
+// without a container goes.
+func TestDockerGCScope(t *testing.T) {
+	id := dockerIdents(t)[0]
+	if !id.isRoot() {
+		t.Skip("needs root: writes into /run/corral/docker")
+	}
+	victim := mkdir(t, id, "dgc-victim")
+	writeFile(t, id, filepath.Join(victim, "keep"), "x", 0o644)
+	// Looks like Corral's in every way, but its state-dir label climbs out.
+	forged := "corral-" + token()[6:18]
+	dockerCLI(t, "create", "--name", forged, "--label", "io.corral.sandbox="+forged, "--label", "io.corral.version=docker/1",
+		"--label", "io.corral.owner=1 1 x y", "--label", "io.corral.state-dir=/run/corral/docker/"+forged+"/../../../.."+victim, "corral/base:1", "true")
+	defer exec.Command("docker", "rm", "-f", forged).Run()
+	if err := os.MkdirAll("/run/corral/docker/"+forged, 0o755); err != nil { // so that the climb resolves
+		t.Fatal(err)
+	}
+	defer os.RemoveAll("/run/corral/docker/" + forged)
+	// Someone else's container with the labels an image passed on.
+	name := "app-" + token()[6:18]
+	dockerCLI(t, "create", "--name", name, "--label", "io.corral.sandbox="+name, "--label", "io.corral.owner=1 1 x y", "corral/base:1", "true")
+	defer exec.Command("docker", "rm", "-f", name).Run()
+	orphan := filepath.Join("/run/corral/docker", "corral-"+token()[6:18])
+	if err := os.MkdirAll(orphan, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, id, filepath.Join(orphan, "owner"), "1 1 another-boot pid:[1]", 0o644)
+	out, err := exec.Command(corralBin, "gc").CombinedOutput()
+	if err != nil {
+		t.Fatalf("corral gc: %v\n%s", err, out)
+	}
+	if !exists(filepath.Join(victim, "keep")) {
+		t.Errorf("gc removed %s named by a forged label:\n%s", victim, out)
+	}
+	if dockerCLI(t, "ps", "-a", "-q", "--filter", "name="+name) == "" {
+		t.Errorf("gc removed a container Corral did not make:\n%s", out)
+	}
+	if exists(orphan) {
+		t.Errorf("gc left the orphaned state dir %s:\n%s", orphan, out)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,11 +25,19 @@ type Removed struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// Sweep removes Corral's containers (label LabelSandbox) whose supervisor
-// is gone — its pid is not running, or runs a process with another start
-// time — with their state dirs. Containers of live supervisors are left
-// alone; an unprivileged caller sweeps only its own (those whose state dir
-// is under its state base). It returns what it removed.
+// sandboxID is the shape of the ids Provision makes.
+var sandboxID = regexp.MustCompile(`^corral-[0-9a-f]{12}$`)
+
+// Sweep removes Corral's containers whose supervisor is gone — its pid is
+// not running, or runs a process with another start time, or the machine
+// rebooted since — with their state dirs, and state dirs left without a
+// container by a corral that died before creating one. A container is
+// Corral's when its name is its io.corral.sandbox label, of the shape
+// Provision makes, and it carries io.corral.version (labels alone can be
+// inherited from an image). Containers of live supervisors are left alone;
+// an unprivileged caller sweeps only its own (those whose state dir is
+// under its state base). Only state dirs directly under this caller's
+// state base are ever removed. It returns what it removed.
 func Sweep(ctx context.Context) ([]Removed, error) {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
@@ -37,24 +48,51 @@ func Sweep(ctx context.Context) ([]Removed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: list containers: %w", err)
 	}
+	base := stateBase()
 	var out []Removed
+	seen := map[string]bool{}
 	for _, c := range list.Items {
-		if os.Getuid() != 0 && !strings.HasPrefix(c.Labels[LabelState], stateBase()+"/") {
+		id := c.Labels[LabelSandbox]
+		if !sandboxID.MatchString(id) || !slices.Contains(c.Names, "/"+id) || c.Labels[LabelVersion] != labelSchemeVer {
+			continue // not a container Corral made
+		}
+		seen[id] = true
+		ownDir := c.Labels[LabelState] == filepath.Join(base, id)
+		if os.Getuid() != 0 && !ownDir {
 			continue // another user's: their corral may be hidden from us (hidepid)
 		}
 		alive, why := ownerAlive(c.Labels[LabelOwner])
 		if alive {
 			continue
 		}
-		r := Removed{Sandbox: c.Labels[LabelSandbox], ID: c.ID, State: string(c.State), Reason: why}
+		r := Removed{Sandbox: id, ID: c.ID, State: string(c.State), Reason: why}
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			r.Error = err.Error()
-		} else if dir := c.Labels[LabelState]; strings.HasPrefix(dir, stateBase()+"/corral-") {
-			if err := removeState(dir); err != nil {
+		} else if ownDir {
+			if err := removeState(filepath.Join(base, id)); err != nil {
 				r.Error = err.Error()
 			}
 		}
 		out = append(out, r)
+	}
+	ents, _ := os.ReadDir(base)
+	for _, e := range ents {
+		id := e.Name()
+		if !e.IsDir() || !sandboxID.MatchString(id) || seen[id] {
+			continue
+		}
+		dir := filepath.Join(base, id)
+		label, err := os.ReadFile(filepath.Join(dir, "owner"))
+		if err != nil {
+			continue // being made right now, or not ours to judge
+		}
+		if alive, why := ownerAlive(string(label)); !alive {
+			r := Removed{Sandbox: id, State: "no container", Reason: why}
+			if err := removeState(dir); err != nil {
+				r.Error = err.Error()
+			}
+			out = append(out, r)
+		}
 	}
 	return out, nil
 }

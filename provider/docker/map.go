@@ -80,6 +80,9 @@ type ShimSpec struct {
 	Nproc           uint64        `json:"nproc,omitempty"`
 	ProxyPort       int           `json:"proxy_port,omitempty"`  // init forwards 127.0.0.1:ProxyPort to EgressSocket
 	FaultLayer      string        `json:"fault_layer,omitempty"` // provider.FaultEnv: this layer fails on apply (tests)
+	// Env is the command's whole environment: what Docker adds (the
+	// image's ENV, HOSTNAME) does not reach it.
+	Env []string `json:"env,omitempty"`
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral
@@ -173,6 +176,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		} else {
 			field := "docker.image"
 			fix := "pull or build it yourself"
+			if name := spec.Image[strings.LastIndex(spec.Image, "/")+1:]; !strings.ContainsAny(name, ":@") {
+				fix = "Docker reads it as " + spec.Image + ":latest; name the tag, or " + fix
+			}
 			if spec.Image == policy.DefaultDockerImage {
 				fix = "build it with `corral image build-base`"
 			}
@@ -200,13 +206,17 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		add(provider.SeverityError, "process", "process.run_as_user", "%v", err)
 	}
 	spec.UID, spec.GID = uid, gid
+	if uid > 1<<31-1 || gid > 1<<31-1 {
+		add(provider.SeverityError, "process", "process.run_as_user", "uid %d / gid %d: Docker's runtime takes ids up to 2147483647", uid, gid)
+	}
 	env := append([]string{"HOME=" + r.Home}, r.Env...)
 	if spec.Shim.ProxyPort != 0 {
 		env = withEnv(env, provider.ProxyEnv(spec.Shim.ProxyPort))
 	}
 	spec.Env = env
+	spec.Shim.Env = env
 
-	mapFilesystem(r, spec, add)
+	mapFilesystem(r, spec, h.dataRoot, add)
 	if !visible(r, r.Workdir) {
 		spec.Workdir = r.Home
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
@@ -248,7 +258,7 @@ func imageOf(r *policy.Resolved) string {
 // mapFilesystem turns the grants into image-served trees, binds, masks and
 // tmpfs mounts, derives the Landlock rules, and reports what Docker cannot
 // do as the policy says.
-func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, string, string, string, ...any)) {
+func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(provider.Severity, string, string, string, ...any)) {
 	granted := map[string]bool{}
 	for _, g := range r.Grants {
 		granted[g.Path] = true
@@ -331,6 +341,15 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, s
 	if sock := daemonSocket(); sock != "" && visible(r, sock) {
 		add(provider.SeverityError, "filesystem", coveringGrant(r, sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
 	}
+	for _, b := range spec.Binds {
+		switch {
+		case b.Mask:
+		case b.Target == "/":
+			add(provider.SeverityError, "filesystem", b.Field, "Docker cannot bind a host path over the container's root /: grant the directories the command needs instead")
+		case dataRoot != "" && (within(b.Source, dataRoot) || within(dataRoot, b.Source)):
+			add(provider.SeverityError, "filesystem", b.Field, "%s holds or is inside Docker's data root %s (every container's files; the daemon refuses such binds): grant a narrower directory", b.Source, dataRoot)
+		}
+	}
 	budget := hostscan.Limit
 	for _, b := range spec.Binds {
 		// Read-only system trees hold no sockets worth a walk; every
@@ -364,6 +383,11 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, add func(provider.Severity, s
 	if !visible(r, "/usr/bin") && !served["/usr"] {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
 	}
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // daemonSocket is the host path of the Docker socket this provider uses.

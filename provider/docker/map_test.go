@@ -155,6 +155,37 @@ func TestMapLosses(t *testing.T) {
 			t.Errorf("loss %+v", loss)
 		}
 	})
+	t.Run("grant of /", func(t *testing.T) {
+		_, loss := mapPolicy(t, p, "version: 1\nfilesystem: {read_only: [/usr, /]}\n", wd)
+		if !find(loss, provider.SeverityError, "filesystem.read_only[1]", "container's root") {
+			t.Errorf("loss %+v", loss)
+		}
+	})
+	t.Run("grant holding the daemon's data root", func(t *testing.T) {
+		root := p.facts().dataRoot
+		if root == "" {
+			t.Skip("the daemon reports no data root")
+		}
+		_, loss := mapPolicy(t, p, "version: 1\nfilesystem: {read_only: [/usr, "+filepath.Dir(root)+"]}\n", wd)
+		if !find(loss, provider.SeverityError, "filesystem.read_only[1]", "data root") {
+			t.Errorf("loss %+v", loss)
+		}
+	})
+	t.Run("uid beyond the runtime's range", func(t *testing.T) {
+		if os.Getuid() != 0 {
+			t.Skip("run_as_user is only honoured for root")
+		}
+		_, loss := mapPolicy(t, p, "version: 1\nprocess: {run_as_user: \"4294967294\"}\n", wd)
+		if !find(loss, provider.SeverityError, "process.run_as_user", "2147483647") {
+			t.Errorf("loss %+v", loss)
+		}
+	})
+	t.Run("untagged missing image", func(t *testing.T) {
+		_, loss := mapPolicy(t, p, "version: 1\ndocker: {image: corral-test/untagged}\n", wd)
+		if !find(loss, provider.SeverityError, "docker.image", "corral-test/untagged:latest") {
+			t.Errorf("loss %+v", loss)
+		}
+	})
 	t.Run("root-owned read-write tree", func(t *testing.T) {
 		if os.Getuid() != 0 {
 			t.Skip("the warning is for root callers")

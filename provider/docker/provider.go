@@ -55,6 +55,7 @@ type hostFacts struct {
 	userns      bool // the daemon remaps users (userns-remap)
 	rootless    bool
 	landlockABI int
+	dataRoot    string // the daemon's data root (DockerRootDir), e.g. /var/lib/docker
 	bin         string // the corral binary mounted into containers
 	binErr      error  // why it cannot be (not static)
 }
@@ -97,6 +98,7 @@ func (p *Provider) facts() *hostFacts {
 		}
 		h.cli, h.version, h.apiVersion = cli, v.Version, v.APIVersion
 		h.cgroup = info.Info.CgroupDriver + " v" + info.Info.CgroupVersion
+		h.dataRoot = info.Info.DockerRootDir
 		for name := range info.Info.Runtimes {
 			h.runtimes = append(h.runtimes, name)
 		}
@@ -154,6 +156,9 @@ func (p *Provider) Probe(ctx context.Context) provider.HostReport {
 	if h.err != nil {
 		r.Reason = h.err.Error()
 		r.Fixes = []string{"start the Docker daemon (dockerd) and make its socket reachable: run as root or as a member of the docker group"}
+		if host := os.Getenv("DOCKER_HOST"); host != "" && !strings.HasPrefix(host, "unix://") {
+			r.Fixes = []string{"unset DOCKER_HOST (or point it at the local daemon's unix socket)"}
+		}
 		return r
 	}
 	if h.binErr != nil { // corral itself is every container's init

@@ -59,6 +59,7 @@ type Sandbox struct {
 	egressPeers *peerListener
 	lifeline    net.Conn // init's connection; closing it stops init
 	initPID     int
+	oomBase     int // oomKills at Start
 	layers      []provider.LayerStatus
 
 	mu      sync.Mutex
@@ -170,6 +171,11 @@ func (s *Sandbox) prepareState() error {
 		return err
 	}
 	s.state = state
+	// Who made it, for Sweep: a state dir can outlive its container (a
+	// corral killed before it created one).
+	if err := os.WriteFile(filepath.Join(state, "owner"), []byte(ownerLabel(os.Getpid())), 0o644); err != nil {
+		return err
+	}
 	// Mask sources: made here, fresh (O_EXCL, in a dir just created),
 	// empty and mode 000, never a path inside the image.
 	masks := filepath.Join(s.state, "masks")
@@ -296,8 +302,8 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 	}
 	hc.Resources.Ulimits = append(hc.Resources.Ulimits, &container.Ulimit{Name: "core", Soft: 0, Hard: 0})
 	for _, t := range sp.Tmpfs {
-		opts := fmt.Sprintf("rw,nosuid,nodev,mode=%o", t.Mode)
-		if t.Mode&0o1000 == 0 { // private: owned by the workload
+		opts := fmt.Sprintf("rw,exec,nosuid,nodev,mode=%o", t.Mode) // exec: Docker's default is noexec; the linux provider allows it too
+		if t.Mode&0o1000 == 0 {                                     // private: owned by the workload
 			opts += fmt.Sprintf(",uid=%d,gid=%d", sp.UID, sp.GID)
 		}
 		if t.Size > 0 {
@@ -431,6 +437,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		}
 		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %s", hello.Error)
 	}
+	s.oomBase = oomKills(s.initPID)
 	layers, err := verify(s.plan, s.spec, s.initPID, insp.Container.HostConfig, hello)
 	s.layers = layers
 	return err
@@ -545,6 +552,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			}
 		}()
 	}
+	if spec.TTY && size.Height > 0 {
+		// API < 1.42 ignores ConsoleSize: size the terminal now.
+		_, _ = s.cli.ExecResize(ctx, ex.ID, client.ExecResizeOptions{Height: size.Height, Width: size.Width})
+	}
 	if spec.TTY && spec.Resize != nil {
 		go func() {
 			for sz := range spec.Resize {
@@ -603,12 +614,8 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	st := provider.ExitStatus{Code: in.ExitCode, Duration: time.Since(t0)}
-	if reason := s.oomReason(c); reason != "" {
-		st.Reason = reason
-	}
+	st.Reason = s.oomReason()
 	return st, nil
 }
 
@@ -619,11 +626,11 @@ func writerOf(f *os.File) io.Writer {
 	return f
 }
 
-// oomReason says so when the container's memory limit was hit.
-func (s *Sandbox) oomReason(ctx context.Context) string {
-	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
-	if err == nil && insp.Container.State != nil && insp.Container.State.OOMKilled {
-		return fmt.Sprintf("the kernel's OOM killer acted in the container (memory limit %s)", policy.ByteSize(s.spec.Memory))
+// oomReason says so when the kernel's OOM killer acted in the
+// container's cgroup during the run (read from the host's cgroupfs).
+func (s *Sandbox) oomReason() string {
+	if n := oomKills(s.initPID); n > s.oomBase && s.oomBase >= 0 {
+		return fmt.Sprintf("the kernel's OOM killer killed %d process(es) in the container: the memory limit (%s) was reached", n-s.oomBase, policy.ByteSize(s.spec.Memory))
 	}
 	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -210,6 +211,14 @@ func ExecMain(args []string) {
 			fail(125, "start_failed: layer seccomp: %v", err)
 		}
 	}
+	// The policy's environment and nothing else (not the image's ENV,
+	// not what docker exec adds).
+	os.Clearenv()
+	for _, kv := range spec.Env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			_ = os.Setenv(k, v)
+		}
+	}
 	path, err := exec.LookPath(args[0])
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -217,7 +226,7 @@ func ExecMain(args []string) {
 		}
 		fail(126, "%s: %v", args[0], err)
 	}
-	err = unix.Exec(path, args, os.Environ())
+	err = unix.Exec(path, args, spec.Env)
 	code := 126
 	if errors.Is(err, unix.ENOENT) {
 		code = 127

@@ -145,32 +145,7 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 // pids.max, cpu.cfs_quota_us / cpu.cfs_period_us; v2: memory.max,
 // pids.max, cpu.max; Documentation/admin-guide/cgroup-v{1,2}).
 func verifyCgroups(sp *Spec, pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return "", err
-	}
-	paths := map[string]string{} // controller ("" for v2) -> path
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			paths[c] = parts[2]
-		}
-	}
-	read := func(v1ctl, v1file, v2file string) (string, error) {
-		var p string
-		if dir, ok := paths[v1ctl]; ok && v1ctl != "" {
-			p = filepath.Join("/sys/fs/cgroup", v1ctl, dir, v1file)
-		} else if dir, ok := paths[""]; ok {
-			p = filepath.Join("/sys/fs/cgroup", dir, v2file)
-		} else {
-			return "", fmt.Errorf("no %s cgroup for pid %d", v1ctl, pid)
-		}
-		b, err := os.ReadFile(p)
-		return strings.TrimSpace(string(b)), err
-	}
+	read := func(v1ctl, v1file, v2file string) (string, error) { return cgroupFile(pid, v1ctl, v1file, v2file) }
 	var parts []string
 	if sp.Memory > 0 {
 		v, err := read("memory", "memory.limit_in_bytes", "memory.max")
@@ -197,6 +172,54 @@ func verifyCgroups(sp *Spec, pid int) (string, error) {
 		return "no limits asked", nil
 	}
 	return strings.Join(parts, ", ") + fmt.Sprintf(" (verified in the cgroup files of pid %d)", pid), nil
+}
+
+// cgroupFile reads a file of pid's cgroup from the host's cgroupfs: v1file
+// in the v1ctl hierarchy, or v2file in the unified one.
+func cgroupFile(pid int, v1ctl, v1file, v2file string) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", err
+	}
+	paths := map[string]string{} // controller ("" for v2) -> path
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			paths[c] = parts[2]
+		}
+	}
+	var p string
+	if dir, ok := paths[v1ctl]; ok && v1ctl != "" {
+		p = filepath.Join("/sys/fs/cgroup", v1ctl, dir, v1file)
+	} else if dir, ok := paths[""]; ok {
+		p = filepath.Join("/sys/fs/cgroup", dir, v2file)
+	} else {
+		return "", fmt.Errorf("no %s cgroup for pid %d", v1ctl, pid)
+	}
+	b, err := os.ReadFile(p)
+	return strings.TrimSpace(string(b)), err
+}
+
+// oomKills is the number of processes the kernel's OOM killer has killed
+// in pid's memory cgroup ("oom_kill" of memory.oom_control in v1, of
+// memory.events in v2); -1 when unknown.
+func oomKills(pid int) int {
+	text, err := cgroupFile(pid, "memory", "memory.oom_control", "memory.events")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // procStatus parses /proc/PID/status into name -> value.
