@@ -134,68 +134,37 @@ func TestMapLosses(t *testing.T) {
 			t.Errorf("spec %+v, loss %+v", sp, loss)
 		}
 	})
-	t.Run("missing image", func(t *testing.T) {
-		_, loss := mapPolicy(t, p, "version: 1\ndocker: {image: corral-test/no-such-image:0}\n", wd)
-		if !find(loss, provider.SeverityError, "docker.image", "not on the daemon") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("ui", func(t *testing.T) {
-		_, loss := mapPolicy(t, p, "version: 1\nui: {windows: true}\n", wd)
-		if !find(loss, provider.SeverityInfo, "ui", "no desktop") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("unknown run_as_user", func(t *testing.T) {
-		if os.Getuid() != 0 {
-			t.Skip("run_as_user is only honoured for root")
-		}
-		_, loss := mapPolicy(t, p, "version: 1\nprocess: {run_as_user: corral-no-such-user}\n", wd)
-		if !find(loss, provider.SeverityError, "process.run_as_user", "no such user") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("grant of /", func(t *testing.T) {
-		_, loss := mapPolicy(t, p, "version: 1\nfilesystem: {read_only: [/usr, /]}\n", wd)
-		if !find(loss, provider.SeverityError, "filesystem.read_only[1]", "container's root") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("grant holding the daemon's data root", func(t *testing.T) {
-		root := p.facts().dataRoot
-		if root == "" {
-			t.Skip("the daemon reports no data root")
-		}
-		_, loss := mapPolicy(t, p, "version: 1\nfilesystem: {read_only: [/usr, "+filepath.Dir(root)+"]}\n", wd)
-		if !find(loss, provider.SeverityError, "filesystem.read_only[1]", "data root") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("uid beyond the runtime's range", func(t *testing.T) {
-		if os.Getuid() != 0 {
-			t.Skip("run_as_user is only honoured for root")
-		}
-		_, loss := mapPolicy(t, p, "version: 1\nprocess: {run_as_user: \"4294967294\"}\n", wd)
-		if !find(loss, provider.SeverityError, "process.run_as_user", "2147483647") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("untagged missing image", func(t *testing.T) {
-		_, loss := mapPolicy(t, p, "version: 1\ndocker: {image: corral-test/untagged}\n", wd)
-		if !find(loss, provider.SeverityError, "docker.image", "corral-test/untagged:latest") {
-			t.Errorf("loss %+v", loss)
-		}
-	})
-	t.Run("root-owned read-write tree", func(t *testing.T) {
-		if os.Getuid() != 0 {
-			t.Skip("the warning is for root callers")
-		}
-		rootDir := t.TempDir()
-		_, loss := mapPolicy(t, p, "version: 1\nfilesystem: {read_write: ["+rootDir+"]}\n", wd)
-		if !find(loss, provider.SeverityWarning, "filesystem.read_write", rootDir) {
-			t.Errorf("loss %+v", loss)
-		}
-	})
+	rootDir := t.TempDir()
+	dataParent := "/nonexistent-data-root-parent"
+	if root := p.facts().dataRoot; root != "" {
+		dataParent = filepath.Dir(root)
+	}
+	cases := []struct {
+		name, policy string
+		sev          provider.Severity
+		field, text  string
+		rootOnly     bool // run_as_user and the root-owned warning are for root callers
+	}{
+		{"missing image", "docker: {image: corral-test/no-such-image:0}", provider.SeverityError, "docker.image", "not on the daemon", false},
+		{"untagged missing image", "docker: {image: corral-test/untagged}", provider.SeverityError, "docker.image", "corral-test/untagged:latest", false},
+		{"ui", "ui: {windows: true}", provider.SeverityInfo, "ui", "no desktop", false},
+		{"grant of /", "filesystem: {read_only: [/usr, /]}", provider.SeverityError, "filesystem.read_only[1]", "container's root", false},
+		{"grant holding the daemon's data root", "filesystem: {read_only: [/usr, {path: " + dataParent + ", optional: true}]}", provider.SeverityError, "filesystem.read_only[1]", "data root", false},
+		{"unknown run_as_user", "process: {run_as_user: corral-no-such-user}", provider.SeverityError, "process.run_as_user", "no such user", true},
+		{"uid beyond the runtime's range", "process: {run_as_user: \"4294967294\"}", provider.SeverityError, "process.run_as_user", "2147483647", true},
+		{"root-owned read-write tree", "filesystem: {read_write: [" + rootDir + "]}", provider.SeverityWarning, "filesystem.read_write", rootDir, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.rootOnly && os.Getuid() != 0 {
+				t.Skip("applies to root callers only")
+			}
+			_, loss := mapPolicy(t, p, "version: 1\n"+c.policy+"\n", wd)
+			if !find(loss, c.sev, c.field, c.text) {
+				t.Errorf("want %s %s containing %q; loss %+v", c.sev, c.field, c.text, loss)
+			}
+		})
+	}
 }
 
 // A layer the host cannot apply: an error when required, information when
