@@ -1,0 +1,288 @@
+// Package store is the gateway's durable state: sandboxes and their events
+// in SQLite (modernc.org/sqlite, pure Go), with versioned migrations.
+// Every change is a compare-and-swap on the sandbox's resource version, so
+// two writers cannot both win; the gateway writes its intent (phase,
+// desired) before it acts, so a restart knows what was under way.
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// ErrNotFound: no sandbox with that id. ErrStale: the resource version
+// did not match (someone else changed it first).
+var (
+	ErrNotFound = errors.New("not found")
+	ErrStale    = errors.New("stale resource version")
+)
+
+// Phases a sandbox moves through (docs/gateway.md).
+const (
+	PhaseProvisioning = "provisioning"
+	PhaseReady        = "ready"
+	PhaseStopping     = "stopping"
+	PhaseStopped      = "stopped"
+	PhaseError        = "error"
+	PhaseDeleting     = "deleting"
+)
+
+// Sandbox is one stored sandbox. Layers and Losses are JSON documents
+// (the provider's layer statuses and loss report).
+type Sandbox struct {
+	ID         string
+	Provider   string
+	Phase      string
+	Reason     string
+	Desired    string // running, stopped, deleted
+	Version    int64  // resource version: 1 on insert, +1 on every update
+	PolicyYAML string
+	PolicyHash string
+	Image      string
+	Workdir    string
+	Layers     string // JSON
+	Losses     string // JSON
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Event is one line of a sandbox's history.
+type Event struct {
+	Seq     int64
+	Time    time.Time
+	Kind    string
+	Message string
+}
+
+// migrations are applied in order; the index+1 is the schema version
+// recorded in schema_migrations. Never edit one that shipped: append.
+var migrations = []string{
+	`CREATE TABLE sandboxes (
+		id TEXT PRIMARY KEY,
+		provider TEXT NOT NULL,
+		phase TEXT NOT NULL,
+		reason TEXT NOT NULL DEFAULT '',
+		desired TEXT NOT NULL,
+		version INTEGER NOT NULL,
+		policy_yaml TEXT NOT NULL,
+		policy_hash TEXT NOT NULL,
+		image TEXT NOT NULL DEFAULT '',
+		workdir TEXT NOT NULL,
+		layers TEXT NOT NULL DEFAULT '[]',
+		losses TEXT NOT NULL DEFAULT '[]',
+		created_at TEXT NOT NULL,
+		updated_at TEXT NOT NULL
+	);
+	CREATE TABLE events (
+		sandbox_id TEXT NOT NULL,
+		seq INTEGER NOT NULL,
+		time TEXT NOT NULL,
+		kind TEXT NOT NULL,
+		message TEXT NOT NULL,
+		PRIMARY KEY (sandbox_id, seq)
+	);`,
+}
+
+// Store is an open database.
+type Store struct{ db *sql.DB }
+
+// Open opens (creating it and its directory, 0700) the database at path
+// and applies pending migrations. The file is 0600.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600); err != nil {
+		return nil, err
+	} else {
+		f.Close()
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SchemaVersion is the version the database is at.
+func (s *Store) SchemaVersion() (int, error) {
+	var v int
+	err := s.db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+func (s *Store) migrate() error {
+	if _, err := s.db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return err
+	}
+	cur, err := s.SchemaVersion()
+	if err != nil {
+		return err
+	}
+	if cur > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this corral knows (%d): use a newer corral", cur, len(migrations))
+	}
+	for v := cur + 1; v <= len(migrations); v++ {
+		tx, err := s.db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(migrations[v-1]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, v, now()); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, image, workdir, layers, losses, created_at, updated_at`
+
+func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
+	var sb Sandbox
+	var created, updated string
+	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sb, ErrNotFound
+	}
+	sb.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
+	sb.UpdatedAt, _ = time.Parse(time.RFC3339Nano, updated)
+	return sb, err
+}
+
+// Insert stores a new sandbox at version 1 (its CreatedAt/UpdatedAt are
+// set now) and returns it.
+func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
+	t := now()
+	sb.Version = 1
+	if sb.Layers == "" {
+		sb.Layers = "[]"
+	}
+	if sb.Losses == "" {
+		sb.Losses = "[]"
+	}
+	_, err := s.db.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.Image, sb.Workdir, sb.Layers, sb.Losses, t, t)
+	if err != nil {
+		return sb, err
+	}
+	return s.Get(sb.ID)
+}
+
+// Get returns one sandbox.
+func (s *Store) Get(id string) (Sandbox, error) {
+	return scan(s.db.QueryRow(`SELECT `+columns+` FROM sandboxes WHERE id = ?`, id))
+}
+
+// List returns every sandbox, oldest first.
+func (s *Store) List() ([]Sandbox, error) {
+	rows, err := s.db.Query(`SELECT ` + columns + ` FROM sandboxes ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		sb, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+// Update applies change to the sandbox at version expect and stores it at
+// expect+1, atomically: ErrStale when the stored version is not expect,
+// ErrNotFound when there is no such sandbox.
+func (s *Store) Update(id string, expect int64, change func(*Sandbox)) (Sandbox, error) {
+	sb, err := s.Get(id)
+	if err != nil {
+		return sb, err
+	}
+	if sb.Version != expect {
+		return sb, ErrStale
+	}
+	change(&sb)
+	res, err := s.db.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, image=?, layers=?, losses=?, updated_at=?
+		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, sb.PolicyYAML, sb.PolicyHash, sb.Image, sb.Layers, sb.Losses, now(), id, expect)
+	if err != nil {
+		return sb, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sb, ErrStale
+	}
+	return s.Get(id)
+}
+
+// Delete removes the sandbox (and its events) if it is at version expect.
+func (s *Store) Delete(id string, expect int64) error {
+	tx, err := s.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.Exec(`DELETE FROM sandboxes WHERE id=? AND version=?`, id, expect)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := s.Get(id); errors.Is(err, ErrNotFound) {
+			return ErrNotFound
+		}
+		return ErrStale
+	}
+	if _, err := tx.Exec(`DELETE FROM events WHERE sandbox_id=?`, id); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// AddEvent appends an event to the sandbox's history.
+func (s *Store) AddEvent(id, kind, message string) error {
+	_, err := s.db.Exec(`INSERT INTO events (sandbox_id, seq, time, kind, message)
+		VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE sandbox_id = ?), ?, ?, ?)`, id, id, now(), kind, message)
+	return err
+}
+
+// Events returns the sandbox's history, oldest first.
+func (s *Store) Events(id string) ([]Event, error) {
+	rows, err := s.db.Query(`SELECT seq, time, kind, message FROM events WHERE sandbox_id=? ORDER BY seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var t string
+		if err := rows.Scan(&e.Seq, &t, &e.Kind, &e.Message); err != nil {
+			return nil, err
+		}
+		e.Time, _ = time.Parse(time.RFC3339Nano, t)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,115 @@
+package store
+
+import (
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+func open(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Migrations run once; what was stored survives a reopen; a database from
+// a newer corral is refused.
+func TestMigrationsAndPersistence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	s := open(t, path)
+	if v, err := s.SchemaVersion(); err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
+	}
+	if _, err := s.Insert(Sandbox{ID: "a", Provider: "docker", Phase: PhaseProvisioning, Desired: "running", Workdir: "/w"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	if v, _ := s.SchemaVersion(); v != len(migrations) {
+		t.Errorf("reopen changed the schema version to %d", v)
+	}
+	sb, err := s.Get("a")
+	if err != nil || sb.Phase != PhaseProvisioning || sb.Version != 1 || sb.CreatedAt.IsZero() {
+		t.Fatalf("after reopen: %+v, %v", sb, err)
+	}
+	if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 'x')`, len(migrations)+1); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(path); err == nil {
+		t.Error("a database from a newer schema was opened")
+	}
+}
+
+// Updates are compare-and-swap: of concurrent writers at the same version
+// exactly one wins; the others get ErrStale. Delete is checked the same way.
+func TestCompareAndSwap(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "g.db"))
+	if _, err := s.Insert(Sandbox{ID: "a", Provider: "docker", Phase: PhaseProvisioning, Desired: "running", Workdir: "/w"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, stale := 0, 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Update("a", 1, func(sb *Sandbox) { sb.Phase = PhaseReady })
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, ErrStale):
+				stale++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || stale != 7 {
+		t.Errorf("wins %d, stale %d; want 1 and 7", wins, stale)
+	}
+	sb, _ := s.Get("a")
+	if sb.Version != 2 || sb.Phase != PhaseReady {
+		t.Errorf("after the race: %+v", sb)
+	}
+	if err := s.Delete("a", 1); !errors.Is(err, ErrStale) {
+		t.Errorf("delete at an old version: %v", err)
+	}
+	if err := s.AddEvent("a", "ready", "up"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get("a"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleted sandbox: %v", err)
+	}
+	if ev, _ := s.Events("a"); len(ev) != 0 {
+		t.Errorf("events outlived their sandbox: %+v", ev)
+	}
+	if err := s.Delete("a", 2); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleting twice: %v", err)
+	}
+}
+
+func TestEventsInOrder(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "g.db"))
+	for _, k := range []string{"created", "ready", "exec", "stopped"} {
+		if err := s.AddEvent("b", k, k+"!"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev, err := s.Events("b")
+	if err != nil || len(ev) != 4 || ev[0].Kind != "created" || ev[3].Seq != 4 || ev[3].Message != "stopped!" {
+		t.Errorf("events %+v, %v", ev, err)
+	}
+}
