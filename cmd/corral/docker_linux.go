@@ -15,7 +15,9 @@ import (
 )
 
 // osCommands are the commands only a Linux build has.
-func osCommands() []*cobra.Command { return []*cobra.Command{newGCCmd(), newImageCmd()} }
+func osCommands() []*cobra.Command {
+	return []*cobra.Command{newGCCmd(), newImageCmd(), newGatewayCmd(), newSandboxCmd()}
+}
 
 func newGCCmd() *cobra.Command {
 	var output outputFormat

@@ -56,6 +56,9 @@ func Sweep(ctx context.Context) ([]Removed, error) {
 		if !sandboxID.MatchString(id) || !slices.Contains(c.Names, "/"+id) || c.Labels[LabelVersion] != labelSchemeVer {
 			continue // not a container Corral made
 		}
+		if c.Labels[LabelManaged] != "" {
+			continue // a persistent sandbox: its manager reconciles it
+		}
 		seen[id] = true
 		ownDir := c.Labels[LabelState] == filepath.Join(base, id)
 		if os.Getuid() != 0 && !ownDir {

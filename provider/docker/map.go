@@ -4,6 +4,8 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -83,6 +85,8 @@ type ShimSpec struct {
 	// Env is the command's whole environment: what Docker adds (the
 	// image's ENV, HOSTNAME) does not reach it.
 	Env []string `json:"env,omitempty"`
+	// Persistent: init outlives its supervisor (see Spec.Persistent).
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral
@@ -108,6 +112,25 @@ type Spec struct {
 	ShmSize     int64    `json:"shm_size"`
 	Cgroups     bool     `json:"cgroups"` // the cgroup limits are applied
 	Shim        ShimSpec `json:"shim"`
+	Timeout     int64    `json:"timeout_ns,omitempty"` // the policy's timeout per command
+	PolicyHash  string   `json:"policy_hash"`
+	// Persistent makes a sandbox that outlives the process that made it
+	// (a control plane's): its init does not end with the supervisor's
+	// connection, Sweep leaves it to its manager (label io.corral.managed-by),
+	// and Recover reattaches to it by id. Set it on the plan before
+	// Provision.
+	Persistent bool   `json:"persistent,omitempty"`
+	ManagedBy  string `json:"managed_by,omitempty"`
+	// ID, when set (a manager's), is the sandbox id to use: NewID's shape.
+	ID string `json:"id,omitempty"`
+}
+
+// NewID returns a fresh sandbox id ("corral-" and 12 hex digits), for a
+// manager that records the id before it provisions (Spec.ID).
+func NewID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "corral-" + hex.EncodeToString(b)
 }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).
@@ -142,16 +165,18 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		add(provider.SeverityInfo, "layers", "layers.namespaces", "no user namespace: the workload's uid inside is the same uid on the host")
 	}
 	spec := &Spec{
-		Image:    imageOf(r),
-		Hostname: "corral",
-		Workdir:  r.Workdir,
-		Home:     r.Home,
-		Network:  "none",
-		Memory:   int64(r.Limits.Memory),
-		NanoCPUs: int64(r.Limits.CPU * 1e9),
-		Pids:     int64(r.Limits.Pids),
-		ShmSize:  shmDefault,
-		Cgroups:  stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+		Image:      imageOf(r),
+		Hostname:   "corral",
+		Workdir:    r.Workdir,
+		Home:       r.Home,
+		Network:    "none",
+		Memory:     int64(r.Limits.Memory),
+		NanoCPUs:   int64(r.Limits.CPU * 1e9),
+		Pids:       int64(r.Limits.Pids),
+		ShmSize:    shmDefault,
+		Cgroups:    stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+		Timeout:    int64(r.Limits.Timeout),
+		PolicyHash: r.Hash,
 	}
 	if spec.Memory > 0 && spec.Memory < spec.ShmSize {
 		spec.ShmSize = spec.Memory

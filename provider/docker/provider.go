@@ -233,9 +233,3 @@ func (h *hostFacts) layerAvailability(req policy.Layers) []provider.LayerStatus 
 	}
 	return out
 }
-
-// Recover is not supported: a sandbox lives as long as its `corral run`;
-// containers left by a killed supervisor are removed by Sweep.
-func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
-	return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: sandboxes live as long as their corral run", id)
-}

@@ -5,8 +5,6 @@ package docker
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,17 +27,19 @@ import (
 	"github.com/moby/profiles/seccomp"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
 
 // Labels every container of Corral's carries (see Sweep).
 const (
-	LabelSandbox   = "io.corral.sandbox"   // the sandbox id
-	LabelPolicy    = "io.corral.policy"    // the policy hash
-	LabelOwner     = "io.corral.owner"     // "PID START": the supervisor process and its start time (clock ticks)
-	LabelState     = "io.corral.state-dir" // host state directory, removed with the container
-	LabelVersion   = "io.corral.version"   // the plan's provider name and version of the label scheme
+	LabelSandbox   = "io.corral.sandbox"    // the sandbox id
+	LabelPolicy    = "io.corral.policy"     // the policy hash
+	LabelOwner     = "io.corral.owner"      // "PID START BOOT PIDNS": the supervisor process (see ownerLabel)
+	LabelState     = "io.corral.state-dir"  // host state directory, removed with the container
+	LabelVersion   = "io.corral.version"    // the plan's provider name and version of the label scheme
+	LabelManaged   = "io.corral.managed-by" // persistent sandboxes: their manager (Sweep leaves them alone)
 	labelSchemeVer = "docker/1"
 )
 
@@ -78,12 +79,15 @@ func stateBase() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "docker")
 }
 
-// makeStateBase creates stateBase's own components (those below /run,
+// managedBase is where persistent sandboxes' state dirs live, beside
+// stateBase (Sweep does not look there: their manager reconciles them).
+func managedBase() string { return filepath.Join(filepath.Dir(stateBase()), "docker-managed") }
+
+// makeStateBase creates base's own components (those below /run,
 // $XDG_RUNTIME_DIR or /tmp) and checks each is a real directory owned by
 // this uid that nobody else can write: no one may swap a sandbox's state
 // dir (its mask sources, its sockets) between Provision and Start.
-func makeStateBase() (string, error) {
-	base := stateBase()
+func makeStateBase(base string) (string, error) {
 	var parts []string
 	for d := base; ; d = filepath.Dir(d) {
 		if d == "/run" || d == os.Getenv("XDG_RUNTIME_DIR") || d == filepath.Clean(os.TempDir()) || d == "/" {
@@ -126,9 +130,14 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		return nil, provider.Errorf(provider.CodeInternal, "docker: plan details are %T", plan.Details)
 	}
 	_, _ = Sweep(ctx) // best effort: leftovers of killed runs
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	s := &Sandbox{cli: h.cli, plan: plan, spec: spec, id: "corral-" + hex.EncodeToString(b)}
+	id := NewID()
+	if spec.ID != "" {
+		if !sandboxID.MatchString(spec.ID) {
+			return nil, provider.Errorf(provider.CodeInternal, "docker: sandbox id %q is not of NewID's shape", spec.ID)
+		}
+		id = spec.ID
+	}
+	s := &Sandbox{cli: h.cli, plan: plan, spec: spec, id: id}
 	fail := func(err error) (provider.Sandbox, error) {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -139,6 +148,11 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		cp := *spec // the plan stays as mapped
 		cp.Shim.FaultLayer = f
 		cp.Cgroups = cp.Cgroups && f != string(policy.LayerCgroups)
+		s.spec = &cp
+	}
+	if spec.Persistent {
+		cp := *s.spec
+		cp.Shim.Persistent = true
 		s.spec = &cp
 	}
 	if err := s.prepareState(); err != nil {
@@ -162,7 +176,11 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 // uid reaches them through the container's read-only bind; who connects is
 // checked (peer credentials, see Start and peerListener).
 func (s *Sandbox) prepareState() error {
-	base, err := makeStateBase()
+	base := stateBase()
+	if s.spec.Persistent {
+		base = managedBase()
+	}
+	base, err := makeStateBase(base)
 	if err != nil {
 		return err
 	}
@@ -175,6 +193,15 @@ func (s *Sandbox) prepareState() error {
 	// corral killed before it created one).
 	if err := os.WriteFile(filepath.Join(state, "owner"), []byte(ownerLabel(os.Getpid())), 0o644); err != nil {
 		return err
+	}
+	if s.spec.Persistent { // for Recover, by a later process
+		data, err := json.Marshal(savedPlan{Spec: s.spec, Layers: s.plan.Layers})
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(state, "plan.json"), data, 0o600); err != nil {
+			return err
+		}
 	}
 	// Mask sources: made here, fresh (O_EXCL, in a dir just created),
 	// empty and mode 000, never a path inside the image.
@@ -262,10 +289,11 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		Healthcheck: &container.HealthConfig{Test: []string{"NONE"}},
 		Labels: map[string]string{
 			LabelSandbox: s.id,
-			LabelPolicy:  s.plan.Policy.Hash,
+			LabelPolicy:  sp.PolicyHash,
 			LabelOwner:   ownerLabel(os.Getpid()),
 			LabelState:   s.state,
 			LabelVersion: labelSchemeVer,
+			LabelManaged: sp.ManagedBy,
 		},
 		StopSignal: "SIGKILL",
 	}
@@ -438,7 +466,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %s", hello.Error)
 	}
 	s.oomBase = oomKills(s.initPID)
-	layers, err := verify(s.plan, s.spec, s.initPID, insp.Container.HostConfig, hello)
+	layers, err := verify(s.plan.Layers, s.spec, s.initPID, insp.Container.HostConfig, hello)
 	s.layers = layers
 	return err
 }
@@ -575,7 +603,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		out <- err
 	}()
 	var timer <-chan time.Time
-	if d := time.Duration(s.plan.Policy.Limits.Timeout); d > 0 {
+	if d := time.Duration(s.spec.Timeout); d > 0 {
 		t := time.NewTimer(d - time.Since(t0))
 		defer t.Stop()
 		timer = t.C
@@ -663,11 +691,14 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
-	if s.lifeline != nil {
+	if s.lifeline != nil && !s.spec.Persistent {
 		// Init kills everything inside and exits, which ends the
 		// container; Deprovision's forced removal covers the rest.
 		s.lifeline.Close()
 		return nil
+	}
+	if s.lifeline != nil {
+		s.lifeline.Close()
 	}
 	if s.cid != "" {
 		_, err := s.cli.ContainerKill(ctx, s.cid, client.ContainerKillOptions{Signal: "SIGKILL"})
@@ -761,4 +792,112 @@ func peerPID(c *net.UnixConn) int {
 		return 0
 	}
 	return int(cred.Pid)
+}
+
+// savedPlan is what Recover needs of a persistent sandbox's plan.
+type savedPlan struct {
+	Spec   *Spec                  `json:"spec"`
+	Layers []provider.LayerStatus `json:"layers"`
+}
+
+// Recover reattaches to a persistent sandbox a previous process made
+// (Spec.Persistent): it reads the plan saved in its state dir, finds its
+// running container by name, serves its egress socket again, and verifies
+// its layers from outside anew. CodeNotFound when there is no such
+// sandbox or its container is not running.
+func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
+	h := p.facts()
+	if h.err != nil {
+		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+	}
+	if !sandboxID.MatchString(id) {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
+	}
+	state := filepath.Join(managedBase(), id)
+	data, err := os.ReadFile(filepath.Join(state, "plan.json"))
+	if err != nil {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: no saved plan: %v", id, err)
+	}
+	var sp savedPlan
+	if err := json.Unmarshal(data, &sp); err != nil || sp.Spec == nil {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: saved plan: %v", id, err)
+	}
+	insp, err := h.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: %v", id, err)
+	}
+	c := insp.Container
+	if c.Config == nil || c.Config.Labels[LabelSandbox] != id || c.Config.Labels[LabelManaged] == "" {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: the container is not a persistent corral sandbox", id)
+	}
+	if c.State == nil || !c.State.Running || c.State.Pid == 0 {
+		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: its container is not running", id)
+	}
+	s := &Sandbox{cli: h.cli, plan: &provider.Plan{Provider: Name, Layers: sp.Layers, Details: sp.Spec}, spec: sp.Spec,
+		id: id, cid: c.ID, state: state, initPID: c.State.Pid}
+	s.oomBase = oomKills(s.initPID)
+	if sp.Spec.Shim.ProxyPort != 0 {
+		path := filepath.Join(state, "egress.sock")
+		_ = os.Remove(path) // the previous process's
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return nil, provider.Errorf(provider.CodeStartFailed, "docker sandbox %s: egress socket: %v", id, err)
+		}
+		if err := os.Chmod(path, 0o666); err != nil {
+			l.Close()
+			return nil, provider.Errorf(provider.CodeStartFailed, "docker sandbox %s: egress socket: %v", id, err)
+		}
+		s.egress = l
+		s.egressPeers = &peerListener{UnixListener: l, allow: s.inContainer}
+	}
+	// Init checked Landlock inside when it started; the host's ABI is what
+	// the shim will find now.
+	layers, err := verify(sp.Layers, sp.Spec, s.initPID, c.HostConfig, initHello{Landlock: landlock.ABI()})
+	s.layers = layers
+	if err != nil {
+		if s.egress != nil {
+			s.egress.Close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Destroy removes a persistent sandbox's container and state dir by id,
+// whatever state they are in (idempotent: nothing there is not an error).
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	h := p.facts()
+	if h.err != nil {
+		return provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+	}
+	if !sandboxID.MatchString(id) {
+		return provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
+	}
+	if _, err := h.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return provider.Errorf(provider.CodeStopFailed, "docker: remove %s: %v", id, err)
+	}
+	if err := removeState(filepath.Join(managedBase(), id)); err != nil {
+		return provider.Errorf(provider.CodeStopFailed, "docker: remove state of %s: %v", id, err)
+	}
+	return nil
+}
+
+// Managed lists the ids of the persistent sandboxes whose manager is
+// manager (label io.corral.managed-by), running or not.
+func (p *Provider) Managed(ctx context.Context, manager string) ([]string, error) {
+	h := p.facts()
+	if h.err != nil {
+		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+	}
+	list, err := h.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelManaged+"="+manager)})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, c := range list.Items {
+		if id := c.Labels[LabelSandbox]; sandboxID.MatchString(id) && slices.Contains(c.Names, "/"+id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }

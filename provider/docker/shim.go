@@ -132,6 +132,9 @@ func InitMain(args []string) {
 		}
 	}()
 	_, _ = io.Copy(io.Discard, ctl) // until the supervisor is gone
+	if spec.Persistent {
+		select {} // outlives it: its manager stops the container
+	}
 	_ = unix.Kill(-1, unix.SIGKILL)
 	os.Exit(0)
 }

@@ -21,10 +21,10 @@ import (
 // process's, its mount table, its /proc status (seccomp, no_new_privs,
 // capabilities) and its cgroup files against the limits. A required layer
 // that is not in force is a start_failed error naming it.
-func verify(plan *provider.Plan, sp *Spec, initPID int, hc *container.HostConfig, hello initHello) ([]provider.LayerStatus, error) {
+func verify(planned []provider.LayerStatus, sp *Spec, initPID int, hc *container.HostConfig, hello initHello) ([]provider.LayerStatus, error) {
 	var out []provider.LayerStatus
 	var firstErr error
-	for _, l := range plan.Layers {
+	for _, l := range planned {
 		st := l
 		if st.State == provider.LayerActive {
 			detail, err := verifyLayer(l.Layer, sp, initPID, hc, hello)

@@ -1,0 +1,398 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/gateway"
+	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/docker"
+	"github.com/corral-sandbox/corral/store"
+)
+
+func newGatewayCmd() *cobra.Command {
+	c := &cobra.Command{Use: "gateway", Short: "The control plane for long-lived sandboxes"}
+	var listen, db, tokenFile string
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the sandbox API (Connect, gRPC, HTTP/JSON) until SIGINT or SIGTERM",
+		Long: `Serve the sandbox API. State is kept in a SQLite database; on start the
+gateway reconciles it with the running sandboxes (adopts live ones, marks
+lost ones, finishes interrupted stops and deletes, removes orphans) and
+prints what it did. Sandboxes outlive the gateway: stopping it stops none.
+
+--listen unix:PATH (default: ` + gateway.DefaultSocket() + `): only this user
+and root may connect. --listen 127.0.0.1:PORT: clients send the bearer token
+from --token-file (created 0600 with a random token when missing).
+
+Exit status: 0 after SIGINT/SIGTERM, 121 when Docker is unavailable, 2 for
+bad flags or a listener that cannot be opened.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return gatewayServe(listen, db, tokenFile) },
+	}
+	serve.Flags().StringVar(&listen, "listen", "unix:"+gateway.DefaultSocket(), "unix:PATH or loopback IP:PORT")
+	serve.Flags().StringVar(&db, "db", gateway.DefaultDB(), "SQLite database of the gateway's state")
+	serve.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file for TCP (default: beside the database)")
+	c.AddCommand(serve)
+	return c
+}
+
+func gatewayServe(listen, db, tokenFile string) error {
+	prov := docker.New()
+	if hr := prov.Probe(context.Background()); !hr.Available {
+		return &provider.Error{Code: provider.CodeUnavailable, Msg: "docker: " + hr.Reason}
+	}
+	token := ""
+	if !strings.HasPrefix(listen, "unix:") {
+		if tokenFile == "" {
+			tokenFile = filepath.Join(filepath.Dir(db), "token")
+		}
+		var err error
+		if token, err = loadToken(tokenFile); err != nil {
+			return err
+		}
+	}
+	st, err := store.Open(db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	resolve, err := egressResolver()
+	if err != nil {
+		return err
+	}
+	home, _ := os.UserHomeDir()
+	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home,
+		NewProxy: func(n policy.Network) (gateway.Proxy, error) {
+			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve})
+		}})
+	defer srv.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := srv.Reconcile(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
+	l, err := gateway.Listen(listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listen, db)
+	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
+}
+
+// loadToken reads the bearer token from path, or creates it (0600, 32
+// random bytes in hex) when missing. A token file others can read is
+// refused.
+func loadToken(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		tok := hex.EncodeToString(b)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return "", err
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		_, err = f.WriteString(tok + "\n")
+		return tok, err
+	}
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("token file %s is mode %o: others could read it (chmod 600 %s)", path, fi.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// gatewayFlags are the flags every `corral sandbox` command shares.
+type gatewayFlags struct {
+	addr, tokenFile string
+	output          string
+}
+
+func (f *gatewayFlags) add(c *cobra.Command) {
+	def := os.Getenv("CORRAL_GATEWAY")
+	if def == "" {
+		def = "unix:" + gateway.DefaultSocket()
+	}
+	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: unix:PATH or http://IP:PORT (env CORRAL_GATEWAY)")
+	c.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token file (TCP gateways)")
+	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
+}
+
+func (f *gatewayFlags) client() (clientT, error) {
+	if f.output != "text" && f.output != "json" && f.output != "yaml" {
+		return nil, fmt.Errorf("unknown output format %q: use text, json or yaml", f.output)
+	}
+	tok := ""
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		tok = strings.TrimSpace(string(b))
+	}
+	return gateway.Client(f.addr, tok)
+}
+
+type clientT = interface {
+	CreateSandbox(context.Context, *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error)
+	GetSandbox(context.Context, *connect.Request[gw.GetSandboxRequest]) (*connect.Response[gw.GetSandboxResponse], error)
+	ListSandboxes(context.Context, *connect.Request[gw.ListSandboxesRequest]) (*connect.Response[gw.ListSandboxesResponse], error)
+	ExecSandbox(context.Context, *connect.Request[gw.ExecSandboxRequest]) (*connect.ServerStreamForClient[gw.ExecSandboxResponse], error)
+	StopSandbox(context.Context, *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error)
+	DeleteSandbox(context.Context, *connect.Request[gw.DeleteSandboxRequest]) (*connect.Response[gw.DeleteSandboxResponse], error)
+}
+
+// apiErr maps an API error to Corral's exit codes (docs/exit-codes.md).
+func apiErr(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	code := provider.CodeInternal
+	switch ce.Code() {
+	case connect.CodeUnavailable:
+		code = provider.CodeUnavailable
+	case connect.CodeNotFound:
+		code = provider.CodeNotFound
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
+		code = provider.CodePolicyRejected
+	case connect.CodeAborted:
+		code = provider.CodeProvisionFailed
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
+		code = provider.CodeUnavailable
+	}
+	return &provider.Error{Code: code, Msg: "gateway: " + ce.Message()}
+}
+
+// show prints m as json or yaml, or calls text.
+func (f *gatewayFlags) show(m proto.Message, text func(io.Writer)) error {
+	switch f.output {
+	case "json", "yaml":
+		b, err := protojson.MarshalOptions{Indent: "  ", EmitUnpopulated: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		if f.output == "json" {
+			fmt.Println(string(b))
+			return nil
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		out, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		fmt.Print(string(out))
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	text(tw)
+	return tw.Flush()
+}
+
+func sandboxRow(w io.Writer, s *gw.Sandbox) {
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Id, s.Phase, s.Image, s.CreatedAt, s.Reason)
+}
+
+func newSandboxCmd() *cobra.Command {
+	var f gatewayFlags
+	c := &cobra.Command{Use: "sandbox", Short: "Manage long-lived sandboxes through a corral gateway",
+		Long: `Create, list, inspect, run commands in, stop and delete sandboxes that a
+corral gateway manages (corral gateway serve). Exit statuses: exec exits with
+the command's; otherwise 0, 118 no such sandbox, 121 gateway unreachable or
+refused, 122 policy rejected, 123 the sandbox could not be made.`}
+	f.add(c)
+	ctx := context.Background()
+	var polFile, workdir, image string
+	create := &cobra.Command{Use: "create", Short: "Create a sandbox (default policy without --policy)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			req := &gw.CreateSandboxRequest{Provider: docker.Name, Image: image}
+			if polFile != "" {
+				if _, err := policy.Load(polFile); err != nil { // positioned errors here, not from the gateway
+					return err
+				}
+				b, err := os.ReadFile(polFile)
+				if err != nil {
+					return err
+				}
+				req.PolicyYaml = string(b)
+			}
+			if workdir == "" {
+				workdir, _ = os.Getwd()
+			}
+			if req.Workdir, err = filepath.Abs(workdir); err != nil {
+				return err
+			}
+			resp, err := cl.CreateSandbox(ctx, connect.NewRequest(req))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { fmt.Fprintln(w, resp.Msg.Sandbox.Id) })
+		}}
+	create.Flags().StringVarP(&polFile, "policy", "p", "", "policy file")
+	create.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory (default: the current one)")
+	create.Flags().StringVar(&image, "image", "", "image (sets the policy's docker.image)")
+
+	list := &cobra.Command{Use: "list", Short: "List sandboxes", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) {
+				fmt.Fprintln(w, "ID\tPHASE\tIMAGE\tCREATED\tREASON")
+				for _, s := range resp.Msg.Sandboxes {
+					sandboxRow(w, s)
+				}
+			})
+		}}
+	get := &cobra.Command{Use: "get ID", Short: "Show a sandbox: phase, layers in force, loss report, events", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			s := resp.Msg.Sandbox
+			return f.show(resp.Msg, func(w io.Writer) {
+				fmt.Fprintf(w, "id:\t%s\nphase:\t%s\t%s\ndesired:\t%s\nimage:\t%s\nworkdir:\t%s\npolicy:\t%s\nversion:\t%d\n", s.Id, s.Phase, s.Reason, s.Desired, s.Image, s.Workdir, s.PolicyHash, s.ResourceVersion)
+				for _, l := range s.Layers {
+					fmt.Fprintf(w, "layer %s\t%s\t%s\t%s\n", l.Layer, l.State, l.Requirement, l.Detail)
+				}
+				for _, l := range s.Losses {
+					fmt.Fprintf(w, "%s\t%s: %s\n", l.Severity, l.Field, l.Message)
+				}
+				for _, e := range resp.Msg.Events {
+					fmt.Fprintf(w, "event %d\t%s\t%s\t%s\n", e.Seq, e.Time, e.Kind, e.Message)
+				}
+			})
+		}}
+	var timeout time.Duration
+	execc := &cobra.Command{Use: "exec ID -- COMMAND [ARG...]", Short: "Run a command in a sandbox; exits with its status", Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			cmdArgs := args[1:]
+			if cmdArgs[0] == "--" {
+				cmdArgs = cmdArgs[1:]
+			}
+			if len(cmdArgs) == 0 {
+				return fmt.Errorf("missing command: corral sandbox exec ID -- COMMAND [ARG...]")
+			}
+			var stdin []byte
+			if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+				stdin, _ = io.ReadAll(os.Stdin)
+			}
+			stream, err := cl.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: args[0], Args: cmdArgs, Stdin: stdin, TimeoutSeconds: int64(timeout / time.Second)}))
+			if err != nil {
+				return apiErr(err)
+			}
+			var exit *gw.Exit
+			for stream.Receive() {
+				switch o := stream.Msg().Output.(type) {
+				case *gw.ExecSandboxResponse_Stdout:
+					os.Stdout.Write(o.Stdout)
+				case *gw.ExecSandboxResponse_Stderr:
+					os.Stderr.Write(o.Stderr)
+				case *gw.ExecSandboxResponse_Exit:
+					exit = o.Exit
+				}
+			}
+			if err := stream.Err(); err != nil {
+				return apiErr(err)
+			}
+			if exit == nil {
+				return &provider.Error{Code: provider.CodeInternal, Msg: "gateway: the stream ended without an exit status"}
+			}
+			if exit.Reason != "" {
+				fmt.Fprintf(os.Stderr, "corral: %s\n", exit.Reason)
+			}
+			if exit.Code != 0 {
+				return exitError{code: int(exit.Code)}
+			}
+			return nil
+		}}
+	execc.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (0: the policy's timeout)")
+	execc.Flags().SetInterspersed(false)
+	stop := &cobra.Command{Use: "stop ID", Short: "Stop a sandbox (its record stays until delete)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { sandboxRow(w, resp.Msg.Sandbox) })
+		}}
+	del := &cobra.Command{Use: "delete ID", Short: "Delete a sandbox and its record", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { fmt.Fprintf(w, "%s deleted\n", args[0]) })
+		}}
+	c.AddCommand(create, list, get, execc, stop, del)
+	return c
+}

@@ -1,0 +1,194 @@
+//go:build linux
+
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
+)
+
+// DefaultSocket is where the gateway listens and the CLI connects when
+// neither --listen/--gateway nor CORRAL_GATEWAY says otherwise:
+// /run/corral/gateway.sock as root, else $XDG_RUNTIME_DIR/corral/gateway.sock,
+// else ~/.local/state/corral/gateway.sock.
+func DefaultSocket() string {
+	if os.Getuid() == 0 {
+		return "/run/corral/gateway.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "corral", "gateway.sock")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "corral", "gateway.sock")
+}
+
+// DefaultDB is the gateway's database: /var/lib/corral/gateway/gateway.db
+// as root, else ~/.local/state/corral/gateway/gateway.db.
+func DefaultDB() string {
+	if os.Getuid() == 0 {
+		return "/var/lib/corral/gateway/gateway.db"
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "corral", "gateway", "gateway.db")
+}
+
+// Listen opens the gateway's listener. addr is "unix:PATH" (the socket is
+// made 0600 in a 0700 directory; a stale socket is replaced) or a loopback
+// "IP:PORT" (clients need the bearer token; other addresses are refused,
+// since they would need TLS, which the gateway does not do yet).
+func Listen(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		if fi, err := os.Lstat(path); err == nil {
+			if fi.Mode()&os.ModeSocket == 0 {
+				return nil, fmt.Errorf("%s exists and is not a socket", path)
+			}
+			if c, err := net.Dial("unix", path); err == nil {
+				c.Close()
+				return nil, fmt.Errorf("%s: another gateway is listening there", path)
+			}
+			_ = os.Remove(path)
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		return l, os.Chmod(path, 0o600)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q: want unix:PATH or IP:PORT", addr)
+	}
+	if !ap.Addr().IsLoopback() {
+		return nil, fmt.Errorf("--listen %s: only loopback addresses without TLS (not supported yet); use 127.0.0.1 or a unix socket", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+type peerKey struct{}
+
+// Handler is the API behind authentication: on a unix socket the peer's
+// uid (SO_PEERCRED) must be this process's or root's; on TCP the request
+// must carry "Authorization: Bearer TOKEN" with the token (compared in
+// constant time). Anything else is 401 or 403 before any handler runs.
+func Handler(srv *Server, token string) http.Handler {
+	path, h := gatewayv1connect.NewSandboxServiceHandler(srv)
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uid, ok := r.Context().Value(peerKey{}).(int); ok {
+			if uid != os.Getuid() && uid != 0 {
+				http.Error(w, fmt.Sprintf("uid %d may not use this gateway", uid), http.StatusForbidden)
+				return
+			}
+		} else {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve serves h on l (HTTP/1.1 and cleartext HTTP/2, so gRPC clients
+// work too) until ctx ends.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if uc, ok := c.(*net.UnixConn); ok {
+				if uid, ok := peerUID(uc); ok {
+					return context.WithValue(ctx, peerKey{}, uid)
+				}
+				return context.WithValue(ctx, peerKey{}, -1)
+			}
+			return ctx
+		}}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go func() {
+		<-ctx.Done()
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(c)
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func peerUID(c *net.UnixConn) (int, bool) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return 0, false
+	}
+	return int(cred.Uid), true
+}
+
+// Client connects to a gateway at addr ("unix:PATH" or "http://IP:PORT")
+// with token (TCP only; "" for none).
+func Client(addr, token string) (gatewayv1connect.SandboxServiceClient, error) {
+	tr := &http.Transport{}
+	base := addr
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		base = "http://corral-gateway"
+	} else if !strings.HasPrefix(addr, "http://") {
+		return nil, fmt.Errorf("gateway address %q: want unix:PATH or http://IP:PORT", addr)
+	}
+	var opts []connect.ClientOption
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(bearer(token)))
+	}
+	return gatewayv1connect.NewSandboxServiceClient(&http.Client{Transport: tr}, base, opts...), nil
+}
+
+// bearer adds the token to every request, unary and streaming.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		c := next(ctx, spec)
+		c.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return c
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

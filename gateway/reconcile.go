@@ -1,0 +1,124 @@
+//go:build linux
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/store"
+)
+
+// ReconcileReport says what Reconcile did.
+type ReconcileReport struct {
+	Adopted  []string `json:"adopted"`  // ready records whose sandboxes run: held again
+	Lost     []string `json:"lost"`     // ready records whose sandboxes are gone: now error
+	Finished []string `json:"finished"` // interrupted provisioning, stop or delete: completed or undone
+	Orphans  []string `json:"orphans"`  // containers no record owns: removed
+}
+
+// Reconcile matches the stored sandboxes with what the provider runs,
+// before the gateway serves: a ready record whose container runs is
+// adopted (its layers verified from outside anew); one whose container is
+// gone becomes error with the reason, and what is left of it is removed;
+// a create interrupted by a crash is undone (error, nothing left running);
+// an interrupted stop or delete is finished; a container the gateway made
+// that no record owns is removed. Afterwards no record claims ready for a
+// workload that does not run, and nothing runs that no record owns.
+func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	recs, err := s.cfg.Store.List()
+	if err != nil {
+		return rep, err
+	}
+	owned := map[string]bool{}
+	for _, r := range recs {
+		owned[r.ID] = true
+		if err := s.reconcileOne(ctx, r, &rep); err != nil {
+			return rep, fmt.Errorf("sandbox %s: %w", r.ID, err)
+		}
+	}
+	ids, err := s.cfg.Provider.Managed(ctx, Manager)
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range ids {
+		if !owned[id] {
+			if err := s.cfg.Provider.Destroy(ctx, id); err != nil {
+				return rep, err
+			}
+			rep.Orphans = append(rep.Orphans, id)
+		}
+	}
+	return rep, nil
+}
+
+func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *ReconcileReport) error {
+	set := func(phase, reason string) error {
+		_, err := s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Phase, x.Reason = phase, reason })
+		return err
+	}
+	switch r.Phase {
+	case store.PhaseReady:
+		sb, err := s.cfg.Provider.Recover(ctx, r.ID)
+		if err == nil {
+			if err = s.serveEgress(r.ID, sb, networkOf(r.PolicyYAML)); err == nil {
+				layers, _ := json.Marshal(sb.Layers())
+				s.mu.Lock()
+				s.live[r.ID] = sb
+				s.mu.Unlock()
+				rep.Adopted = append(rep.Adopted, r.ID)
+				s.event(r.ID, "adopted", "running after a gateway restart; layers verified from outside again")
+				_, err = s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Layers = string(layers) })
+				return err
+			}
+			_ = sb.Deprovision(ctx)
+		}
+		if derr := s.cfg.Provider.Destroy(ctx, r.ID); derr != nil {
+			return derr
+		}
+		rep.Lost = append(rep.Lost, r.ID)
+		s.event(r.ID, "lost", "not adoptable after a gateway restart: %v", err)
+		return set(store.PhaseError, fmt.Sprintf("lost: %v", err))
+	case store.PhaseProvisioning:
+		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+			return err
+		}
+		rep.Finished = append(rep.Finished, r.ID)
+		s.event(r.ID, "error", "the gateway stopped while provisioning; what was made is removed")
+		return set(store.PhaseError, "interrupted: the gateway stopped while provisioning (nothing is left running; create again)")
+	case store.PhaseStopping, store.PhaseStopped:
+		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+			return err
+		}
+		if r.Phase == store.PhaseStopping {
+			rep.Finished = append(rep.Finished, r.ID)
+			s.event(r.ID, "stopped", "stop finished after a gateway restart")
+			return set(store.PhaseStopped, "")
+		}
+		return nil
+	case store.PhaseDeleting:
+		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+			return err
+		}
+		rep.Finished = append(rep.Finished, r.ID)
+		return s.cfg.Store.Delete(r.ID, r.Version)
+	default: // error: nothing of it may run
+		return s.cfg.Provider.Destroy(ctx, r.ID)
+	}
+}
+
+// networkOf is the network section of a stored policy (the default's when
+// it was empty or no longer parses).
+func networkOf(yaml string) policy.Network {
+	if yaml == "" {
+		return policy.Default().Network
+	}
+	p, err := policy.Parse([]byte(yaml), "policy")
+	if err != nil {
+		return policy.Default().Network
+	}
+	return p.Network
+}

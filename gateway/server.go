@@ -1,0 +1,426 @@
+//go:build linux
+
+// Package gateway is Corral's control plane: a Connect/gRPC API
+// (gateway/proto) over managed, long-lived sandboxes whose state is kept
+// in the store. Every intent is stored before it is acted on, a
+// per-sandbox gate serialises create, exec, stop and delete, and on start
+// the gateway reconciles its records with what the provider runs (see
+// Reconcile), so a gateway killed at any moment comes back consistent.
+//
+// Sandboxes run on the docker provider in its persistent mode: their
+// containers outlive the gateway and are adopted when it restarts.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/docker"
+	"github.com/corral-sandbox/corral/store"
+)
+
+// Manager is the value of io.corral.managed-by on the gateway's containers.
+const Manager = "gateway"
+
+// FaultEnv, for crash tests, names a point at which the gateway kills
+// itself with SIGKILL: create-after-intent, create-after-provision,
+// create-after-start, stop-after-intent, delete-after-intent,
+// exec-started.
+const FaultEnv = "CORRAL_GATEWAY_FAULT"
+
+// Proxy serves a sandbox's egress listener (network proxy).
+type Proxy interface {
+	Serve(net.Listener) error
+	Close() error
+}
+
+// Config is what a Server needs.
+type Config struct {
+	Store    *store.Store
+	Provider *docker.Provider
+	// Home is the home directory policies resolve "~" against.
+	Home string
+	// NewProxy makes the egress proxy for a policy's network section; nil
+	// refuses network proxy.
+	NewProxy func(policy.Network) (Proxy, error)
+}
+
+// Server implements gatewayv1connect.SandboxServiceHandler.
+type Server struct {
+	cfg   Config
+	mu    sync.Mutex
+	gates map[string]*sync.Mutex
+	live  map[string]provider.Sandbox // ready sandboxes this process holds
+	proxy map[string]Proxy
+}
+
+// New returns a server; call Reconcile before serving.
+func New(cfg Config) *Server {
+	return &Server{cfg: cfg, gates: map[string]*sync.Mutex{}, live: map[string]provider.Sandbox{}, proxy: map[string]Proxy{}}
+}
+
+// gate returns the sandbox's lock.
+func (s *Server) gate(id string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.gates[id]
+	if !ok {
+		g = &sync.Mutex{}
+		s.gates[id] = g
+	}
+	return g
+}
+
+func fault(point string) {
+	if os.Getenv(FaultEnv) == point {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Second)
+	}
+}
+
+// event records an event; a failure to record is not the caller's error.
+func (s *Server) event(id, kind, format string, args ...any) {
+	_ = s.cfg.Store.AddEvent(id, kind, fmt.Sprintf(format, args...))
+}
+
+// CreateSandbox provisions and starts a sandbox: the record (phase
+// provisioning) is stored first, then the container is made; the result is
+// ready, or error with the reason (and nothing left running).
+func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error) {
+	m := req.Msg
+	if m.Provider != "" && m.Provider != docker.Name {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: the gateway runs sandboxes on docker (the only provider whose sandboxes outlive the gateway)", m.Provider))
+	}
+	var pol *policy.Policy
+	var err error
+	if m.PolicyYaml == "" {
+		pol = policy.Default()
+	} else if pol, err = policy.Parse([]byte(m.PolicyYaml), "policy"); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if m.Image != "" {
+		pol.Docker = &policy.Docker{Image: m.Image}
+		if err := pol.Validate(); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: m.Workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if res.Network == policy.NetworkProxy && s.cfg.NewProxy == nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("network.mode proxy: this gateway has no egress proxy"))
+	}
+	plan, loss := s.cfg.Provider.Map(ctx, res)
+	if loss.HasErrors() {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
+	}
+	spec := plan.Details.(*docker.Spec)
+	id := docker.NewID()
+	spec.ID, spec.Persistent, spec.ManagedBy = id, true, Manager
+	lossJSON, _ := json.Marshal(loss)
+	g := s.gate(id)
+	g.Lock()
+	defer g.Unlock()
+	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: docker.Name, Phase: store.PhaseProvisioning, Desired: "running",
+		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: spec.Image, Workdir: res.Workdir, Losses: string(lossJSON)})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	s.event(id, "created", "provisioning on %s with image %s", docker.Name, spec.Image)
+	fault("create-after-intent")
+	// The work goes on even if the caller goes away: the record says what
+	// is under way, and the caller can Get it.
+	work := context.WithoutCancel(ctx)
+	sb, err := s.cfg.Provider.Provision(work, plan)
+	fault("create-after-provision")
+	if err == nil {
+		if err = sb.Start(work); err == nil {
+			fault("create-after-start")
+			err = s.serveEgress(id, sb, res.Egress)
+		}
+		if err != nil {
+			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = sb.Stop(c)
+			_ = sb.Deprovision(c)
+			cancel()
+		}
+	}
+	if err != nil {
+		s.event(id, "error", "%v", err)
+		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
+		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s: %w", id, err))
+	}
+	layers, _ := json.Marshal(sb.Layers())
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason, r.Layers = store.PhaseReady, "", string(layers) })
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	s.mu.Lock()
+	s.live[id] = sb
+	s.mu.Unlock()
+	s.event(id, "ready", "layers verified from outside")
+	return connect.NewResponse(&gw.CreateSandboxResponse{Sandbox: toProto(rec)}), nil
+}
+
+// serveEgress serves the sandbox's egress listener with a proxy for its
+// policy (network proxy only).
+func (s *Server) serveEgress(id string, sb provider.Sandbox, n policy.Network) error {
+	l := sb.EgressListener()
+	if l == nil {
+		return nil
+	}
+	p, err := s.cfg.NewProxy(n)
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	s.mu.Lock()
+	s.proxy[id] = p
+	s.mu.Unlock()
+	go func() { _ = p.Serve(l) }()
+	return nil
+}
+
+func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[gw.GetSandboxRequest]) (*connect.Response[gw.GetSandboxResponse], error) {
+	rec, err := s.cfg.Store.Get(req.Msg.Id)
+	if err != nil {
+		return nil, storeErr(req.Msg.Id, err)
+	}
+	evs, err := s.cfg.Store.Events(rec.ID)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	out := &gw.GetSandboxResponse{Sandbox: toProto(rec)}
+	for _, e := range evs {
+		out.Events = append(out.Events, &gw.Event{Seq: e.Seq, Time: e.Time.UTC().Format(time.RFC3339Nano), Kind: e.Kind, Message: e.Message})
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) ListSandboxes(ctx context.Context, req *connect.Request[gw.ListSandboxesRequest]) (*connect.Response[gw.ListSandboxesResponse], error) {
+	recs, err := s.cfg.Store.List()
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	out := &gw.ListSandboxesResponse{}
+	for _, r := range recs {
+		out.Sandboxes = append(out.Sandboxes, toProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ExecSandbox runs one command in a ready sandbox and streams its output,
+// then its exit status.
+func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSandboxRequest], stream *connect.ServerStream[gw.ExecSandboxResponse]) error {
+	m := req.Msg
+	if len(m.Args) == 0 {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command given"))
+	}
+	g := s.gate(m.Id)
+	g.Lock()
+	defer g.Unlock()
+	rec, err := s.cfg.Store.Get(m.Id)
+	if err != nil {
+		return storeErr(m.Id, err)
+	}
+	s.mu.Lock()
+	sb := s.live[m.Id]
+	s.mu.Unlock()
+	if rec.Phase != store.PhaseReady || sb == nil {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s, not ready", m.Id, rec.Phase))
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	go func() { _, _ = stdinW.Write(m.Stdin); stdinW.Close() }()
+	defer stdinR.Close()
+	var sendMu sync.Mutex
+	send := func(r *gw.ExecSandboxResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(r)
+	}
+	pipe := func(wrap func([]byte) *gw.ExecSandboxResponse) (*os.File, *sync.WaitGroup, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 {
+					_ = send(wrap(append([]byte(nil), buf[:n]...)))
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		return w, &wg, nil
+	}
+	stdout, outWG, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
+		return &gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stdout{Stdout: b}}
+	})
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	stderr, errWG, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
+		return &gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stderr{Stderr: b}}
+	})
+	if err != nil {
+		stdout.Close()
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	ectx := ctx
+	if m.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ectx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	s.event(m.Id, "exec", "%q", m.Args)
+	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr,
+		Started: func(int) { fault("exec-started") }})
+	stdout.Close()
+	stderr.Close()
+	outWG.Wait()
+	errWG.Wait()
+	if err != nil && st.Code == 0 {
+		return connect.NewError(connect.CodeAborted, err)
+	}
+	exit := &gw.Exit{Code: int32(st.Code), TimedOut: st.TimedOut, Reason: st.Reason}
+	if err != nil {
+		exit.Reason = err.Error()
+	}
+	return send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Exit{Exit: exit}})
+}
+
+// StopSandbox ends a sandbox's workload and releases its container; the
+// record stays (phase stopped) until DeleteSandbox.
+func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error) {
+	id := req.Msg.Id
+	g := s.gate(id)
+	g.Lock()
+	defer g.Unlock()
+	rec, err := s.cfg.Store.Get(id)
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	if rec.Phase == store.PhaseStopped {
+		return connect.NewResponse(&gw.StopSandboxResponse{Sandbox: toProto(rec)}), nil
+	}
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Desired, r.Reason = store.PhaseStopping, "stopped", "" })
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	fault("stop-after-intent")
+	if err := s.release(context.WithoutCancel(ctx), id); err != nil {
+		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase = store.PhaseStopped })
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	s.event(id, "stopped", "container removed")
+	return connect.NewResponse(&gw.StopSandboxResponse{Sandbox: toProto(rec)}), nil
+}
+
+// DeleteSandbox releases a sandbox's resources and removes its record.
+func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.DeleteSandboxRequest]) (*connect.Response[gw.DeleteSandboxResponse], error) {
+	id := req.Msg.Id
+	g := s.gate(id)
+	g.Lock()
+	defer g.Unlock()
+	rec, err := s.cfg.Store.Get(id)
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Desired = store.PhaseDeleting, "deleted" })
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	fault("delete-after-intent")
+	if err := s.release(context.WithoutCancel(ctx), id); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	if err := s.cfg.Store.Delete(id, rec.Version); err != nil {
+		return nil, storeErr(id, err)
+	}
+	return connect.NewResponse(&gw.DeleteSandboxResponse{}), nil
+}
+
+// release stops the sandbox's workload and removes its container, its
+// state and its egress proxy; idempotent.
+func (s *Server) release(ctx context.Context, id string) error {
+	s.mu.Lock()
+	sb, p := s.live[id], s.proxy[id]
+	delete(s.live, id)
+	delete(s.proxy, id)
+	s.mu.Unlock()
+	if p != nil {
+		p.Close()
+	}
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if sb != nil {
+		_ = sb.Stop(c)
+		_ = sb.Deprovision(c)
+	}
+	return s.cfg.Provider.Destroy(c, id)
+}
+
+// Close releases what this process holds without stopping any sandbox:
+// they outlive the gateway and are adopted by the next one.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, p := range s.proxy {
+		p.Close()
+		delete(s.proxy, id)
+	}
+}
+
+func storeErr(id string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("no sandbox %s", id))
+	case errors.Is(err, store.ErrStale):
+		return connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s changed meanwhile: retry", id))
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+func toProto(r store.Sandbox) *gw.Sandbox {
+	out := &gw.Sandbox{Id: r.ID, Provider: r.Provider, Phase: r.Phase, Reason: r.Reason, Desired: r.Desired, ResourceVersion: r.Version,
+		PolicyHash: r.PolicyHash, Image: r.Image, Workdir: r.Workdir,
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: r.UpdatedAt.UTC().Format(time.RFC3339)}
+	var layers []provider.LayerStatus
+	_ = json.Unmarshal([]byte(r.Layers), &layers)
+	for _, l := range layers {
+		out.Layers = append(out.Layers, &gw.Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
+	}
+	var loss provider.LossReport
+	_ = json.Unmarshal([]byte(r.Losses), &loss)
+	for _, l := range loss {
+		out.Losses = append(out.Losses, &gw.Loss{Severity: string(l.Severity), Area: l.Area, Field: l.Field, Message: l.Message})
+	}
+	return out
+}
