@@ -1,0 +1,393 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/corral-sandbox/corral/gateway"
+	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
+)
+
+// gatewayProc is a `corral gateway serve` started by a test.
+type gatewayProc struct {
+	t      *testing.T
+	dir    string // its database and socket live here
+	listen string
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+}
+
+// startGateway starts the gateway (as root) with env and waits until it
+// answers.
+func startGateway(t *testing.T, dir, listen string, env ...string) *gatewayProc {
+	t.Helper()
+	g := &gatewayProc{t: t, dir: dir, listen: listen, log: &bytes.Buffer{}}
+	g.cmd = exec.Command(corralBin, "gateway", "serve", "--listen", listen, "--db", filepath.Join(dir, "g.db"))
+	g.cmd.Env = append(os.Environ(), env...)
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.kill)
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(g.log.String(), "listening on") {
+			return g
+		}
+		if g.cmd.ProcessState != nil {
+			break
+		}
+	}
+	t.Fatalf("gateway did not start:\n%s", g.log)
+	return nil
+}
+
+func (g *gatewayProc) kill() {
+	if g.cmd.Process != nil && g.cmd.ProcessState == nil {
+		_ = g.cmd.Process.Kill()
+		_ = g.cmd.Wait()
+	}
+}
+
+// waitDead waits for the gateway to die by itself (a fault point).
+func (g *gatewayProc) waitDead() {
+	done := make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		g.t.Fatalf("the gateway did not die at its fault point:\n%s", g.log)
+	}
+}
+
+func (g *gatewayProc) client(t *testing.T, token string) gatewayv1connect.SandboxServiceClient {
+	t.Helper()
+	addr := g.listen
+	if !strings.HasPrefix(addr, "unix:") {
+		addr = "http://" + addr
+	}
+	c, err := gateway.Client(addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func gatewayIdent(t *testing.T) *ident {
+	t.Helper()
+	id := dockerIdents(t)[0]
+	if !id.isRoot() {
+		t.Skip("the gateway tests run the gateway as root")
+	}
+	return id
+}
+
+func createReq(wd string) *connect.Request[gw.CreateSandboxRequest] {
+	return connect.NewRequest(&gw.CreateSandboxRequest{Provider: "docker", Workdir: wd})
+}
+
+// execOut runs args in sandbox id and returns stdout and the exit code.
+func execOut(ctx context.Context, c gatewayv1connect.SandboxServiceClient, id string, args ...string) (string, int, error) {
+	st, err := c.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: id, Args: args}))
+	if err != nil {
+		return "", -1, err
+	}
+	var out strings.Builder
+	code := -1
+	for st.Receive() {
+		switch o := st.Msg().Output.(type) {
+		case *gw.ExecSandboxResponse_Stdout:
+			out.Write(o.Stdout)
+		case *gw.ExecSandboxResponse_Exit:
+			code = int(o.Exit.Code)
+		}
+	}
+	return out.String(), code, st.Err()
+}
+
+// managedContainers lists the gateway's containers (running or not).
+func managedContainers(t *testing.T) []string {
+	t.Helper()
+	out := dockerCLI(t, "ps", "-a", "--filter", "label=io.corral.managed-by=gateway", "--format", "{{.Names}}")
+	return strings.Fields(out)
+}
+
+// The API through a real server: on a unix socket (peer uid checked) and
+// on loopback TCP with the bearer token (missing and wrong tokens refused);
+// a sandbox is created ready with its layers verified, runs commands,
+// stops and is deleted without leaving a container.
+func TestGatewayAPI(t *testing.T) {
+	id := gatewayIdent(t)
+	dir := mkdir(t, id, "gwapi")
+	wd := dockerWorkdir(t, id, "gwapi-wd")
+	ctx := context.Background()
+
+	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
+	c := g.client(t, "")
+	resp, err := c.CreateSandbox(ctx, createReq(wd))
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, g.log)
+	}
+	sb := resp.Msg.Sandbox
+	if sb.Phase != "ready" || len(sb.Layers) != 5 || sb.ResourceVersion < 2 {
+		t.Fatalf("created sandbox: %+v", sb)
+	}
+	for _, l := range sb.Layers {
+		if l.State != "active" || !strings.Contains(l.Detail, "") {
+			t.Errorf("layer %s is %s", l.Layer, l.State)
+		}
+	}
+	out, code, err := execOut(ctx, c, sb.Id, "sh", "-c", "id -u; echo hello > made; exit 5")
+	if err != nil || code != 5 || strings.TrimSpace(out) == "0" || readFile(t, filepath.Join(wd, "made")) != "hello\n" {
+		t.Errorf("exec: out %q code %d err %v", out, code, err)
+	}
+	if _, err := c.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: "corral-000000000000"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("get of an unknown id: %v", err)
+	}
+	// An unprivileged user cannot use root's socket.
+	probe := exec.Command(corralBin, "sandbox", "list", "--gateway", g.listen)
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(testUser.uid), Gid: uint32(testUser.gid)}}
+	if pout, err := probe.CombinedOutput(); err == nil {
+		t.Errorf("corral-test listed root's sandboxes:\n%s", pout)
+	}
+	if _, err := c.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: sb.Id})); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execOut(ctx, c, sb.Id, "true"); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("exec in a stopped sandbox: %v", err)
+	}
+	if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb.Id})); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(managedContainers(t), sb.Id) {
+		t.Error("the deleted sandbox's container is still there")
+	}
+	g.kill()
+
+	// Loopback TCP with a token.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	g = startGateway(t, dir, addr)
+	tok, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatalf("no token file: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "token")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %o", fi.Mode().Perm())
+	}
+	for name, token := range map[string]string{"missing": "", "wrong": "not-the-token"} {
+		_, err := g.client(t, token).ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+		if connect.CodeOf(err) != connect.CodeUnauthenticated {
+			t.Errorf("%s token: %v, want unauthenticated", name, err)
+		}
+	}
+	if _, err := g.client(t, strings.TrimSpace(string(tok))).ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err != nil {
+		t.Errorf("right token: %v", err)
+	}
+}
+
+// checkConsistent asserts the gateway's invariants after a restart: no
+// record claims ready for a sandbox that does not run, every container of
+// the gateway has a record, and nothing else is left.
+func checkConsistent(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, what string) {
+	t.Helper()
+	resp, err := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+	if err != nil {
+		t.Fatalf("%s: list: %v", what, err)
+	}
+	containers := managedContainers(t)
+	recs := map[string]string{}
+	for _, s := range resp.Msg.Sandboxes {
+		recs[s.Id] = s.Phase
+		if s.Phase == "ready" {
+			if !slices.Contains(containers, s.Id) {
+				t.Errorf("%s: %s is ready but has no container", what, s.Id)
+			} else if out, code, err := execOut(ctx, c, s.Id, "echo", "alive"); err != nil || code != 0 || !strings.Contains(out, "alive") {
+				t.Errorf("%s: %s is ready but does not run commands: %q %d %v", what, s.Id, out, code, err)
+			}
+		}
+		if s.Phase == "provisioning" || s.Phase == "stopping" || s.Phase == "deleting" {
+			t.Errorf("%s: %s left in %s after reconciliation", what, s.Id, s.Phase)
+		}
+	}
+	for _, id := range containers {
+		if recs[id] != "ready" {
+			t.Errorf("%s: container %s runs without a ready record (%q)", what, id, recs[id])
+		}
+	}
+}
+
+// A gateway killed with SIGKILL in the middle of create, exec, stop and
+// delete, then restarted, ends consistent.
+func TestGatewayCrashes(t *testing.T) {
+	id := gatewayIdent(t)
+	dir := mkdir(t, id, "gwcrash")
+	wd := dockerWorkdir(t, id, "gwcrash-wd")
+	sock := "unix:" + filepath.Join(dir, "gw.sock")
+	ctx := context.Background()
+	// A ready sandbox to stop, delete and exec in under faults.
+	ready := func() string {
+		g := startGateway(t, dir, sock)
+		resp, err := g.client(t, "").CreateSandbox(ctx, createReq(wd))
+		if err != nil {
+			t.Fatalf("create: %v\n%s", err, g.log)
+		}
+		g.kill()
+		return resp.Msg.Sandbox.Id
+	}
+	for _, point := range []string{"create-after-intent", "create-after-provision", "create-after-start", "exec-started", "stop-after-intent", "delete-after-intent"} {
+		var target string
+		if !strings.HasPrefix(point, "create") {
+			target = ready()
+		}
+		g := startGateway(t, dir, sock, gateway.FaultEnv+"="+point)
+		c := g.client(t, "")
+		var err error
+		switch {
+		case strings.HasPrefix(point, "create"):
+			_, err = c.CreateSandbox(ctx, createReq(wd))
+		case point == "exec-started":
+			_, _, err = execOut(ctx, c, target, "sleep", "1000")
+		case point == "stop-after-intent":
+			_, err = c.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: target}))
+		case point == "delete-after-intent":
+			_, err = c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: target}))
+		}
+		if err == nil {
+			t.Errorf("%s: the call succeeded although the gateway was to die", point)
+		}
+		g.waitDead()
+		g = startGateway(t, dir, sock)
+		checkConsistent(t, ctx, g.client(t, ""), point)
+		if point == "delete-after-intent" {
+			if _, err := g.client(t, "").GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: target})); connect.CodeOf(err) != connect.CodeNotFound {
+				t.Errorf("%s: the interrupted delete was not finished: %v", point, err)
+			}
+		}
+		g.kill()
+	}
+	// Clean up what is left (ready sandboxes).
+	g := startGateway(t, dir, sock)
+	c := g.client(t, "")
+	resp, _ := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+	for _, s := range resp.Msg.Sandboxes {
+		_, _ = c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: s.Id}))
+	}
+	if left := managedContainers(t); len(left) != 0 {
+		t.Errorf("containers left: %v", left)
+	}
+}
+
+// Load: N sandboxes (CORRAL_GATEWAY_LOAD, default 8) created, exec'd and
+// deleted concurrently; nothing leaks; latency percentiles are logged (run
+// with CORRAL_GATEWAY_LOAD=100 -v for the benchmark figures).
+func TestGatewayLoad(t *testing.T) {
+	id := gatewayIdent(t)
+	n := 8
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_GATEWAY_LOAD")); err == nil && v > 0 {
+		n = v
+	}
+	dir := mkdir(t, id, "gwload")
+	wd := dockerWorkdir(t, id, "gwload-wd")
+	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
+	c := g.client(t, "")
+	ctx := context.Background()
+	// Two rounds: the first warms the connection pools (to Docker, to
+	// clients); the second must not leave the gateway with more fds.
+	var fds [2]int
+	var creates, execs []time.Duration
+	for round := 0; round < 2; round++ {
+		creates, execs = loadRound(t, ctx, c, wd, n)
+		resp, err := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+		if err != nil || len(resp.Msg.Sandboxes) != 0 {
+			t.Errorf("rows left: %v %v", resp, err)
+		}
+		if left := managedContainers(t); len(left) != 0 {
+			t.Errorf("containers left: %v", left)
+		}
+		if ents, _ := os.ReadDir("/run/corral/docker-managed"); len(ents) != 0 {
+			t.Errorf("state dirs left: %d", len(ents))
+		}
+		fds[round] = countFDs(g.cmd.Process.Pid)
+	}
+	if fds[1] > fds[0]+2 {
+		t.Errorf("the gateway's fds grew from %d to %d over a second round", fds[0], fds[1])
+	}
+	t.Logf("%d sandboxes: create p50 %s p99 %s; exec p50 %s p99 %s", n, pct(creates, 50), pct(creates, 99), pct(execs, 50), pct(execs, 99))
+}
+
+// loadRound creates, execs in and deletes n sandboxes concurrently and
+// returns the create and exec latencies.
+func loadRound(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, wd string, n int) (creates, execs []time.Duration) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			t0 := time.Now()
+			resp, err := c.CreateSandbox(ctx, createReq(wd))
+			if err != nil {
+				errs <- fmt.Errorf("create %d: %w", i, err)
+				return
+			}
+			t1 := time.Now()
+			out, code, err := execOut(ctx, c, resp.Msg.Sandbox.Id, "echo", strconv.Itoa(i))
+			t2 := time.Now()
+			if err != nil || code != 0 || strings.TrimSpace(out) != strconv.Itoa(i) {
+				errs <- fmt.Errorf("exec %d: %q %d %v", i, out, code, err)
+			}
+			if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: resp.Msg.Sandbox.Id})); err != nil {
+				errs <- fmt.Errorf("delete %d: %w", i, err)
+			}
+			mu.Lock()
+			creates, execs = append(creates, t1.Sub(t0)), append(execs, t2.Sub(t1))
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return creates, execs
+}
+
+func countFDs(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(ents)
+}
+
+// pct is the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (p*len(s)+99)/100 - 1
+	return s[max(i, 0)].Round(time.Millisecond)
+}
