@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,8 +169,61 @@ func TestGatewayAPI(t *testing.T) {
 	if pout, err := probe.CombinedOutput(); err == nil {
 		t.Errorf("corral-test listed root's sandboxes:\n%s", pout)
 	}
+	// The same API as plain HTTP/JSON and as gRPC (HTTP/2 cleartext).
+	sockPath := strings.TrimPrefix(g.listen, "unix:")
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sockPath)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: dial}}
+	hr, err := hc.Post("http://gw/corral.gateway.v1.SandboxService/GetSandbox", "application/json", strings.NewReader(`{"id":"`+sb.Id+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(hr.Body)
+	hr.Body.Close()
+	if hr.StatusCode != 200 || !strings.Contains(string(body), `"phase":"ready"`) || !strings.Contains(string(body), `"effective":"running"`) {
+		t.Errorf("HTTP/JSON GetSandbox: %d %s", hr.StatusCode, body)
+	}
+	h2 := &http.Transport{DialContext: dial, Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	grpc := gatewayv1connect.NewSandboxServiceClient(&http.Client{Transport: h2}, "http://gw", connect.WithGRPC())
+	if lr, err := grpc.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err != nil || len(lr.Msg.Sandboxes) != 1 {
+		t.Errorf("gRPC ListSandboxes: %v %v", lr, err)
+	}
+	// Watch sees the stop; Get sees a workload killed behind the gateway's back.
+	wctx, cancelWatch := context.WithCancel(ctx)
+	defer cancelWatch()
+	ws, err := c.WatchSandbox(wctx, connect.NewRequest(&gw.WatchSandboxRequest{Id: sb.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan []string, 1)
+	go func() {
+		var phases []string
+		for ws.Receive() {
+			if m := ws.Msg(); m.Sandbox != nil {
+				phases = append(phases, m.Sandbox.Phase)
+				if m.Sandbox.Phase == "stopped" {
+					break
+				}
+			}
+		}
+		seen <- phases
+	}()
+	dockerCLI(t, "kill", sb.Id)
+	if gr, err := c.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: sb.Id})); err != nil || gr.Msg.Sandbox.Effective != "gone" {
+		t.Errorf("a killed container: effective %q (%v), want gone", gr.Msg.Sandbox.GetEffective(), err)
+	}
 	if _, err := c.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: sb.Id})); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case phases := <-seen:
+		if len(phases) == 0 || phases[0] != "ready" || phases[len(phases)-1] != "stopped" {
+			t.Errorf("watch saw phases %v, want ready ... stopped", phases)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("watch did not report the stop")
 	}
 	if _, _, err := execOut(ctx, c, sb.Id, "true"); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("exec in a stopped sandbox: %v", err)

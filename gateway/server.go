@@ -202,9 +202,9 @@ func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[gw.GetSand
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	out := &gw.GetSandboxResponse{Sandbox: toProto(rec)}
+	out := &gw.GetSandboxResponse{Sandbox: s.withEffective(ctx, toProto(rec))}
 	for _, e := range evs {
-		out.Events = append(out.Events, &gw.Event{Seq: e.Seq, Time: e.Time.UTC().Format(time.RFC3339Nano), Kind: e.Kind, Message: e.Message})
+		out.Events = append(out.Events, toEvent(e))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -216,7 +216,7 @@ func (s *Server) ListSandboxes(ctx context.Context, req *connect.Request[gw.List
 	}
 	out := &gw.ListSandboxesResponse{}
 	for _, r := range recs {
-		out.Sandboxes = append(out.Sandboxes, toProto(r))
+		out.Sandboxes = append(out.Sandboxes, s.withEffective(ctx, toProto(r)))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -310,6 +310,68 @@ func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSa
 		exit.Reason = err.Error()
 	}
 	return send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Exit{Exit: exit}})
+}
+
+// withEffective fills in what runs now: running, gone or none.
+func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
+	s.mu.Lock()
+	sb := s.live[p.Id]
+	s.mu.Unlock()
+	switch {
+	case p.Phase != store.PhaseReady:
+		p.Effective = "none"
+	case sb == nil:
+		p.Effective = "gone"
+	default:
+		p.Effective = "running"
+		if r, ok := sb.(interface{ Running(context.Context) bool }); ok && !r.Running(ctx) {
+			p.Effective = "gone"
+		}
+	}
+	return p
+}
+
+// WatchSandbox streams the sandbox (first, then on every change of its
+// resource version) and its new events, polling the store.
+func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.WatchSandboxRequest], stream *connect.ServerStream[gw.WatchSandboxResponse]) error {
+	id, after := req.Msg.Id, req.Msg.AfterSeq
+	var version int64 = -1
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := s.cfg.Store.Get(id)
+		if errors.Is(err, store.ErrNotFound) && version >= 0 {
+			return nil // deleted: the watch ends
+		}
+		if err != nil {
+			return storeErr(id, err)
+		}
+		evs, err := s.cfg.Store.Events(id)
+		if err != nil {
+			return connect.NewError(connect.CodeInternal, err)
+		}
+		out := &gw.WatchSandboxResponse{}
+		if rec.Version != version {
+			out.Sandbox = s.withEffective(ctx, toProto(rec))
+			version = rec.Version
+		}
+		for _, e := range evs {
+			if e.Seq > after {
+				out.Events = append(out.Events, toEvent(e))
+				after = e.Seq
+			}
+		}
+		if out.Sandbox != nil || len(out.Events) > 0 {
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // StopSandbox ends a sandbox's workload and releases its container; the
@@ -406,6 +468,10 @@ func storeErr(id string, err error) error {
 		return connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s changed meanwhile: retry", id))
 	}
 	return connect.NewError(connect.CodeInternal, err)
+}
+
+func toEvent(e store.Event) *gw.Event {
+	return &gw.Event{Seq: e.Seq, Time: e.Time.UTC().Format(time.RFC3339Nano), Kind: e.Kind, Message: e.Message}
 }
 
 func toProto(r store.Sandbox) *gw.Sandbox {

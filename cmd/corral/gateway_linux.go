@@ -27,6 +27,7 @@ import (
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
@@ -173,14 +174,7 @@ func (f *gatewayFlags) client() (clientT, error) {
 	return gateway.Client(f.addr, tok)
 }
 
-type clientT = interface {
-	CreateSandbox(context.Context, *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error)
-	GetSandbox(context.Context, *connect.Request[gw.GetSandboxRequest]) (*connect.Response[gw.GetSandboxResponse], error)
-	ListSandboxes(context.Context, *connect.Request[gw.ListSandboxesRequest]) (*connect.Response[gw.ListSandboxesResponse], error)
-	ExecSandbox(context.Context, *connect.Request[gw.ExecSandboxRequest]) (*connect.ServerStreamForClient[gw.ExecSandboxResponse], error)
-	StopSandbox(context.Context, *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error)
-	DeleteSandbox(context.Context, *connect.Request[gw.DeleteSandboxRequest]) (*connect.Response[gw.DeleteSandboxResponse], error)
-}
+type clientT = gatewayv1connect.SandboxServiceClient
 
 // apiErr maps an API error to Corral's exit codes (docs/exit-codes.md).
 func apiErr(err error) error {
@@ -233,7 +227,7 @@ func (f *gatewayFlags) show(m proto.Message, text func(io.Writer)) error {
 }
 
 func sandboxRow(w io.Writer, s *gw.Sandbox) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Id, s.Phase, s.Image, s.CreatedAt, s.Reason)
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Id, s.Phase, s.Effective, s.Image, s.CreatedAt, s.Reason)
 }
 
 func newSandboxCmd() *cobra.Command {
@@ -290,7 +284,7 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 				return apiErr(err)
 			}
 			return f.show(resp.Msg, func(w io.Writer) {
-				fmt.Fprintln(w, "ID\tPHASE\tIMAGE\tCREATED\tREASON")
+				fmt.Fprintln(w, "ID\tPHASE\tEFFECTIVE\tIMAGE\tCREATED\tREASON")
 				for _, s := range resp.Msg.Sandboxes {
 					sandboxRow(w, s)
 				}
@@ -308,7 +302,7 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 			}
 			s := resp.Msg.Sandbox
 			return f.show(resp.Msg, func(w io.Writer) {
-				fmt.Fprintf(w, "id:\t%s\nphase:\t%s\t%s\ndesired:\t%s\nimage:\t%s\nworkdir:\t%s\npolicy:\t%s\nversion:\t%d\n", s.Id, s.Phase, s.Reason, s.Desired, s.Image, s.Workdir, s.PolicyHash, s.ResourceVersion)
+				fmt.Fprintf(w, "id:\t%s\nphase:\t%s\t%s\neffective:\t%s\ndesired:\t%s\nimage:\t%s\nworkdir:\t%s\npolicy:\t%s\nversion:\t%d\n", s.Id, s.Phase, s.Reason, s.Effective, s.Desired, s.Image, s.Workdir, s.PolicyHash, s.ResourceVersion)
 				for _, l := range s.Layers {
 					fmt.Fprintf(w, "layer %s\t%s\t%s\t%s\n", l.Layer, l.State, l.Requirement, l.Detail)
 				}
@@ -393,6 +387,36 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 			}
 			return f.show(resp.Msg, func(w io.Writer) { fmt.Fprintf(w, "%s deleted\n", args[0]) })
 		}}
-	c.AddCommand(create, list, get, execc, stop, del)
+	watch := &cobra.Command{Use: "watch ID", Short: "Follow a sandbox's status and events until it is deleted or Ctrl-C", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			wctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stream, err := cl.WatchSandbox(wctx, connect.NewRequest(&gw.WatchSandboxRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			for stream.Receive() {
+				m := stream.Msg()
+				if err := f.show(m, func(w io.Writer) {
+					if m.Sandbox != nil {
+						fmt.Fprintf(w, "status\t%s\t%s\t%s\n", m.Sandbox.Phase, m.Sandbox.Effective, m.Sandbox.Reason)
+					}
+					for _, e := range m.Events {
+						fmt.Fprintf(w, "event %d\t%s\t%s\t%s\n", e.Seq, e.Time, e.Kind, e.Message)
+					}
+				}); err != nil {
+					return err
+				}
+			}
+			if err := stream.Err(); err != nil && wctx.Err() == nil {
+				return apiErr(err)
+			}
+			return nil
+		}}
+	c.AddCommand(create, list, get, execc, watch, stop, del)
 	return c
 }

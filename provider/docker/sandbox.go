@@ -901,3 +901,14 @@ func (p *Provider) Managed(ctx context.Context, manager string) ([]string, error
 	}
 	return ids, nil
 }
+
+// Running reports whether the sandbox's container runs now (the daemon's
+// word, checked against its init's pid on the host).
+func (s *Sandbox) Running(ctx context.Context) bool {
+	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
+	if err != nil || insp.Container.State == nil || !insp.Container.State.Running {
+		return false
+	}
+	_, err = os.Stat(fmt.Sprintf("/proc/%d", insp.Container.State.Pid))
+	return err == nil && insp.Container.State.Pid == s.initPID
+}

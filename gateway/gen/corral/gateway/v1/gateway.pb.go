@@ -37,10 +37,14 @@ type Sandbox struct {
 	// desired: running, stopped or deleted — what the last accepted call asked for.
 	Desired string `protobuf:"bytes,5,opt,name=desired,proto3" json:"desired,omitempty"`
 	// resource_version increases with every stored change (compare-and-swap).
-	ResourceVersion int64  `protobuf:"varint,6,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	PolicyHash      string `protobuf:"bytes,7,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
-	Image           string `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`
-	Workdir         string `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	ResourceVersion int64 `protobuf:"varint,6,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// effective is what runs now, checked when the sandbox is read: running
+	// (its init is alive), gone (the record says ready, the workload is not
+	// there), or none (nothing should run).
+	Effective  string `protobuf:"bytes,14,opt,name=effective,proto3" json:"effective,omitempty"`
+	PolicyHash string `protobuf:"bytes,7,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	Image      string `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`
+	Workdir    string `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// layers in force, verified from outside the workload when the sandbox
 	// became ready (or was adopted after a gateway restart).
 	Layers        []*Layer `protobuf:"bytes,10,rep,name=layers,proto3" json:"layers,omitempty"`
@@ -121,6 +125,13 @@ func (x *Sandbox) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *Sandbox) GetEffective() string {
+	if x != nil {
+		return x.Effective
+	}
+	return ""
 }
 
 func (x *Sandbox) GetPolicyHash() string {
@@ -895,6 +906,112 @@ func (x *Exit) GetReason() string {
 	return ""
 }
 
+type WatchSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// after_seq: only events after this one (0: the whole history first).
+	AfterSeq      int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSandboxRequest) Reset() {
+	*x = WatchSandboxRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSandboxRequest) ProtoMessage() {}
+
+func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSandboxRequest.ProtoReflect.Descriptor instead.
+func (*WatchSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *WatchSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *WatchSandboxRequest) GetAfterSeq() int64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+type WatchSandboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sandbox is sent first and whenever its resource version changes.
+	Sandbox       *Sandbox `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Events        []*Event `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSandboxResponse) Reset() {
+	*x = WatchSandboxResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSandboxResponse) ProtoMessage() {}
+
+func (x *WatchSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSandboxResponse.ProtoReflect.Descriptor instead.
+func (*WatchSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WatchSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *WatchSandboxResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 type StopSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -904,7 +1021,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1033,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1046,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -948,7 +1065,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1077,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1090,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -992,7 +1109,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1121,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1134,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1035,7 +1152,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1164,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,21 +1177,22 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\x9a\x03\n" +
+	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xb8\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
 	"\adesired\x18\x05 \x01(\tR\adesired\x12)\n" +
-	"\x10resource_version\x18\x06 \x01(\x03R\x0fresourceVersion\x12\x1f\n" +
+	"\x10resource_version\x18\x06 \x01(\x03R\x0fresourceVersion\x12\x1c\n" +
+	"\teffective\x18\x0e \x01(\tR\teffective\x12\x1f\n" +
 	"\vpolicy_hash\x18\a \x01(\tR\n" +
 	"policyHash\x12\x14\n" +
 	"\x05image\x18\b \x01(\tR\x05image\x12\x18\n" +
@@ -1130,20 +1248,27 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x04Exit\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x1b\n" +
 	"\ttimed_out\x18\x02 \x01(\bR\btimedOut\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"$\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"B\n" +
+	"\x13WatchSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\"~\n" +
+	"\x14WatchSandboxResponse\x124\n" +
+	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\x120\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.corral.gateway.v1.EventR\x06events\"$\n" +
 	"\x12StopSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13StopSandboxResponse\x124\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xd5\x04\n" +
+	"\x15DeleteSandboxResponse2\xb8\x05\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
 	"GetSandbox\x12$.corral.gateway.v1.GetSandboxRequest\x1a%.corral.gateway.v1.GetSandboxResponse\x12b\n" +
 	"\rListSandboxes\x12'.corral.gateway.v1.ListSandboxesRequest\x1a(.corral.gateway.v1.ListSandboxesResponse\x12^\n" +
-	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12\\\n" +
+	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12a\n" +
+	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
 	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponseBJZHgithub.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1;gatewayv1b\x06proto3"
 
@@ -1159,7 +1284,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -1174,10 +1299,12 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*ExecSandboxRequest)(nil),    // 10: corral.gateway.v1.ExecSandboxRequest
 	(*ExecSandboxResponse)(nil),   // 11: corral.gateway.v1.ExecSandboxResponse
 	(*Exit)(nil),                  // 12: corral.gateway.v1.Exit
-	(*StopSandboxRequest)(nil),    // 13: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 14: corral.gateway.v1.StopSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 15: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 16: corral.gateway.v1.DeleteSandboxResponse
+	(*WatchSandboxRequest)(nil),   // 13: corral.gateway.v1.WatchSandboxRequest
+	(*WatchSandboxResponse)(nil),  // 14: corral.gateway.v1.WatchSandboxResponse
+	(*StopSandboxRequest)(nil),    // 15: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 16: corral.gateway.v1.StopSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 17: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 18: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -1187,24 +1314,28 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	3,  // 4: corral.gateway.v1.GetSandboxResponse.events:type_name -> corral.gateway.v1.Event
 	0,  // 5: corral.gateway.v1.ListSandboxesResponse.sandboxes:type_name -> corral.gateway.v1.Sandbox
 	12, // 6: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
-	0,  // 7: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	4,  // 8: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 9: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 10: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 11: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	13, // 12: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	15, // 13: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	5,  // 14: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 15: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 16: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	11, // 17: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	14, // 18: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	16, // 19: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 7: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	3,  // 8: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
+	0,  // 9: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	4,  // 10: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 11: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 12: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 13: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	13, // 14: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	15, // 15: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	17, // 16: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	5,  // 17: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 18: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 19: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	11, // 20: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	14, // 21: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	16, // 22: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	18, // 23: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -1223,7 +1354,7 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,6 +49,9 @@ const (
 	// SandboxServiceExecSandboxProcedure is the fully-qualified name of the SandboxService's
 	// ExecSandbox RPC.
 	SandboxServiceExecSandboxProcedure = "/corral.gateway.v1.SandboxService/ExecSandbox"
+	// SandboxServiceWatchSandboxProcedure is the fully-qualified name of the SandboxService's
+	// WatchSandbox RPC.
+	SandboxServiceWatchSandboxProcedure = "/corral.gateway.v1.SandboxService/WatchSandbox"
 	// SandboxServiceStopSandboxProcedure is the fully-qualified name of the SandboxService's
 	// StopSandbox RPC.
 	SandboxServiceStopSandboxProcedure = "/corral.gateway.v1.SandboxService/StopSandbox"
@@ -64,6 +67,9 @@ type SandboxServiceClient interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// ExecSandbox runs one command and streams its output, then its exit.
 	ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest]) (*connect.ServerStreamForClient[v1.ExecSandboxResponse], error)
+	// WatchSandbox streams the sandbox's status and events as they change,
+	// until the caller goes away or the sandbox is deleted.
+	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest]) (*connect.ServerStreamForClient[v1.WatchSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -103,6 +109,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("ExecSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		watchSandbox: connect.NewClient[v1.WatchSandboxRequest, v1.WatchSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceWatchSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("WatchSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		stopSandbox: connect.NewClient[v1.StopSandboxRequest, v1.StopSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceStopSandboxProcedure,
@@ -124,6 +136,7 @@ type sandboxServiceClient struct {
 	getSandbox    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
 	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
 	execSandbox   *connect.Client[v1.ExecSandboxRequest, v1.ExecSandboxResponse]
+	watchSandbox  *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
 	stopSandbox   *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
 }
@@ -148,6 +161,11 @@ func (c *sandboxServiceClient) ExecSandbox(ctx context.Context, req *connect.Req
 	return c.execSandbox.CallServerStream(ctx, req)
 }
 
+// WatchSandbox calls corral.gateway.v1.SandboxService.WatchSandbox.
+func (c *sandboxServiceClient) WatchSandbox(ctx context.Context, req *connect.Request[v1.WatchSandboxRequest]) (*connect.ServerStreamForClient[v1.WatchSandboxResponse], error) {
+	return c.watchSandbox.CallServerStream(ctx, req)
+}
+
 // StopSandbox calls corral.gateway.v1.SandboxService.StopSandbox.
 func (c *sandboxServiceClient) StopSandbox(ctx context.Context, req *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
 	return c.stopSandbox.CallUnary(ctx, req)
@@ -165,6 +183,9 @@ type SandboxServiceHandler interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// ExecSandbox runs one command and streams its output, then its exit.
 	ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest], *connect.ServerStream[v1.ExecSandboxResponse]) error
+	// WatchSandbox streams the sandbox's status and events as they change,
+	// until the caller goes away or the sandbox is deleted.
+	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -200,6 +221,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("ExecSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceWatchSandboxHandler := connect.NewServerStreamHandler(
+		SandboxServiceWatchSandboxProcedure,
+		svc.WatchSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("WatchSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceStopSandboxHandler := connect.NewUnaryHandler(
 		SandboxServiceStopSandboxProcedure,
 		svc.StopSandbox,
@@ -222,6 +249,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceListSandboxesHandler.ServeHTTP(w, r)
 		case SandboxServiceExecSandboxProcedure:
 			sandboxServiceExecSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceWatchSandboxProcedure:
+			sandboxServiceWatchSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStopSandboxProcedure:
 			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteSandboxProcedure:
@@ -249,6 +278,10 @@ func (UnimplementedSandboxServiceHandler) ListSandboxes(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest], *connect.ServerStream[v1.ExecSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.ExecSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.WatchSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
