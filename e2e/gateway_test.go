@@ -79,7 +79,7 @@ func (g *gatewayProc) waitDead() {
 	}
 }
 
-func (g *gatewayProc) client(t *testing.T, token string) gatewayv1connect.SandboxServiceClient {
+func (g *gatewayProc) client(t *testing.T, token string) *gateway.Clients {
 	t.Helper()
 	addr := g.listen
 	if !strings.HasPrefix(addr, "unix:") {
@@ -445,4 +445,85 @@ func pct(ds []time.Duration, p int) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	i := (p*len(s)+99)/100 - 1
 	return s[max(i, 0)].Round(time.Millisecond)
+}
+
+// Policy revisions: new egress rules apply live to a running sandbox (the
+// next request is decided by them); another change is refused as
+// "requires recreate" unless asked, and then the sandbox is replaced; the
+// history lists every revision and how it was applied.
+func TestGatewayPolicy(t *testing.T) {
+	id := gatewayIdent(t)
+	dir := mkdir(t, id, "gwpol")
+	wd := dockerWorkdir(t, id, "gwpol-wd")
+	ctx := context.Background()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "upstream-ok") })}
+	go srv.Serve(l)
+	defer srv.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	polFor := func(host, limits string) string {
+		return fmt.Sprintf("version: 1\nnetwork:\n  mode: proxy\n  allow: [{host: %s, ports: [%d]}]\n  allow_private: [{host: 127.0.0.1}]\n  hosts: {a.test: 127.0.0.1, b.test: 127.0.0.1}\n%s", host, port, limits)
+	}
+	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
+	c := g.client(t, "")
+	resp, err := c.CreateSandbox(ctx, connect.NewRequest(&gw.CreateSandboxRequest{Provider: "docker", Workdir: wd, PolicyYaml: polFor("a.test", "")}))
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, g.log)
+	}
+	sid := resp.Msg.Sandbox.Id
+	defer c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid}))
+	fetch := func(host string) string {
+		out, _, err := execOut(ctx, c, sid, "sh", "-c", fmt.Sprintf("wget -q -O- http://%s:%d/ || echo DENIED", host, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if a, b := fetch("a.test"), fetch("b.test"); !strings.Contains(a, "upstream-ok") || !strings.Contains(b, "DENIED") {
+		t.Fatalf("revision 1: a.test %q, b.test %q", a, b)
+	}
+	sr, err := c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", ""), ExpectedRevision: 1}))
+	if err != nil || sr.Msg.Policy.Revision != 2 || sr.Msg.Policy.Applied != "live" {
+		t.Fatalf("live set: %v %v", sr, err)
+	}
+	if a, b := fetch("a.test"), fetch("b.test"); !strings.Contains(a, "DENIED") || !strings.Contains(b, "upstream-ok") {
+		t.Errorf("revision 2 (live): a.test %q, b.test %q", a, b)
+	}
+	if _, err := c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", ""), ExpectedRevision: 1})); connect.CodeOf(err) != connect.CodeAborted {
+		t.Errorf("set at a stale revision: %v", err)
+	}
+	limits := "process: {limits: {pids: 64}}\n"
+	if _, err := c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", limits)})); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "requires recreate") {
+		t.Errorf("a limits change without recreate: %v", err)
+	}
+	sr, err = c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", limits), Recreate: true}))
+	if err != nil || sr.Msg.Policy.Applied != "recreated" || sr.Msg.Sandbox.Phase != "ready" {
+		t.Fatalf("recreate: %v %v", sr, err)
+	}
+	var cg string
+	for _, l := range sr.Msg.Sandbox.Layers {
+		if l.Layer == "cgroups" {
+			cg = l.Detail
+		}
+	}
+	if !strings.Contains(cg, "pids 64") {
+		t.Errorf("after recreate the cgroups layer (verified from outside) says %q, want pids 64", cg)
+	}
+	if out, code, err := execOut(ctx, c, sid, "echo", "alive"); err != nil || code != 0 || !strings.Contains(out, "alive") {
+		t.Errorf("exec after recreate: %q %d %v", out, code, err)
+	}
+	hr, err := c.Policies.PolicyHistory(ctx, connect.NewRequest(&gw.PolicyHistoryRequest{Id: sid}))
+	if err != nil || len(hr.Msg.Revisions) != 3 {
+		t.Fatalf("history: %v %v", hr, err)
+	}
+	var applied []string
+	for _, r := range hr.Msg.Revisions {
+		applied = append(applied, r.Applied)
+	}
+	if strings.Join(applied, ",") != "created,live,recreated" {
+		t.Errorf("history applied = %v", applied)
+	}
 }

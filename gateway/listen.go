@@ -88,9 +88,9 @@ type peerKey struct{}
 // must carry "Authorization: Bearer TOKEN" with the token (compared in
 // constant time). Anything else is 401 or 403 before any handler runs.
 func Handler(srv *Server, token string) http.Handler {
-	path, h := gatewayv1connect.NewSandboxServiceHandler(srv)
 	mux := http.NewServeMux()
-	mux.Handle(path, h)
+	mux.Handle(gatewayv1connect.NewSandboxServiceHandler(srv))
+	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uid, ok := r.Context().Value(peerKey{}).(int); ok {
 			if uid != os.Getuid() && uid != 0 {
@@ -150,9 +150,15 @@ func peerUID(c *net.UnixConn) (int, bool) {
 	return int(cred.Uid), true
 }
 
+// Clients are the API's clients on one connection pool.
+type Clients struct {
+	gatewayv1connect.SandboxServiceClient
+	Policies gatewayv1connect.PolicyServiceClient
+}
+
 // Client connects to a gateway at addr ("unix:PATH" or "http://IP:PORT")
 // with token (TCP only; "" for none).
-func Client(addr, token string) (gatewayv1connect.SandboxServiceClient, error) {
+func Client(addr, token string) (*Clients, error) {
 	tr := &http.Transport{}
 	base := addr
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -168,7 +174,8 @@ func Client(addr, token string) (gatewayv1connect.SandboxServiceClient, error) {
 	if token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(token)))
 	}
-	return gatewayv1connect.NewSandboxServiceClient(&http.Client{Transport: tr}, base, opts...), nil
+	hc := &http.Client{Transport: tr}
+	return &Clients{gatewayv1connect.NewSandboxServiceClient(hc, base, opts...), gatewayv1connect.NewPolicyServiceClient(hc, base, opts...)}, nil
 }
 
 // bearer adds the token to every request, unary and streaming.

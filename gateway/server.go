@@ -63,12 +63,12 @@ type Server struct {
 	mu    sync.Mutex
 	gates map[string]*sync.Mutex
 	live  map[string]provider.Sandbox // ready sandboxes this process holds
-	proxy map[string]Proxy
+	proxy map[string]*egressSwitch
 }
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*sync.Mutex{}, live: map[string]provider.Sandbox{}, proxy: map[string]Proxy{}}
+	return &Server{cfg: cfg, gates: map[string]*sync.Mutex{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}}
 }
 
 // gate returns the sandbox's lock.
@@ -103,33 +103,12 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	if m.Provider != "" && m.Provider != docker.Name {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: the gateway runs sandboxes on docker (the only provider whose sandboxes outlive the gateway)", m.Provider))
 	}
-	var pol *policy.Policy
-	var err error
-	if m.PolicyYaml == "" {
-		pol = policy.Default()
-	} else if pol, err = policy.Parse([]byte(m.PolicyYaml), "policy"); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	if m.Image != "" {
-		pol.Docker = &policy.Docker{Image: m.Image}
-		if err := pol.Validate(); err != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, err)
-		}
-	}
-	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: m.Workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, m.Image, m.Workdir)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	if res.Network == policy.NetworkProxy && s.cfg.NewProxy == nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("network.mode proxy: this gateway has no egress proxy"))
-	}
-	plan, loss := s.cfg.Provider.Map(ctx, res)
-	if loss.HasErrors() {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
+		return nil, err
 	}
 	spec := plan.Details.(*docker.Spec)
 	id := docker.NewID()
-	spec.ID, spec.Persistent, spec.ManagedBy = id, true, Manager
 	lossJSON, _ := json.Marshal(loss)
 	g := s.gate(id)
 	g.Lock()
@@ -143,21 +122,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
-	work := context.WithoutCancel(ctx)
-	sb, err := s.cfg.Provider.Provision(work, plan)
-	fault("create-after-provision")
-	if err == nil {
-		if err = sb.Start(work); err == nil {
-			fault("create-after-start")
-			err = s.serveEgress(id, sb, res.Egress)
-		}
-		if err != nil {
-			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_ = sb.Stop(c)
-			_ = sb.Deprovision(c)
-			cancel()
-		}
-	}
+	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan, res.Egress)
 	if err != nil {
 		s.event(id, "error", "%v", err)
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
@@ -175,6 +140,62 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	return connect.NewResponse(&gw.CreateSandboxResponse{Sandbox: toProto(rec)}), nil
 }
 
+// mapPolicy parses, resolves and maps a policy for a sandbox; image, when
+// set, is the docker.image to use if the policy names none. Errors are
+// connect errors: InvalidArgument for a bad policy, FailedPrecondition for
+// one the provider cannot enforce (the loss report's errors).
+func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
+	pol := policy.Default()
+	if yaml != "" {
+		var err error
+		if pol, err = policy.Parse([]byte(yaml), "policy"); err != nil {
+			return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	if image != "" && (pol.Docker == nil || pol.Docker.Image == "") {
+		pol.Docker = &policy.Docker{Image: image}
+		if err := pol.Validate(); err != nil {
+			return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	if err != nil {
+		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if res.Network == policy.NetworkProxy && s.cfg.NewProxy == nil {
+		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("network.mode proxy: this gateway has no egress proxy"))
+	}
+	plan, loss := s.cfg.Provider.Map(ctx, res)
+	if loss.HasErrors() {
+		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
+	}
+	return res, plan, loss, nil
+}
+
+// bringUp provisions and starts plan's sandbox and serves its egress;
+// on failure nothing of it is left.
+func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (provider.Sandbox, error) {
+	spec := plan.Details.(*docker.Spec)
+	spec.ID, spec.Persistent, spec.ManagedBy = id, true, Manager
+	sb, err := s.cfg.Provider.Provision(ctx, plan)
+	fault("create-after-provision")
+	if err != nil {
+		return nil, err
+	}
+	if err = sb.Start(ctx); err == nil {
+		fault("create-after-start")
+		err = s.serveEgress(id, sb, n)
+	}
+	if err != nil {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = sb.Stop(c)
+		_ = sb.Deprovision(c)
+		return nil, err
+	}
+	return sb, nil
+}
+
 // serveEgress serves the sandbox's egress listener with a proxy for its
 // policy (network proxy only).
 func (s *Server) serveEgress(id string, sb provider.Sandbox, n policy.Network) error {
@@ -187,9 +208,8 @@ func (s *Server) serveEgress(id string, sb provider.Sandbox, n policy.Network) e
 		return fmt.Errorf("egress proxy: %w", err)
 	}
 	s.mu.Lock()
-	s.proxy[id] = p
+	s.proxy[id] = newEgressSwitch(l, p)
 	s.mu.Unlock()
-	go func() { _ = p.Serve(l) }()
 	return nil
 }
 
@@ -475,7 +495,7 @@ func toEvent(e store.Event) *gw.Event {
 }
 
 func toProto(r store.Sandbox) *gw.Sandbox {
-	out := &gw.Sandbox{Id: r.ID, Provider: r.Provider, Phase: r.Phase, Reason: r.Reason, Desired: r.Desired, ResourceVersion: r.Version,
+	out := &gw.Sandbox{Id: r.ID, Provider: r.Provider, Phase: r.Phase, Reason: r.Reason, Desired: r.Desired, ResourceVersion: r.Version, PolicyRevision: r.PolicyRevision,
 		PolicyHash: r.PolicyHash, Image: r.Image, Workdir: r.Workdir,
 		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: r.UpdatedAt.UTC().Format(time.RFC3339)}
 	var layers []provider.LayerStatus

@@ -44,12 +44,14 @@ type Sandbox struct {
 	Version    int64  // resource version: 1 on insert, +1 on every update
 	PolicyYAML string
 	PolicyHash string
-	Image      string
-	Workdir    string
-	Layers     string // JSON
-	Losses     string // JSON
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// PolicyRevision is the revision (PolicyRevisions) in force.
+	PolicyRevision int64
+	Image          string
+	Workdir        string
+	Layers         string // JSON
+	Losses         string // JSON
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
 }
 
 // Event is one line of a sandbox's history.
@@ -87,6 +89,16 @@ var migrations = []string{
 		message TEXT NOT NULL,
 		PRIMARY KEY (sandbox_id, seq)
 	);`,
+	`CREATE TABLE policy_revisions (
+		sandbox_id TEXT NOT NULL,
+		revision INTEGER NOT NULL,
+		policy_yaml TEXT NOT NULL,
+		policy_hash TEXT NOT NULL,
+		applied TEXT NOT NULL,
+		created_at TEXT NOT NULL,
+		PRIMARY KEY (sandbox_id, revision)
+	);
+	ALTER TABLE sandboxes ADD COLUMN policy_revision INTEGER NOT NULL DEFAULT 1;`,
 }
 
 // Store is an open database.
@@ -158,12 +170,12 @@ func (s *Store) migrate() error {
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
-const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, image, workdir, layers, losses, created_at, updated_at`
+const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, policy_revision, image, workdir, layers, losses, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
 	var sb Sandbox
 	var created, updated string
-	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &created, &updated)
+	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.PolicyRevision, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sb, ErrNotFound
 	}
@@ -176,16 +188,27 @@ func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
 // set now) and returns it.
 func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
 	t := now()
-	sb.Version = 1
+	sb.Version, sb.PolicyRevision = 1, 1
 	if sb.Layers == "" {
 		sb.Layers = "[]"
 	}
 	if sb.Losses == "" {
 		sb.Losses = "[]"
 	}
-	_, err := s.db.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.Image, sb.Workdir, sb.Layers, sb.Losses, t, t)
+	tx, err := s.db.Begin()
 	if err != nil {
+		return sb, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Workdir, sb.Layers, sb.Losses, t, t); err != nil {
+		return sb, err
+	}
+	if _, err := tx.Exec(`INSERT INTO policy_revisions (sandbox_id, revision, policy_yaml, policy_hash, applied, created_at) VALUES (?, 1, ?, ?, 'created', ?)`,
+		sb.ID, sb.PolicyYAML, sb.PolicyHash, t); err != nil {
+		return sb, err
+	}
+	if err := tx.Commit(); err != nil {
 		return sb, err
 	}
 	return s.Get(sb.ID)
@@ -226,8 +249,8 @@ func (s *Store) Update(id string, expect int64, change func(*Sandbox)) (Sandbox,
 		return sb, ErrStale
 	}
 	change(&sb)
-	res, err := s.db.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, image=?, layers=?, losses=?, updated_at=?
-		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, sb.PolicyYAML, sb.PolicyHash, sb.Image, sb.Layers, sb.Losses, now(), id, expect)
+	res, err := s.db.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, updated_at=?
+		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Layers, sb.Losses, now(), id, expect)
 	if err != nil {
 		return sb, err
 	}
@@ -254,8 +277,10 @@ func (s *Store) Delete(id string, expect int64) error {
 		}
 		return ErrStale
 	}
-	if _, err := tx.Exec(`DELETE FROM events WHERE sandbox_id=?`, id); err != nil {
-		return err
+	for _, table := range []string{"events", "policy_revisions"} {
+		if _, err := tx.Exec(`DELETE FROM `+table+` WHERE sandbox_id=?`, id); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
@@ -283,6 +308,74 @@ func (s *Store) Events(id string) ([]Event, error) {
 		}
 		e.Time, _ = time.Parse(time.RFC3339Nano, t)
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Revision is one stored policy of a sandbox.
+type Revision struct {
+	Revision   int64
+	PolicyYAML string
+	PolicyHash string
+	Applied    string // created, live, recreated
+	CreatedAt  time.Time
+}
+
+// SetPolicy stores a new policy revision for the sandbox at version
+// expect and makes it the one in force, with change applied to the record
+// in the same transaction (compare-and-swap as Update). It returns the
+// record and the new revision number.
+func (s *Store) SetPolicy(id string, expect int64, yaml, hash, applied string, change func(*Sandbox)) (Sandbox, int64, error) {
+	sb, err := s.Get(id)
+	if err != nil {
+		return sb, 0, err
+	}
+	if sb.Version != expect {
+		return sb, 0, ErrStale
+	}
+	rev := sb.PolicyRevision + 1
+	change(&sb)
+	tx, err := s.db.Begin()
+	if err != nil {
+		return sb, 0, err
+	}
+	defer tx.Rollback()
+	t := now()
+	res, err := tx.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, updated_at=?
+		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, yaml, hash, rev, sb.Image, sb.Layers, sb.Losses, t, id, expect)
+	if err != nil {
+		return sb, 0, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sb, 0, ErrStale
+	}
+	if _, err := tx.Exec(`INSERT INTO policy_revisions (sandbox_id, revision, policy_yaml, policy_hash, applied, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		id, rev, yaml, hash, applied, t); err != nil {
+		return sb, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return sb, 0, err
+	}
+	sb, err = s.Get(id)
+	return sb, rev, err
+}
+
+// Revisions returns the sandbox's policy history, oldest first.
+func (s *Store) Revisions(id string) ([]Revision, error) {
+	rows, err := s.db.Query(`SELECT revision, policy_yaml, policy_hash, applied, created_at FROM policy_revisions WHERE sandbox_id=? ORDER BY revision`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Revision
+	for rows.Next() {
+		var r Revision
+		var t string
+		if err := rows.Scan(&r.Revision, &r.PolicyYAML, &r.PolicyHash, &r.Applied, &t); err != nil {
+			return nil, err
+		}
+		r.CreatedAt, _ = time.Parse(time.RFC3339Nano, t)
+		out = append(out, r)
 	}
 	return out, rows.Err()
 }

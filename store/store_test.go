@@ -113,3 +113,30 @@ func TestEventsInOrder(t *testing.T) {
 		t.Errorf("events %+v, %v", ev, err)
 	}
 }
+
+// A policy change is a new revision, stored with the record in one
+// transaction and compare-and-swap like any update.
+func TestPolicyRevisions(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "g.db"))
+	sb, err := s.Insert(Sandbox{ID: "a", Provider: "docker", Phase: PhaseReady, Desired: "running", Workdir: "/w", PolicyYAML: "version: 1\n", PolicyHash: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SetPolicy("a", sb.Version+1, "x", "h2", "live", func(*Sandbox) {}); !errors.Is(err, ErrStale) {
+		t.Errorf("set at a wrong version: %v", err)
+	}
+	sb, rev, err := s.SetPolicy("a", sb.Version, "version: 1\nnetwork: {mode: proxy}\n", "h2", "live", func(*Sandbox) {})
+	if err != nil || rev != 2 || sb.PolicyRevision != 2 || sb.PolicyHash != "h2" || sb.Version != 2 {
+		t.Fatalf("set: %+v rev %d %v", sb, rev, err)
+	}
+	revs, err := s.Revisions("a")
+	if err != nil || len(revs) != 2 || revs[0].Applied != "created" || revs[0].PolicyHash != "h1" || revs[1].Applied != "live" {
+		t.Errorf("history %+v %v", revs, err)
+	}
+	if err := s.Delete("a", sb.Version); err != nil {
+		t.Fatal(err)
+	}
+	if revs, _ := s.Revisions("a"); len(revs) != 0 {
+		t.Errorf("revisions outlived their sandbox: %+v", revs)
+	}
+}

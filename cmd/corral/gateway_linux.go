@@ -27,7 +27,6 @@ import (
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
-	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
@@ -174,7 +173,7 @@ func (f *gatewayFlags) client() (clientT, error) {
 	return gateway.Client(f.addr, tok)
 }
 
-type clientT = gatewayv1connect.SandboxServiceClient
+type clientT = *gateway.Clients
 
 // apiErr maps an API error to Corral's exit codes (docs/exit-codes.md).
 func apiErr(err error) error {
@@ -419,4 +418,74 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 		}}
 	c.AddCommand(create, list, get, execc, watch, stop, del)
 	return c
+}
+
+// policyGatewayCmds are `corral policy get|set|history`: a gateway
+// sandbox's policy and its revisions.
+func policyGatewayCmds() []*cobra.Command {
+	ctx := context.Background()
+	var f gatewayFlags
+	show := func(r *gw.PolicyRevision) func(io.Writer) {
+		return func(w io.Writer) {
+			fmt.Fprintf(w, "# revision %d (%s, %s) %s\n%s", r.Revision, r.Applied, r.CreatedAt, r.PolicyHash, r.PolicyYaml)
+		}
+	}
+	get := &cobra.Command{Use: "get ID", Short: "Print a gateway sandbox's policy in force", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Policies.GetPolicy(ctx, connect.NewRequest(&gw.GetPolicyRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, show(resp.Msg.Policy))
+		}}
+	var recreate bool
+	var expect int64
+	set := &cobra.Command{Use: "set ID FILE", Short: "Give a gateway sandbox a new policy (egress rules live; anything else with --recreate)", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := policy.Load(args[1]); err != nil {
+				return err
+			}
+			b, err := os.ReadFile(args[1])
+			if err != nil {
+				return err
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: args[0], PolicyYaml: string(b), Recreate: recreate, ExpectedRevision: expect}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) {
+				fmt.Fprintf(w, "%s: revision %d applied %s\n", args[0], resp.Msg.Policy.Revision, resp.Msg.Policy.Applied)
+			})
+		}}
+	set.Flags().BoolVar(&recreate, "recreate", false, "replace the sandbox when the change cannot apply live")
+	set.Flags().Int64Var(&expect, "expect-revision", 0, "refuse unless this revision is in force")
+	history := &cobra.Command{Use: "history ID", Short: "List a gateway sandbox's policy revisions", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Policies.PolicyHistory(ctx, connect.NewRequest(&gw.PolicyHistoryRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) {
+				fmt.Fprintln(w, "REVISION\tAPPLIED\tCREATED\tHASH")
+				for _, r := range resp.Msg.Revisions {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", r.Revision, r.Applied, r.CreatedAt, r.PolicyHash)
+				}
+			})
+		}}
+	for _, c := range []*cobra.Command{get, set, history} {
+		f.add(c)
+	}
+	return []*cobra.Command{get, set, history}
 }

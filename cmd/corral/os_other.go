@@ -33,3 +33,6 @@ func attachTerminal() (func(), <-chan [2]uint16) {
 
 // osCommands: gc and image belong to the docker provider, Linux only.
 func osCommands() []*cobra.Command { return nil }
+
+// policyGatewayCmds: the gateway is Linux only.
+func policyGatewayCmds() []*cobra.Command { return nil }

@@ -103,6 +103,7 @@ Exit 0 when valid, 122 when not.`,
 	explain.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory to resolve against")
 	outputFlag(explain, &output)
 	c.AddCommand(explain)
+	c.AddCommand(policyGatewayCmds()...)
 	return c
 }
 

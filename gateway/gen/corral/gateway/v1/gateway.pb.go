@@ -38,6 +38,7 @@ type Sandbox struct {
 	Desired string `protobuf:"bytes,5,opt,name=desired,proto3" json:"desired,omitempty"`
 	// resource_version increases with every stored change (compare-and-swap).
 	ResourceVersion int64 `protobuf:"varint,6,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	PolicyRevision  int64 `protobuf:"varint,15,opt,name=policy_revision,json=policyRevision,proto3" json:"policy_revision,omitempty"`
 	// effective is what runs now, checked when the sandbox is read: running
 	// (its init is alive), gone (the record says ready, the workload is not
 	// there), or none (nothing should run).
@@ -123,6 +124,13 @@ func (x *Sandbox) GetDesired() string {
 func (x *Sandbox) GetResourceVersion() int64 {
 	if x != nil {
 		return x.ResourceVersion
+	}
+	return 0
+}
+
+func (x *Sandbox) GetPolicyRevision() int64 {
+	if x != nil {
+		return x.PolicyRevision
 	}
 	return 0
 }
@@ -1100,6 +1108,382 @@ func (x *StopSandboxResponse) GetSandbox() *Sandbox {
 	return nil
 }
 
+type PolicyRevision struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Revision   int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	PolicyYaml string                 `protobuf:"bytes,2,opt,name=policy_yaml,json=policyYaml,proto3" json:"policy_yaml,omitempty"`
+	PolicyHash string                 `protobuf:"bytes,3,opt,name=policy_hash,json=policyHash,proto3" json:"policy_hash,omitempty"`
+	// applied: created, live (network rules changed in place) or recreated.
+	Applied       string `protobuf:"bytes,4,opt,name=applied,proto3" json:"applied,omitempty"`
+	CreatedAt     string `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyRevision) Reset() {
+	*x = PolicyRevision{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyRevision) ProtoMessage() {}
+
+func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
+func (*PolicyRevision) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PolicyRevision) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *PolicyRevision) GetPolicyYaml() string {
+	if x != nil {
+		return x.PolicyYaml
+	}
+	return ""
+}
+
+func (x *PolicyRevision) GetPolicyHash() string {
+	if x != nil {
+		return x.PolicyHash
+	}
+	return ""
+}
+
+func (x *PolicyRevision) GetApplied() string {
+	if x != nil {
+		return x.Applied
+	}
+	return ""
+}
+
+func (x *PolicyRevision) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+type GetPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyRequest) Reset() {
+	*x = GetPolicyRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyRequest) ProtoMessage() {}
+
+func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetPolicyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *PolicyRevision        `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyResponse) Reset() {
+	*x = GetPolicyResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyResponse) ProtoMessage() {}
+
+func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetPolicyResponse) GetPolicy() *PolicyRevision {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type SetPolicyRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PolicyYaml string                 `protobuf:"bytes,2,opt,name=policy_yaml,json=policyYaml,proto3" json:"policy_yaml,omitempty"`
+	// recreate allows a change that cannot apply live: the sandbox is
+	// replaced (same id, new container; what ran in it is ended).
+	Recreate bool `protobuf:"varint,3,opt,name=recreate,proto3" json:"recreate,omitempty"`
+	// expected_revision, when set, must be the revision in force.
+	ExpectedRevision int64 `protobuf:"varint,4,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetPolicyRequest) Reset() {
+	*x = SetPolicyRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyRequest) ProtoMessage() {}
+
+func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SetPolicyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetPolicyYaml() string {
+	if x != nil {
+		return x.PolicyYaml
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetRecreate() bool {
+	if x != nil {
+		return x.Recreate
+	}
+	return false
+}
+
+func (x *SetPolicyRequest) GetExpectedRevision() int64 {
+	if x != nil {
+		return x.ExpectedRevision
+	}
+	return 0
+}
+
+type SetPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Policy        *PolicyRevision        `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyResponse) Reset() {
+	*x = SetPolicyResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyResponse) ProtoMessage() {}
+
+func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetPolicyResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+func (x *SetPolicyResponse) GetPolicy() *PolicyRevision {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+type PolicyHistoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyHistoryRequest) Reset() {
+	*x = PolicyHistoryRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyHistoryRequest) ProtoMessage() {}
+
+func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
+func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PolicyHistoryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PolicyHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revisions     []*PolicyRevision      `protobuf:"bytes,1,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyHistoryResponse) Reset() {
+	*x = PolicyHistoryResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyHistoryResponse) ProtoMessage() {}
+
+func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
+func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
 type DeleteSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1109,7 +1493,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1505,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1518,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1152,7 +1536,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1548,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,21 +1561,22 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xb8\x03\n" +
+	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xe1\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
 	"\adesired\x18\x05 \x01(\tR\adesired\x12)\n" +
-	"\x10resource_version\x18\x06 \x01(\x03R\x0fresourceVersion\x12\x1c\n" +
+	"\x10resource_version\x18\x06 \x01(\x03R\x0fresourceVersion\x12'\n" +
+	"\x0fpolicy_revision\x18\x0f \x01(\x03R\x0epolicyRevision\x12\x1c\n" +
 	"\teffective\x18\x0e \x01(\tR\teffective\x12\x1f\n" +
 	"\vpolicy_hash\x18\a \x01(\tR\n" +
 	"policyHash\x12\x14\n" +
@@ -1258,7 +1643,33 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x12StopSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13StopSandboxResponse\x124\n" +
-	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"&\n" +
+	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"\xa7\x01\n" +
+	"\x0ePolicyRevision\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12\x1f\n" +
+	"\vpolicy_yaml\x18\x02 \x01(\tR\n" +
+	"policyYaml\x12\x1f\n" +
+	"\vpolicy_hash\x18\x03 \x01(\tR\n" +
+	"policyHash\x12\x18\n" +
+	"\aapplied\x18\x04 \x01(\tR\aapplied\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\tR\tcreatedAt\"\"\n" +
+	"\x10GetPolicyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"N\n" +
+	"\x11GetPolicyResponse\x129\n" +
+	"\x06policy\x18\x01 \x01(\v2!.corral.gateway.v1.PolicyRevisionR\x06policy\"\x8c\x01\n" +
+	"\x10SetPolicyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vpolicy_yaml\x18\x02 \x01(\tR\n" +
+	"policyYaml\x12\x1a\n" +
+	"\brecreate\x18\x03 \x01(\bR\brecreate\x12+\n" +
+	"\x11expected_revision\x18\x04 \x01(\x03R\x10expectedRevision\"\x84\x01\n" +
+	"\x11SetPolicyResponse\x124\n" +
+	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\x129\n" +
+	"\x06policy\x18\x02 \x01(\v2!.corral.gateway.v1.PolicyRevisionR\x06policy\"&\n" +
+	"\x14PolicyHistoryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"X\n" +
+	"\x15PolicyHistoryResponse\x12?\n" +
+	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
 	"\x15DeleteSandboxResponse2\xb8\x05\n" +
@@ -1270,7 +1681,11 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12a\n" +
 	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
-	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponseBJZHgithub.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1;gatewayv1b\x06proto3"
+	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse2\xa3\x02\n" +
+	"\rPolicyService\x12V\n" +
+	"\tGetPolicy\x12#.corral.gateway.v1.GetPolicyRequest\x1a$.corral.gateway.v1.GetPolicyResponse\x12V\n" +
+	"\tSetPolicy\x12#.corral.gateway.v1.SetPolicyRequest\x1a$.corral.gateway.v1.SetPolicyResponse\x12b\n" +
+	"\rPolicyHistory\x12'.corral.gateway.v1.PolicyHistoryRequest\x1a(.corral.gateway.v1.PolicyHistoryResponseBJZHgithub.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1;gatewayv1b\x06proto3"
 
 var (
 	file_corral_gateway_v1_gateway_proto_rawDescOnce sync.Once
@@ -1284,7 +1699,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -1303,8 +1718,15 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*WatchSandboxResponse)(nil),  // 14: corral.gateway.v1.WatchSandboxResponse
 	(*StopSandboxRequest)(nil),    // 15: corral.gateway.v1.StopSandboxRequest
 	(*StopSandboxResponse)(nil),   // 16: corral.gateway.v1.StopSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 17: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 18: corral.gateway.v1.DeleteSandboxResponse
+	(*PolicyRevision)(nil),        // 17: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),      // 18: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 19: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),      // 20: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 21: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),  // 22: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil), // 23: corral.gateway.v1.PolicyHistoryResponse
+	(*DeleteSandboxRequest)(nil),  // 24: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 25: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -1317,25 +1739,35 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	0,  // 7: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
 	3,  // 8: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
 	0,  // 9: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	4,  // 10: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 11: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 12: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 13: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	13, // 14: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	15, // 15: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	17, // 16: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	5,  // 17: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 18: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 19: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	11, // 20: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	14, // 21: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	16, // 22: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	18, // 23: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	17, // 10: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	0,  // 11: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	17, // 12: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	17, // 13: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	4,  // 14: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 15: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 16: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 17: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	13, // 18: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	15, // 19: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	24, // 20: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	18, // 21: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	20, // 22: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	22, // 23: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	5,  // 24: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 25: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 26: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	11, // 27: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	14, // 28: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	16, // 29: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	25, // 30: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	19, // 31: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	21, // 32: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	23, // 33: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -1354,9 +1786,9 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   26,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_corral_gateway_v1_gateway_proto_goTypes,
 		DependencyIndexes: file_corral_gateway_v1_gateway_proto_depIdxs,

@@ -27,6 +27,8 @@ const _ = connect.IsAtLeastVersion1_13_0
 const (
 	// SandboxServiceName is the fully-qualified name of the SandboxService service.
 	SandboxServiceName = "corral.gateway.v1.SandboxService"
+	// PolicyServiceName is the fully-qualified name of the PolicyService service.
+	PolicyServiceName = "corral.gateway.v1.PolicyService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -58,6 +60,13 @@ const (
 	// SandboxServiceDeleteSandboxProcedure is the fully-qualified name of the SandboxService's
 	// DeleteSandbox RPC.
 	SandboxServiceDeleteSandboxProcedure = "/corral.gateway.v1.SandboxService/DeleteSandbox"
+	// PolicyServiceGetPolicyProcedure is the fully-qualified name of the PolicyService's GetPolicy RPC.
+	PolicyServiceGetPolicyProcedure = "/corral.gateway.v1.PolicyService/GetPolicy"
+	// PolicyServiceSetPolicyProcedure is the fully-qualified name of the PolicyService's SetPolicy RPC.
+	PolicyServiceSetPolicyProcedure = "/corral.gateway.v1.PolicyService/SetPolicy"
+	// PolicyServicePolicyHistoryProcedure is the fully-qualified name of the PolicyService's
+	// PolicyHistory RPC.
+	PolicyServicePolicyHistoryProcedure = "/corral.gateway.v1.PolicyService/PolicyHistory"
 )
 
 // SandboxServiceClient is a client for the corral.gateway.v1.SandboxService service.
@@ -290,4 +299,126 @@ func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.DeleteSandbox is not implemented"))
+}
+
+// PolicyServiceClient is a client for the corral.gateway.v1.PolicyService service.
+type PolicyServiceClient interface {
+	GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error)
+	SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error)
+	PolicyHistory(context.Context, *connect.Request[v1.PolicyHistoryRequest]) (*connect.Response[v1.PolicyHistoryResponse], error)
+}
+
+// NewPolicyServiceClient constructs a client for the corral.gateway.v1.PolicyService service. By
+// default, it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses,
+// and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the
+// connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewPolicyServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) PolicyServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	policyServiceMethods := v1.File_corral_gateway_v1_gateway_proto.Services().ByName("PolicyService").Methods()
+	return &policyServiceClient{
+		getPolicy: connect.NewClient[v1.GetPolicyRequest, v1.GetPolicyResponse](
+			httpClient,
+			baseURL+PolicyServiceGetPolicyProcedure,
+			connect.WithSchema(policyServiceMethods.ByName("GetPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		setPolicy: connect.NewClient[v1.SetPolicyRequest, v1.SetPolicyResponse](
+			httpClient,
+			baseURL+PolicyServiceSetPolicyProcedure,
+			connect.WithSchema(policyServiceMethods.ByName("SetPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		policyHistory: connect.NewClient[v1.PolicyHistoryRequest, v1.PolicyHistoryResponse](
+			httpClient,
+			baseURL+PolicyServicePolicyHistoryProcedure,
+			connect.WithSchema(policyServiceMethods.ByName("PolicyHistory")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// policyServiceClient implements PolicyServiceClient.
+type policyServiceClient struct {
+	getPolicy     *connect.Client[v1.GetPolicyRequest, v1.GetPolicyResponse]
+	setPolicy     *connect.Client[v1.SetPolicyRequest, v1.SetPolicyResponse]
+	policyHistory *connect.Client[v1.PolicyHistoryRequest, v1.PolicyHistoryResponse]
+}
+
+// GetPolicy calls corral.gateway.v1.PolicyService.GetPolicy.
+func (c *policyServiceClient) GetPolicy(ctx context.Context, req *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error) {
+	return c.getPolicy.CallUnary(ctx, req)
+}
+
+// SetPolicy calls corral.gateway.v1.PolicyService.SetPolicy.
+func (c *policyServiceClient) SetPolicy(ctx context.Context, req *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error) {
+	return c.setPolicy.CallUnary(ctx, req)
+}
+
+// PolicyHistory calls corral.gateway.v1.PolicyService.PolicyHistory.
+func (c *policyServiceClient) PolicyHistory(ctx context.Context, req *connect.Request[v1.PolicyHistoryRequest]) (*connect.Response[v1.PolicyHistoryResponse], error) {
+	return c.policyHistory.CallUnary(ctx, req)
+}
+
+// PolicyServiceHandler is an implementation of the corral.gateway.v1.PolicyService service.
+type PolicyServiceHandler interface {
+	GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error)
+	SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error)
+	PolicyHistory(context.Context, *connect.Request[v1.PolicyHistoryRequest]) (*connect.Response[v1.PolicyHistoryResponse], error)
+}
+
+// NewPolicyServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewPolicyServiceHandler(svc PolicyServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	policyServiceMethods := v1.File_corral_gateway_v1_gateway_proto.Services().ByName("PolicyService").Methods()
+	policyServiceGetPolicyHandler := connect.NewUnaryHandler(
+		PolicyServiceGetPolicyProcedure,
+		svc.GetPolicy,
+		connect.WithSchema(policyServiceMethods.ByName("GetPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	policyServiceSetPolicyHandler := connect.NewUnaryHandler(
+		PolicyServiceSetPolicyProcedure,
+		svc.SetPolicy,
+		connect.WithSchema(policyServiceMethods.ByName("SetPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	policyServicePolicyHistoryHandler := connect.NewUnaryHandler(
+		PolicyServicePolicyHistoryProcedure,
+		svc.PolicyHistory,
+		connect.WithSchema(policyServiceMethods.ByName("PolicyHistory")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/corral.gateway.v1.PolicyService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case PolicyServiceGetPolicyProcedure:
+			policyServiceGetPolicyHandler.ServeHTTP(w, r)
+		case PolicyServiceSetPolicyProcedure:
+			policyServiceSetPolicyHandler.ServeHTTP(w, r)
+		case PolicyServicePolicyHistoryProcedure:
+			policyServicePolicyHistoryHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedPolicyServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedPolicyServiceHandler struct{}
+
+func (UnimplementedPolicyServiceHandler) GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.PolicyService.GetPolicy is not implemented"))
+}
+
+func (UnimplementedPolicyServiceHandler) SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.PolicyService.SetPolicy is not implemented"))
+}
+
+func (UnimplementedPolicyServiceHandler) PolicyHistory(context.Context, *connect.Request[v1.PolicyHistoryRequest]) (*connect.Response[v1.PolicyHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.PolicyService.PolicyHistory is not implemented"))
 }

@@ -1,0 +1,163 @@
+//go:build linux
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/store"
+)
+
+func (s *Server) GetPolicy(ctx context.Context, req *connect.Request[gw.GetPolicyRequest]) (*connect.Response[gw.GetPolicyResponse], error) {
+	revs, err := s.cfg.Store.Revisions(req.Msg.Id)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec, err := s.cfg.Store.Get(req.Msg.Id)
+	if err != nil {
+		return nil, storeErr(req.Msg.Id, err)
+	}
+	for _, r := range revs {
+		if r.Revision == rec.PolicyRevision {
+			return connect.NewResponse(&gw.GetPolicyResponse{Policy: toRevision(r)}), nil
+		}
+	}
+	return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("sandbox %s: revision %d is not stored", rec.ID, rec.PolicyRevision))
+}
+
+func (s *Server) PolicyHistory(ctx context.Context, req *connect.Request[gw.PolicyHistoryRequest]) (*connect.Response[gw.PolicyHistoryResponse], error) {
+	if _, err := s.cfg.Store.Get(req.Msg.Id); err != nil {
+		return nil, storeErr(req.Msg.Id, err)
+	}
+	revs, err := s.cfg.Store.Revisions(req.Msg.Id)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	out := &gw.PolicyHistoryResponse{}
+	for _, r := range revs {
+		out.Revisions = append(out.Revisions, toRevision(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// SetPolicy makes a new policy revision the sandbox's. When only the
+// egress rules differ (network allow, deny, allow_private, hosts) it is
+// applied live: the sandbox's egress proxy is replaced by one with the new
+// rules, nothing else changes. Any other difference needs the sandbox to
+// be recreated (same id, new container), which happens only when the
+// request says recreate; otherwise it is refused, naming why.
+func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolicyRequest]) (*connect.Response[gw.SetPolicyResponse], error) {
+	m := req.Msg
+	g := s.gate(m.Id)
+	g.Lock()
+	defer g.Unlock()
+	rec, err := s.cfg.Store.Get(m.Id)
+	if err != nil {
+		return nil, storeErr(m.Id, err)
+	}
+	if m.ExpectedRevision != 0 && m.ExpectedRevision != rec.PolicyRevision {
+		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s is at policy revision %d, not %d", m.Id, rec.PolicyRevision, m.ExpectedRevision))
+	}
+	if rec.Phase != store.PhaseReady {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s, not ready", m.Id, rec.Phase))
+	}
+	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, rec.Image, rec.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	old, err := parseOrDefault(rec.PolicyYAML)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	if rec.Image != "" && (old.Docker == nil || old.Docker.Image == "") {
+		old.Docker = &policy.Docker{Image: rec.Image} // as mapPolicy did for both
+	}
+	if onlyEgressRules(old, res.Policy) {
+		s.mu.Lock()
+		sw := s.proxy[m.Id]
+		s.mu.Unlock()
+		if sw != nil {
+			p, err := s.cfg.NewProxy(res.Egress)
+			if err != nil {
+				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("egress rules: %w", err))
+			}
+			sw.swap(p)
+		}
+		rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "live", func(*store.Sandbox) {})
+		if err != nil {
+			return nil, storeErr(m.Id, err)
+		}
+		s.event(m.Id, "policy", "revision %d applied live (egress rules)", rev)
+		return s.policyResponse(rec, rev)
+	}
+	if !m.Recreate {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("requires recreate: the change goes beyond the egress rules (network allow, deny, allow_private, hosts), which are all a running sandbox can take; set recreate to replace the sandbox"))
+	}
+	rec, err = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) {
+		r.Phase, r.Reason = store.PhaseProvisioning, fmt.Sprintf("recreating for policy revision %d", rec.PolicyRevision+1)
+	})
+	if err != nil {
+		return nil, storeErr(m.Id, err)
+	}
+	work := context.WithoutCancel(ctx)
+	if err := s.release(work, m.Id); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	sb, err := s.bringUp(work, m.Id, plan, res.Egress)
+	if err != nil {
+		s.event(m.Id, "error", "recreate: %v", err)
+		_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "recreate: "+err.Error() })
+		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s: recreate: %w", m.Id, err))
+	}
+	layers, _ := json.Marshal(sb.Layers())
+	lossJSON, _ := json.Marshal(loss)
+	rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "recreated", func(r *store.Sandbox) {
+		r.Phase, r.Reason, r.Layers, r.Losses = store.PhaseReady, "", string(layers), string(lossJSON)
+	})
+	if err != nil {
+		return nil, storeErr(m.Id, err)
+	}
+	s.mu.Lock()
+	s.live[m.Id] = sb
+	s.mu.Unlock()
+	s.event(m.Id, "policy", "revision %d applied by recreating the sandbox", rev)
+	return s.policyResponse(rec, rev)
+}
+
+func (s *Server) policyResponse(rec store.Sandbox, rev int64) (*connect.Response[gw.SetPolicyResponse], error) {
+	revs, err := s.cfg.Store.Revisions(rec.ID)
+	if err != nil || len(revs) == 0 || revs[len(revs)-1].Revision != rev {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("sandbox %s: revision %d not stored (%v)", rec.ID, rev, err))
+	}
+	return connect.NewResponse(&gw.SetPolicyResponse{Sandbox: toProto(rec), Policy: toRevision(revs[len(revs)-1])}), nil
+}
+
+// onlyEgressRules reports whether a and b differ at most in the egress
+// rules, which the proxy can take live (same canonical hash otherwise).
+func onlyEgressRules(a, b *policy.Policy) bool {
+	strip := func(p *policy.Policy) string {
+		c := *p
+		c.Network.Allow, c.Network.Deny, c.Network.AllowPrivate, c.Network.Hosts = nil, nil, nil, nil
+		return policy.Hash(&c)
+	}
+	return strip(a) == strip(b)
+}
+
+func parseOrDefault(yaml string) (*policy.Policy, error) {
+	if yaml == "" {
+		return policy.Default(), nil
+	}
+	return policy.Parse([]byte(yaml), "policy")
+}
+
+func toRevision(r store.Revision) *gw.PolicyRevision {
+	return &gw.PolicyRevision{Revision: r.Revision, PolicyYaml: r.PolicyYAML, PolicyHash: r.PolicyHash, Applied: r.Applied,
+		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339)}
+}
