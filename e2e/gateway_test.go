@@ -160,6 +160,17 @@ func TestGatewayAPI(t *testing.T) {
 	if err != nil || code != 5 || strings.TrimSpace(out) == "0" || readFile(t, filepath.Join(wd, "made")) != "hello\n" {
 		t.Errorf("exec: out %q code %d err %v", out, code, err)
 	}
+	logs, err := c.LogsSandbox(ctx, connect.NewRequest(&gw.LogsSandboxRequest{Id: sb.Id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	for logs.Receive() {
+		logged.Write(logs.Msg().Data)
+	}
+	if logs.Err() != nil || logged.String() != out {
+		t.Errorf("logs = %q (%v), want the exec's output %q", logged.String(), logs.Err(), out)
+	}
 	if _, err := c.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: "corral-000000000000"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("get of an unknown id: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/store"
@@ -104,6 +105,7 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 			return err
 		}
 		rep.Finished = append(rep.Finished, r.ID)
+		_ = os.Remove(s.logPath(r.ID))
 		return s.cfg.Store.Delete(r.ID, r.Version)
 	default: // error: nothing of it may run
 		return s.cfg.Provider.Destroy(ctx, r.ID)

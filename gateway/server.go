@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -52,6 +53,8 @@ type Config struct {
 	Provider *docker.Provider
 	// Home is the home directory policies resolve "~" against.
 	Home string
+	// LogDir holds each sandbox's output log (ID.log, 0600).
+	LogDir string
 	// NewProxy makes the egress proxy for a policy's network section; nil
 	// refuses network proxy.
 	NewProxy func(policy.Network) (Proxy, error)
@@ -273,6 +276,12 @@ func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSa
 		defer sendMu.Unlock()
 		return stream.Send(r)
 	}
+	logf, err := s.openLog(m.Id)
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	defer logf.Close()
+	var logMu sync.Mutex
 	pipe := func(wrap func([]byte) *gw.ExecSandboxResponse) (*os.File, *sync.WaitGroup, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -287,6 +296,9 @@ func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSa
 			for {
 				n, err := r.Read(buf)
 				if n > 0 {
+					logMu.Lock()
+					_, _ = logf.Write(buf[:n])
+					logMu.Unlock()
 					_ = send(wrap(append([]byte(nil), buf[:n]...)))
 				}
 				if err != nil {
@@ -394,6 +406,60 @@ func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.Watch
 	}
 }
 
+// logPath is the sandbox's output log.
+func (s *Server) logPath(id string) string { return filepath.Join(s.cfg.LogDir, id+".log") }
+
+func (s *Server) openLog(id string) (*os.File, error) {
+	if err := os.MkdirAll(s.cfg.LogDir, 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(s.logPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// LogsSandbox streams the sandbox's output log from the start; with
+// follow it goes on with what is written later, until the sandbox is
+// deleted or the caller goes away.
+func (s *Server) LogsSandbox(ctx context.Context, req *connect.Request[gw.LogsSandboxRequest], stream *connect.ServerStream[gw.LogsSandboxResponse]) error {
+	id := req.Msg.Id
+	if _, err := s.cfg.Store.Get(id); err != nil {
+		return storeErr(id, err)
+	}
+	var off int64
+	buf := make([]byte, 32<<10)
+	for {
+		f, err := os.Open(s.logPath(id))
+		if err == nil {
+			for {
+				n, rerr := f.ReadAt(buf, off)
+				if n > 0 {
+					off += int64(n)
+					if err := stream.Send(&gw.LogsSandboxResponse{Data: append([]byte(nil), buf[:n]...)}); err != nil {
+						f.Close()
+						return err
+					}
+				}
+				if rerr != nil {
+					break
+				}
+			}
+			f.Close()
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return connect.NewError(connect.CodeInternal, err)
+		}
+		if !req.Msg.Follow {
+			return nil
+		}
+		if _, err := s.cfg.Store.Get(id); errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // StopSandbox ends a sandbox's workload and releases its container; the
 // record stays (phase stopped) until DeleteSandbox.
 func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error) {
@@ -446,6 +512,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 	if err := s.cfg.Store.Delete(id, rec.Version); err != nil {
 		return nil, storeErr(id, err)
 	}
+	_ = os.Remove(s.logPath(id))
 	return connect.NewResponse(&gw.DeleteSandboxResponse{}), nil
 }
 

@@ -85,7 +85,7 @@ func gatewayServe(listen, db, tokenFile string) error {
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home,
+	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, LogDir: filepath.Join(filepath.Dir(db), "logs"),
 		NewProxy: func(n policy.Network) (gateway.Proxy, error) {
 			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve})
 		}})
@@ -416,7 +416,29 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 			}
 			return nil
 		}}
-	c.AddCommand(create, list, get, execc, watch, stop, del)
+	var follow bool
+	logs := &cobra.Command{Use: "logs ID", Short: "Print the output of every command run in a sandbox", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			lctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stream, err := cl.LogsSandbox(lctx, connect.NewRequest(&gw.LogsSandboxRequest{Id: args[0], Follow: follow}))
+			if err != nil {
+				return apiErr(err)
+			}
+			for stream.Receive() {
+				os.Stdout.Write(stream.Msg().Data)
+			}
+			if err := stream.Err(); err != nil && lctx.Err() == nil {
+				return apiErr(err)
+			}
+			return nil
+		}}
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
+	c.AddCommand(create, list, get, execc, logs, watch, stop, del)
 	return c
 }
 

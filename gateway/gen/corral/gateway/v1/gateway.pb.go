@@ -1020,6 +1020,104 @@ func (x *WatchSandboxResponse) GetEvents() []*Event {
 	return nil
 }
 
+type LogsSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// follow: keep streaming new output until the caller goes away or the
+	// sandbox is deleted.
+	Follow        bool `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsSandboxRequest) Reset() {
+	*x = LogsSandboxRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsSandboxRequest) ProtoMessage() {}
+
+func (x *LogsSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsSandboxRequest.ProtoReflect.Descriptor instead.
+func (*LogsSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LogsSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LogsSandboxRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type LogsSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogsSandboxResponse) Reset() {
+	*x = LogsSandboxResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogsSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogsSandboxResponse) ProtoMessage() {}
+
+func (x *LogsSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogsSandboxResponse.ProtoReflect.Descriptor instead.
+func (*LogsSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LogsSandboxResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type StopSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1029,7 +1127,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1139,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1152,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1073,7 +1171,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1183,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1196,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -1122,7 +1220,7 @@ type PolicyRevision struct {
 
 func (x *PolicyRevision) Reset() {
 	*x = PolicyRevision{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1232,7 @@ func (x *PolicyRevision) String() string {
 func (*PolicyRevision) ProtoMessage() {}
 
 func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1245,7 @@ func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
 func (*PolicyRevision) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PolicyRevision) GetRevision() int64 {
@@ -1194,7 +1292,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1304,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1317,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetPolicyRequest) GetId() string {
@@ -1238,7 +1336,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1348,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1361,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *PolicyRevision {
@@ -1288,7 +1386,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1398,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1411,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetPolicyRequest) GetId() string {
@@ -1354,7 +1452,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1464,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1477,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPolicyResponse) GetSandbox() *Sandbox {
@@ -1405,7 +1503,7 @@ type PolicyHistoryRequest struct {
 
 func (x *PolicyHistoryRequest) Reset() {
 	*x = PolicyHistoryRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1515,7 @@ func (x *PolicyHistoryRequest) String() string {
 func (*PolicyHistoryRequest) ProtoMessage() {}
 
 func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1528,7 @@ func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PolicyHistoryRequest) GetId() string {
@@ -1449,7 +1547,7 @@ type PolicyHistoryResponse struct {
 
 func (x *PolicyHistoryResponse) Reset() {
 	*x = PolicyHistoryResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1559,7 @@ func (x *PolicyHistoryResponse) String() string {
 func (*PolicyHistoryResponse) ProtoMessage() {}
 
 func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1572,7 @@ func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
@@ -1493,7 +1591,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1603,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1616,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1536,7 +1634,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1646,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1659,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -1639,7 +1737,12 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tafter_seq\x18\x02 \x01(\x03R\bafterSeq\"~\n" +
 	"\x14WatchSandboxResponse\x124\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\x120\n" +
-	"\x06events\x18\x02 \x03(\v2\x18.corral.gateway.v1.EventR\x06events\"$\n" +
+	"\x06events\x18\x02 \x03(\v2\x18.corral.gateway.v1.EventR\x06events\"<\n" +
+	"\x12LogsSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\")\n" +
+	"\x13LogsSandboxResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"$\n" +
 	"\x12StopSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13StopSandboxResponse\x124\n" +
@@ -1672,14 +1775,15 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xb8\x05\n" +
+	"\x15DeleteSandboxResponse2\x98\x06\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
 	"GetSandbox\x12$.corral.gateway.v1.GetSandboxRequest\x1a%.corral.gateway.v1.GetSandboxResponse\x12b\n" +
 	"\rListSandboxes\x12'.corral.gateway.v1.ListSandboxesRequest\x1a(.corral.gateway.v1.ListSandboxesResponse\x12^\n" +
 	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12a\n" +
-	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12\\\n" +
+	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12^\n" +
+	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
 	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse2\xa3\x02\n" +
 	"\rPolicyService\x12V\n" +
@@ -1699,7 +1803,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -1716,17 +1820,19 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Exit)(nil),                  // 12: corral.gateway.v1.Exit
 	(*WatchSandboxRequest)(nil),   // 13: corral.gateway.v1.WatchSandboxRequest
 	(*WatchSandboxResponse)(nil),  // 14: corral.gateway.v1.WatchSandboxResponse
-	(*StopSandboxRequest)(nil),    // 15: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 16: corral.gateway.v1.StopSandboxResponse
-	(*PolicyRevision)(nil),        // 17: corral.gateway.v1.PolicyRevision
-	(*GetPolicyRequest)(nil),      // 18: corral.gateway.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 19: corral.gateway.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),      // 20: corral.gateway.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 21: corral.gateway.v1.SetPolicyResponse
-	(*PolicyHistoryRequest)(nil),  // 22: corral.gateway.v1.PolicyHistoryRequest
-	(*PolicyHistoryResponse)(nil), // 23: corral.gateway.v1.PolicyHistoryResponse
-	(*DeleteSandboxRequest)(nil),  // 24: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 25: corral.gateway.v1.DeleteSandboxResponse
+	(*LogsSandboxRequest)(nil),    // 15: corral.gateway.v1.LogsSandboxRequest
+	(*LogsSandboxResponse)(nil),   // 16: corral.gateway.v1.LogsSandboxResponse
+	(*StopSandboxRequest)(nil),    // 17: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 18: corral.gateway.v1.StopSandboxResponse
+	(*PolicyRevision)(nil),        // 19: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),      // 20: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 21: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),      // 22: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 23: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),  // 24: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil), // 25: corral.gateway.v1.PolicyHistoryResponse
+	(*DeleteSandboxRequest)(nil),  // 26: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 27: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -1739,32 +1845,34 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	0,  // 7: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
 	3,  // 8: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
 	0,  // 9: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	17, // 10: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	19, // 10: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
 	0,  // 11: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	17, // 12: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	17, // 13: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	19, // 12: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	19, // 13: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
 	4,  // 14: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
 	6,  // 15: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
 	8,  // 16: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
 	10, // 17: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
 	13, // 18: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	15, // 19: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	24, // 20: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	18, // 21: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	20, // 22: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	22, // 23: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	5,  // 24: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 25: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 26: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	11, // 27: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	14, // 28: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	16, // 29: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	25, // 30: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	19, // 31: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	21, // 32: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	23, // 33: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
+	15, // 19: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
+	17, // 20: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	26, // 21: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	20, // 22: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	22, // 23: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	24, // 24: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	5,  // 25: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 26: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 27: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	11, // 28: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	14, // 29: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	16, // 30: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	18, // 31: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	27, // 32: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	21, // 33: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	23, // 34: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	25, // 35: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1786,7 +1894,7 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

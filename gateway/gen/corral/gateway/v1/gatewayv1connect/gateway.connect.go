@@ -54,6 +54,9 @@ const (
 	// SandboxServiceWatchSandboxProcedure is the fully-qualified name of the SandboxService's
 	// WatchSandbox RPC.
 	SandboxServiceWatchSandboxProcedure = "/corral.gateway.v1.SandboxService/WatchSandbox"
+	// SandboxServiceLogsSandboxProcedure is the fully-qualified name of the SandboxService's
+	// LogsSandbox RPC.
+	SandboxServiceLogsSandboxProcedure = "/corral.gateway.v1.SandboxService/LogsSandbox"
 	// SandboxServiceStopSandboxProcedure is the fully-qualified name of the SandboxService's
 	// StopSandbox RPC.
 	SandboxServiceStopSandboxProcedure = "/corral.gateway.v1.SandboxService/StopSandbox"
@@ -79,6 +82,9 @@ type SandboxServiceClient interface {
 	// WatchSandbox streams the sandbox's status and events as they change,
 	// until the caller goes away or the sandbox is deleted.
 	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest]) (*connect.ServerStreamForClient[v1.WatchSandboxResponse], error)
+	// LogsSandbox streams the output (stdout and stderr, as written) of
+	// every command run in the sandbox, from the start.
+	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest]) (*connect.ServerStreamForClient[v1.LogsSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -124,6 +130,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("WatchSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		logsSandbox: connect.NewClient[v1.LogsSandboxRequest, v1.LogsSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceLogsSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		stopSandbox: connect.NewClient[v1.StopSandboxRequest, v1.StopSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceStopSandboxProcedure,
@@ -146,6 +158,7 @@ type sandboxServiceClient struct {
 	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
 	execSandbox   *connect.Client[v1.ExecSandboxRequest, v1.ExecSandboxResponse]
 	watchSandbox  *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
+	logsSandbox   *connect.Client[v1.LogsSandboxRequest, v1.LogsSandboxResponse]
 	stopSandbox   *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
 }
@@ -175,6 +188,11 @@ func (c *sandboxServiceClient) WatchSandbox(ctx context.Context, req *connect.Re
 	return c.watchSandbox.CallServerStream(ctx, req)
 }
 
+// LogsSandbox calls corral.gateway.v1.SandboxService.LogsSandbox.
+func (c *sandboxServiceClient) LogsSandbox(ctx context.Context, req *connect.Request[v1.LogsSandboxRequest]) (*connect.ServerStreamForClient[v1.LogsSandboxResponse], error) {
+	return c.logsSandbox.CallServerStream(ctx, req)
+}
+
 // StopSandbox calls corral.gateway.v1.SandboxService.StopSandbox.
 func (c *sandboxServiceClient) StopSandbox(ctx context.Context, req *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
 	return c.stopSandbox.CallUnary(ctx, req)
@@ -195,6 +213,9 @@ type SandboxServiceHandler interface {
 	// WatchSandbox streams the sandbox's status and events as they change,
 	// until the caller goes away or the sandbox is deleted.
 	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error
+	// LogsSandbox streams the output (stdout and stderr, as written) of
+	// every command run in the sandbox, from the start.
+	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -236,6 +257,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("WatchSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceLogsSandboxHandler := connect.NewServerStreamHandler(
+		SandboxServiceLogsSandboxProcedure,
+		svc.LogsSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceStopSandboxHandler := connect.NewUnaryHandler(
 		SandboxServiceStopSandboxProcedure,
 		svc.StopSandbox,
@@ -260,6 +287,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceExecSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceWatchSandboxProcedure:
 			sandboxServiceWatchSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceLogsSandboxProcedure:
+			sandboxServiceLogsSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStopSandboxProcedure:
 			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteSandboxProcedure:
@@ -291,6 +320,10 @@ func (UnimplementedSandboxServiceHandler) ExecSandbox(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.WatchSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.LogsSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
