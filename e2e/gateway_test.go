@@ -538,3 +538,73 @@ func TestGatewayPolicy(t *testing.T) {
 		t.Errorf("history applied = %v", applied)
 	}
 }
+
+// Interactive exec: stdin reaches the command as it is sent (the reply to
+// one line comes before the next is sent), and a terminal has the size
+// asked for.
+func TestGatewayExecStream(t *testing.T) {
+	id := gatewayIdent(t)
+	dir := mkdir(t, id, "gwstream")
+	wd := dockerWorkdir(t, id, "gwstream-wd")
+	ctx := context.Background()
+	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
+	c := g.client(t, "")
+	resp, err := c.CreateSandbox(ctx, createReq(wd))
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, g.log)
+	}
+	sid := resp.Msg.Sandbox.Id
+	defer c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid}))
+	st := c.ExecSandboxStream(ctx)
+	send := func(r *gw.ExecStreamRequest) {
+		if err := st.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: &gw.ExecSandboxRequest{Id: sid, Args: []string{"sh", "-c", "while read l; do echo got-$l; done; exit 6"}}}})
+	var out strings.Builder
+	code := -1
+	readUntil := func(want string) {
+		for !strings.Contains(out.String(), want) {
+			m, err := st.Receive()
+			if err != nil {
+				t.Fatalf("waiting for %q: %v (have %q)", want, err, out.String())
+			}
+			switch o := m.Output.(type) {
+			case *gw.ExecSandboxResponse_Stdout:
+				out.Write(o.Stdout)
+			case *gw.ExecSandboxResponse_Exit:
+				code = int(o.Exit.Code)
+				return
+			}
+		}
+	}
+	send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Stdin{Stdin: []byte("one\n")}})
+	readUntil("got-one") // answered before the second line exists
+	send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Stdin{Stdin: []byte("two\n")}})
+	readUntil("got-two")
+	send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_StdinEof{StdinEof: true}})
+	readUntil("never printed")
+	if code != 6 {
+		t.Errorf("interactive exec: exit %d, want 6 (output %q)", code, out.String())
+	}
+	st.CloseRequest()
+
+	tt := c.ExecSandboxStream(ctx)
+	if err := tt.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: &gw.ExecSandboxRequest{Id: sid, Args: []string{"stty", "size"}, Tty: true, Rows: 21, Cols: 77}}}); err != nil {
+		t.Fatal(err)
+	}
+	var tout strings.Builder
+	for {
+		m, err := tt.Receive()
+		if err != nil {
+			break
+		}
+		if o, ok := m.Output.(*gw.ExecSandboxResponse_Stdout); ok {
+			tout.Write(o.Stdout)
+		}
+	}
+	if !strings.Contains(tout.String(), "21 77") {
+		t.Errorf("terminal size: %q, want 21 77", tout.String())
+	}
+}

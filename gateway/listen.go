@@ -159,7 +159,10 @@ type Clients struct {
 // Client connects to a gateway at addr ("unix:PATH" or "http://IP:PORT")
 // with token (TCP only; "" for none).
 func Client(addr, token string) (*Clients, error) {
-	tr := &http.Transport{}
+	// Cleartext HTTP/2 (the server speaks it too): streaming both ways
+	// (ExecSandboxStream) needs it.
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
 	base := addr
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {

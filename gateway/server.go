@@ -247,7 +247,66 @@ func (s *Server) ListSandboxes(ctx context.Context, req *connect.Request[gw.List
 // ExecSandbox runs one command in a ready sandbox and streams its output,
 // then its exit status.
 func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSandboxRequest], stream *connect.ServerStream[gw.ExecSandboxResponse]) error {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	go func() { _, _ = stdinW.Write(req.Msg.Stdin); stdinW.Close() }()
+	defer stdinR.Close()
 	m := req.Msg
+	m.Tty = false // a terminal needs the streaming call (resizes, input as typed)
+	return s.runExec(ctx, m, stdinR, nil, stream.Send)
+}
+
+// ExecSandboxStream is the interactive exec: the first message starts the
+// command; stdin chunks, resizes and the end of stdin follow as they come.
+func (s *Server) ExecSandboxStream(ctx context.Context, stream *connect.BidiStream[gw.ExecStreamRequest, gw.ExecSandboxResponse]) error {
+	first, err := stream.Receive()
+	if err != nil {
+		return err
+	}
+	m := first.GetStart()
+	if m == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("the first message must be start"))
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	defer stdinR.Close()
+	resize := make(chan [2]uint16, 4)
+	if m.Tty && m.Rows > 0 {
+		resize <- [2]uint16{uint16(m.Rows), uint16(m.Cols)}
+	}
+	go func() {
+		defer stdinW.Close()
+		defer close(resize)
+		for {
+			in, err := stream.Receive()
+			if err != nil {
+				return
+			}
+			switch x := in.Input.(type) {
+			case *gw.ExecStreamRequest_Stdin:
+				if _, err := stdinW.Write(x.Stdin); err != nil {
+					return
+				}
+			case *gw.ExecStreamRequest_StdinEof:
+				stdinW.Close()
+			case *gw.ExecStreamRequest_Resize:
+				select {
+				case resize <- [2]uint16{uint16(x.Resize.Rows), uint16(x.Resize.Cols)}:
+				default:
+				}
+			}
+		}
+	}()
+	return s.runExec(ctx, m, stdinR, resize, stream.Send)
+}
+
+// runExec runs m in its sandbox under the sandbox's gate, with stdin, and
+// sends the output (also appended to the sandbox's log) and the exit.
+func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *os.File, resize <-chan [2]uint16, sendFn func(*gw.ExecSandboxResponse) error) error {
 	if len(m.Args) == 0 {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command given"))
 	}
@@ -264,17 +323,11 @@ func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSa
 	if rec.Phase != store.PhaseReady || sb == nil {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s, not ready", m.Id, rec.Phase))
 	}
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return connect.NewError(connect.CodeInternal, err)
-	}
-	go func() { _, _ = stdinW.Write(m.Stdin); stdinW.Close() }()
-	defer stdinR.Close()
 	var sendMu sync.Mutex
 	send := func(r *gw.ExecSandboxResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
-		return stream.Send(r)
+		return sendFn(r)
 	}
 	logf, err := s.openLog(m.Id)
 	if err != nil {
@@ -328,7 +381,7 @@ func (s *Server) ExecSandbox(ctx context.Context, req *connect.Request[gw.ExecSa
 		defer cancel()
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
-	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr,
+	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
 		Started: func(int) { fault("exec-started") }})
 	stdout.Close()
 	stderr.Close()

@@ -314,6 +314,7 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 			})
 		}}
 	var timeout time.Duration
+	var interactive, tty bool
 	execc := &cobra.Command{Use: "exec ID -- COMMAND [ARG...]", Short: "Run a command in a sandbox; exits with its status", Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -327,40 +328,22 @@ refused, 122 policy rejected, 123 the sandbox could not be made.`}
 			if len(cmdArgs) == 0 {
 				return fmt.Errorf("missing command: corral sandbox exec ID -- COMMAND [ARG...]")
 			}
-			var stdin []byte
-			if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
-				stdin, _ = io.ReadAll(os.Stdin)
+			req := &gw.ExecSandboxRequest{Id: args[0], Args: cmdArgs, TimeoutSeconds: int64(timeout / time.Second), Tty: tty}
+			if interactive || tty {
+				return execInteractive(ctx, cl, req)
 			}
-			stream, err := cl.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: args[0], Args: cmdArgs, Stdin: stdin, TimeoutSeconds: int64(timeout / time.Second)}))
+			if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
+				req.Stdin, _ = io.ReadAll(os.Stdin)
+			}
+			stream, err := cl.ExecSandbox(ctx, connect.NewRequest(req))
 			if err != nil {
 				return apiErr(err)
 			}
-			var exit *gw.Exit
-			for stream.Receive() {
-				switch o := stream.Msg().Output.(type) {
-				case *gw.ExecSandboxResponse_Stdout:
-					os.Stdout.Write(o.Stdout)
-				case *gw.ExecSandboxResponse_Stderr:
-					os.Stderr.Write(o.Stderr)
-				case *gw.ExecSandboxResponse_Exit:
-					exit = o.Exit
-				}
-			}
-			if err := stream.Err(); err != nil {
-				return apiErr(err)
-			}
-			if exit == nil {
-				return &provider.Error{Code: provider.CodeInternal, Msg: "gateway: the stream ended without an exit status"}
-			}
-			if exit.Reason != "" {
-				fmt.Fprintf(os.Stderr, "corral: %s\n", exit.Reason)
-			}
-			if exit.Code != 0 {
-				return exitError{code: int(exit.Code)}
-			}
-			return nil
+			return printExec(stream.Receive, stream.Msg, stream.Err)
 		}}
 	execc.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (0: the policy's timeout)")
+	execc.Flags().BoolVarP(&interactive, "interactive", "i", false, "stream stdin to the command as it comes")
+	execc.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal (implies -i)")
 	execc.Flags().SetInterspersed(false)
 	stop := &cobra.Command{Use: "stop ID", Short: "Stop a sandbox (its record stays until delete)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -510,4 +493,87 @@ func policyGatewayCmds() []*cobra.Command {
 		f.add(c)
 	}
 	return []*cobra.Command{get, set, history}
+}
+
+// printExec prints an exec's output stream and returns its exit status as
+// corral's (exitError for a non-zero code).
+func printExec(receive func() bool, msg func() *gw.ExecSandboxResponse, errFn func() error) error {
+	var exit *gw.Exit
+	for receive() {
+		switch o := msg().Output.(type) {
+		case *gw.ExecSandboxResponse_Stdout:
+			os.Stdout.Write(o.Stdout)
+		case *gw.ExecSandboxResponse_Stderr:
+			os.Stderr.Write(o.Stderr)
+		case *gw.ExecSandboxResponse_Exit:
+			exit = o.Exit
+		}
+	}
+	if err := errFn(); err != nil {
+		return apiErr(err)
+	}
+	if exit == nil {
+		return &provider.Error{Code: provider.CodeInternal, Msg: "gateway: the stream ended without an exit status"}
+	}
+	if exit.Reason != "" {
+		fmt.Fprintf(os.Stderr, "corral: %s\n", exit.Reason)
+	}
+	if exit.Code != 0 {
+		return exitError{code: int(exit.Code)}
+	}
+	return nil
+}
+
+// execInteractive runs req over ExecSandboxStream: stdin streamed as it
+// comes and, with a terminal, the caller's terminal raw and its size
+// followed.
+func execInteractive(ctx context.Context, cl *gateway.Clients, req *gw.ExecSandboxRequest) error {
+	stream := cl.ExecSandboxStream(ctx)
+	var resize <-chan [2]uint16
+	if req.Tty {
+		restore, rs := attachTerminal()
+		defer restore()
+		resize = rs
+		select {
+		case sz, ok := <-rs:
+			if ok {
+				req.Rows, req.Cols = uint32(sz[0]), uint32(sz[1])
+			}
+		default:
+		}
+	}
+	if err := stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: req}}); err != nil {
+		return apiErr(err)
+	}
+	go func() {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := os.Stdin.Read(buf)
+			if n > 0 && stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+				return
+			}
+			if err != nil {
+				_ = stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_StdinEof{StdinEof: true}})
+				return
+			}
+		}
+	}()
+	if resize != nil {
+		go func() {
+			for sz := range resize {
+				_ = stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Resize{Resize: &gw.TerminalSize{Rows: uint32(sz[0]), Cols: uint32(sz[1])}}})
+			}
+		}()
+	}
+	var msg *gw.ExecSandboxResponse
+	var rerr error
+	return printExec(func() bool {
+		msg, rerr = stream.Receive()
+		return rerr == nil
+	}, func() *gw.ExecSandboxResponse { return msg }, func() error {
+		if errors.Is(rerr, io.EOF) {
+			return nil
+		}
+		return rerr
+	})
 }

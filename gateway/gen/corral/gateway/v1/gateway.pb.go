@@ -694,8 +694,13 @@ type ExecSandboxRequest struct {
 	Stdin []byte                 `protobuf:"bytes,3,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	// timeout_seconds bounds the command (0: the policy's timeout, if any).
 	TimeoutSeconds int64 `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// tty gives the command a terminal of the sandbox's own (ExecSandboxStream
+	// only), rows x cols at the start; its output comes as stdout.
+	Tty           bool   `protobuf:"varint,5,opt,name=tty,proto3" json:"tty,omitempty"`
+	Rows          uint32 `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32 `protobuf:"varint,7,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecSandboxRequest) Reset() {
@@ -756,6 +761,195 @@ func (x *ExecSandboxRequest) GetTimeoutSeconds() int64 {
 	return 0
 }
 
+func (x *ExecSandboxRequest) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ExecSandboxRequest) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *ExecSandboxRequest) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+// ExecStreamRequest is one message of an interactive exec: the first is
+// start, then any number of stdin chunks, resizes and one stdin_eof.
+type ExecStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*ExecStreamRequest_Start
+	//	*ExecStreamRequest_Stdin
+	//	*ExecStreamRequest_StdinEof
+	//	*ExecStreamRequest_Resize
+	Input         isExecStreamRequest_Input `protobuf_oneof:"input"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecStreamRequest) Reset() {
+	*x = ExecStreamRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecStreamRequest) ProtoMessage() {}
+
+func (x *ExecStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecStreamRequest.ProtoReflect.Descriptor instead.
+func (*ExecStreamRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExecStreamRequest) GetInput() isExecStreamRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetStart() *ExecSandboxRequest {
+	if x != nil {
+		if x, ok := x.Input.(*ExecStreamRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetStdin() []byte {
+	if x != nil {
+		if x, ok := x.Input.(*ExecStreamRequest_Stdin); ok {
+			return x.Stdin
+		}
+	}
+	return nil
+}
+
+func (x *ExecStreamRequest) GetStdinEof() bool {
+	if x != nil {
+		if x, ok := x.Input.(*ExecStreamRequest_StdinEof); ok {
+			return x.StdinEof
+		}
+	}
+	return false
+}
+
+func (x *ExecStreamRequest) GetResize() *TerminalSize {
+	if x != nil {
+		if x, ok := x.Input.(*ExecStreamRequest_Resize); ok {
+			return x.Resize
+		}
+	}
+	return nil
+}
+
+type isExecStreamRequest_Input interface {
+	isExecStreamRequest_Input()
+}
+
+type ExecStreamRequest_Start struct {
+	Start *ExecSandboxRequest `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ExecStreamRequest_Stdin struct {
+	Stdin []byte `protobuf:"bytes,2,opt,name=stdin,proto3,oneof"`
+}
+
+type ExecStreamRequest_StdinEof struct {
+	StdinEof bool `protobuf:"varint,3,opt,name=stdin_eof,json=stdinEof,proto3,oneof"`
+}
+
+type ExecStreamRequest_Resize struct {
+	Resize *TerminalSize `protobuf:"bytes,4,opt,name=resize,proto3,oneof"`
+}
+
+func (*ExecStreamRequest_Start) isExecStreamRequest_Input() {}
+
+func (*ExecStreamRequest_Stdin) isExecStreamRequest_Input() {}
+
+func (*ExecStreamRequest_StdinEof) isExecStreamRequest_Input() {}
+
+func (*ExecStreamRequest_Resize) isExecStreamRequest_Input() {}
+
+type TerminalSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSize) Reset() {
+	*x = TerminalSize{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSize) ProtoMessage() {}
+
+func (x *TerminalSize) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSize.ProtoReflect.Descriptor instead.
+func (*TerminalSize) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TerminalSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TerminalSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 type ExecSandboxResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Output:
@@ -770,7 +964,7 @@ type ExecSandboxResponse struct {
 
 func (x *ExecSandboxResponse) Reset() {
 	*x = ExecSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +976,7 @@ func (x *ExecSandboxResponse) String() string {
 func (*ExecSandboxResponse) ProtoMessage() {}
 
 func (x *ExecSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +989,7 @@ func (x *ExecSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecSandboxResponse.ProtoReflect.Descriptor instead.
 func (*ExecSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecSandboxResponse) GetOutput() isExecSandboxResponse_Output {
@@ -865,7 +1059,7 @@ type Exit struct {
 
 func (x *Exit) Reset() {
 	*x = Exit{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1071,7 @@ func (x *Exit) String() string {
 func (*Exit) ProtoMessage() {}
 
 func (x *Exit) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1084,7 @@ func (x *Exit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Exit.ProtoReflect.Descriptor instead.
 func (*Exit) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Exit) GetCode() int32 {
@@ -925,7 +1119,7 @@ type WatchSandboxRequest struct {
 
 func (x *WatchSandboxRequest) Reset() {
 	*x = WatchSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1131,7 @@ func (x *WatchSandboxRequest) String() string {
 func (*WatchSandboxRequest) ProtoMessage() {}
 
 func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1144,7 @@ func (x *WatchSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSandboxRequest.ProtoReflect.Descriptor instead.
 func (*WatchSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchSandboxRequest) GetId() string {
@@ -978,7 +1172,7 @@ type WatchSandboxResponse struct {
 
 func (x *WatchSandboxResponse) Reset() {
 	*x = WatchSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1184,7 @@ func (x *WatchSandboxResponse) String() string {
 func (*WatchSandboxResponse) ProtoMessage() {}
 
 func (x *WatchSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1197,7 @@ func (x *WatchSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSandboxResponse.ProtoReflect.Descriptor instead.
 func (*WatchSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchSandboxResponse) GetSandbox() *Sandbox {
@@ -1032,7 +1226,7 @@ type LogsSandboxRequest struct {
 
 func (x *LogsSandboxRequest) Reset() {
 	*x = LogsSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1238,7 @@ func (x *LogsSandboxRequest) String() string {
 func (*LogsSandboxRequest) ProtoMessage() {}
 
 func (x *LogsSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1251,7 @@ func (x *LogsSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsSandboxRequest.ProtoReflect.Descriptor instead.
 func (*LogsSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogsSandboxRequest) GetId() string {
@@ -1083,7 +1277,7 @@ type LogsSandboxResponse struct {
 
 func (x *LogsSandboxResponse) Reset() {
 	*x = LogsSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1289,7 @@ func (x *LogsSandboxResponse) String() string {
 func (*LogsSandboxResponse) ProtoMessage() {}
 
 func (x *LogsSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1302,7 @@ func (x *LogsSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsSandboxResponse.ProtoReflect.Descriptor instead.
 func (*LogsSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LogsSandboxResponse) GetData() []byte {
@@ -1127,7 +1321,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1333,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1346,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1171,7 +1365,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1377,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1390,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -1220,7 +1414,7 @@ type PolicyRevision struct {
 
 func (x *PolicyRevision) Reset() {
 	*x = PolicyRevision{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1426,7 @@ func (x *PolicyRevision) String() string {
 func (*PolicyRevision) ProtoMessage() {}
 
 func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1439,7 @@ func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
 func (*PolicyRevision) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PolicyRevision) GetRevision() int64 {
@@ -1292,7 +1486,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1498,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1511,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetPolicyRequest) GetId() string {
@@ -1336,7 +1530,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1542,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1555,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *PolicyRevision {
@@ -1386,7 +1580,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1592,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1605,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetPolicyRequest) GetId() string {
@@ -1452,7 +1646,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1658,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1671,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetPolicyResponse) GetSandbox() *Sandbox {
@@ -1503,7 +1697,7 @@ type PolicyHistoryRequest struct {
 
 func (x *PolicyHistoryRequest) Reset() {
 	*x = PolicyHistoryRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1709,7 @@ func (x *PolicyHistoryRequest) String() string {
 func (*PolicyHistoryRequest) ProtoMessage() {}
 
 func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1722,7 @@ func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PolicyHistoryRequest) GetId() string {
@@ -1547,7 +1741,7 @@ type PolicyHistoryResponse struct {
 
 func (x *PolicyHistoryResponse) Reset() {
 	*x = PolicyHistoryResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1753,7 @@ func (x *PolicyHistoryResponse) String() string {
 func (*PolicyHistoryResponse) ProtoMessage() {}
 
 func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1766,7 @@ func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
@@ -1591,7 +1785,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1797,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1810,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1634,7 +1828,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1840,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1853,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -1717,12 +1911,24 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x18.corral.gateway.v1.EventR\x06events\"\x16\n" +
 	"\x14ListSandboxesRequest\"Q\n" +
 	"\x15ListSandboxesResponse\x128\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x1a.corral.gateway.v1.SandboxR\tsandboxes\"w\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x1a.corral.gateway.v1.SandboxR\tsandboxes\"\xb1\x01\n" +
 	"\x12ExecSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12\x14\n" +
 	"\x05stdin\x18\x03 \x01(\fR\x05stdin\x12'\n" +
-	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\"\x82\x01\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\x12\x10\n" +
+	"\x03tty\x18\x05 \x01(\bR\x03tty\x12\x12\n" +
+	"\x04rows\x18\x06 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\a \x01(\rR\x04cols\"\xcd\x01\n" +
+	"\x11ExecStreamRequest\x12=\n" +
+	"\x05start\x18\x01 \x01(\v2%.corral.gateway.v1.ExecSandboxRequestH\x00R\x05start\x12\x16\n" +
+	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
+	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEof\x129\n" +
+	"\x06resize\x18\x04 \x01(\v2\x1f.corral.gateway.v1.TerminalSizeH\x00R\x06resizeB\a\n" +
+	"\x05input\"6\n" +
+	"\fTerminalSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"\x82\x01\n" +
 	"\x13ExecSandboxResponse\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12-\n" +
@@ -1775,13 +1981,14 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\x98\x06\n" +
+	"\x15DeleteSandboxResponse2\xff\x06\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
 	"GetSandbox\x12$.corral.gateway.v1.GetSandboxRequest\x1a%.corral.gateway.v1.GetSandboxResponse\x12b\n" +
 	"\rListSandboxes\x12'.corral.gateway.v1.ListSandboxesRequest\x1a(.corral.gateway.v1.ListSandboxesResponse\x12^\n" +
-	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12a\n" +
+	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12e\n" +
+	"\x11ExecSandboxStream\x12$.corral.gateway.v1.ExecStreamRequest\x1a&.corral.gateway.v1.ExecSandboxResponse(\x010\x01\x12a\n" +
 	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12^\n" +
 	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
@@ -1803,7 +2010,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -1816,23 +2023,25 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*ListSandboxesRequest)(nil),  // 8: corral.gateway.v1.ListSandboxesRequest
 	(*ListSandboxesResponse)(nil), // 9: corral.gateway.v1.ListSandboxesResponse
 	(*ExecSandboxRequest)(nil),    // 10: corral.gateway.v1.ExecSandboxRequest
-	(*ExecSandboxResponse)(nil),   // 11: corral.gateway.v1.ExecSandboxResponse
-	(*Exit)(nil),                  // 12: corral.gateway.v1.Exit
-	(*WatchSandboxRequest)(nil),   // 13: corral.gateway.v1.WatchSandboxRequest
-	(*WatchSandboxResponse)(nil),  // 14: corral.gateway.v1.WatchSandboxResponse
-	(*LogsSandboxRequest)(nil),    // 15: corral.gateway.v1.LogsSandboxRequest
-	(*LogsSandboxResponse)(nil),   // 16: corral.gateway.v1.LogsSandboxResponse
-	(*StopSandboxRequest)(nil),    // 17: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 18: corral.gateway.v1.StopSandboxResponse
-	(*PolicyRevision)(nil),        // 19: corral.gateway.v1.PolicyRevision
-	(*GetPolicyRequest)(nil),      // 20: corral.gateway.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 21: corral.gateway.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),      // 22: corral.gateway.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 23: corral.gateway.v1.SetPolicyResponse
-	(*PolicyHistoryRequest)(nil),  // 24: corral.gateway.v1.PolicyHistoryRequest
-	(*PolicyHistoryResponse)(nil), // 25: corral.gateway.v1.PolicyHistoryResponse
-	(*DeleteSandboxRequest)(nil),  // 26: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 27: corral.gateway.v1.DeleteSandboxResponse
+	(*ExecStreamRequest)(nil),     // 11: corral.gateway.v1.ExecStreamRequest
+	(*TerminalSize)(nil),          // 12: corral.gateway.v1.TerminalSize
+	(*ExecSandboxResponse)(nil),   // 13: corral.gateway.v1.ExecSandboxResponse
+	(*Exit)(nil),                  // 14: corral.gateway.v1.Exit
+	(*WatchSandboxRequest)(nil),   // 15: corral.gateway.v1.WatchSandboxRequest
+	(*WatchSandboxResponse)(nil),  // 16: corral.gateway.v1.WatchSandboxResponse
+	(*LogsSandboxRequest)(nil),    // 17: corral.gateway.v1.LogsSandboxRequest
+	(*LogsSandboxResponse)(nil),   // 18: corral.gateway.v1.LogsSandboxResponse
+	(*StopSandboxRequest)(nil),    // 19: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 20: corral.gateway.v1.StopSandboxResponse
+	(*PolicyRevision)(nil),        // 21: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),      // 22: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 23: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),      // 24: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 25: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),  // 26: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil), // 27: corral.gateway.v1.PolicyHistoryResponse
+	(*DeleteSandboxRequest)(nil),  // 28: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 29: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -1841,41 +2050,45 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	0,  // 3: corral.gateway.v1.GetSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
 	3,  // 4: corral.gateway.v1.GetSandboxResponse.events:type_name -> corral.gateway.v1.Event
 	0,  // 5: corral.gateway.v1.ListSandboxesResponse.sandboxes:type_name -> corral.gateway.v1.Sandbox
-	12, // 6: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
-	0,  // 7: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	3,  // 8: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
-	0,  // 9: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	19, // 10: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	0,  // 11: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	19, // 12: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	19, // 13: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
-	4,  // 14: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 15: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 16: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 17: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	13, // 18: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	15, // 19: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
-	17, // 20: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	26, // 21: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	20, // 22: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	22, // 23: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	24, // 24: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	5,  // 25: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 26: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 27: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	11, // 28: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	14, // 29: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	16, // 30: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
-	18, // 31: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	27, // 32: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	21, // 33: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	23, // 34: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	25, // 35: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 6: corral.gateway.v1.ExecStreamRequest.start:type_name -> corral.gateway.v1.ExecSandboxRequest
+	12, // 7: corral.gateway.v1.ExecStreamRequest.resize:type_name -> corral.gateway.v1.TerminalSize
+	14, // 8: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
+	0,  // 9: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	3,  // 10: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
+	0,  // 11: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	21, // 12: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	0,  // 13: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	21, // 14: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	21, // 15: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	4,  // 16: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 17: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 18: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 19: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	11, // 20: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
+	15, // 21: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	17, // 22: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
+	19, // 23: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	28, // 24: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	22, // 25: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	24, // 26: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	26, // 27: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	5,  // 28: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 29: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 30: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	13, // 31: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	13, // 32: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
+	16, // 33: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	18, // 34: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	20, // 35: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	29, // 36: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	23, // 37: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	25, // 38: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	27, // 39: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -1884,6 +2097,12 @@ func file_corral_gateway_v1_gateway_proto_init() {
 		return
 	}
 	file_corral_gateway_v1_gateway_proto_msgTypes[11].OneofWrappers = []any{
+		(*ExecStreamRequest_Start)(nil),
+		(*ExecStreamRequest_Stdin)(nil),
+		(*ExecStreamRequest_StdinEof)(nil),
+		(*ExecStreamRequest_Resize)(nil),
+	}
+	file_corral_gateway_v1_gateway_proto_msgTypes[13].OneofWrappers = []any{
 		(*ExecSandboxResponse_Stdout)(nil),
 		(*ExecSandboxResponse_Stderr)(nil),
 		(*ExecSandboxResponse_Exit)(nil),
@@ -1894,7 +2113,7 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

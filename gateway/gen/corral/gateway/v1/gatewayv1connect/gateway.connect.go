@@ -51,6 +51,9 @@ const (
 	// SandboxServiceExecSandboxProcedure is the fully-qualified name of the SandboxService's
 	// ExecSandbox RPC.
 	SandboxServiceExecSandboxProcedure = "/corral.gateway.v1.SandboxService/ExecSandbox"
+	// SandboxServiceExecSandboxStreamProcedure is the fully-qualified name of the SandboxService's
+	// ExecSandboxStream RPC.
+	SandboxServiceExecSandboxStreamProcedure = "/corral.gateway.v1.SandboxService/ExecSandboxStream"
 	// SandboxServiceWatchSandboxProcedure is the fully-qualified name of the SandboxService's
 	// WatchSandbox RPC.
 	SandboxServiceWatchSandboxProcedure = "/corral.gateway.v1.SandboxService/WatchSandbox"
@@ -79,6 +82,9 @@ type SandboxServiceClient interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// ExecSandbox runs one command and streams its output, then its exit.
 	ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest]) (*connect.ServerStreamForClient[v1.ExecSandboxResponse], error)
+	// ExecSandboxStream is ExecSandbox with stdin streamed and an optional
+	// terminal (needs HTTP/2: gRPC, or Connect over h2c).
+	ExecSandboxStream(context.Context) *connect.BidiStreamForClient[v1.ExecStreamRequest, v1.ExecSandboxResponse]
 	// WatchSandbox streams the sandbox's status and events as they change,
 	// until the caller goes away or the sandbox is deleted.
 	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest]) (*connect.ServerStreamForClient[v1.WatchSandboxResponse], error)
@@ -124,6 +130,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("ExecSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		execSandboxStream: connect.NewClient[v1.ExecStreamRequest, v1.ExecSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceExecSandboxStreamProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ExecSandboxStream")),
+			connect.WithClientOptions(opts...),
+		),
 		watchSandbox: connect.NewClient[v1.WatchSandboxRequest, v1.WatchSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceWatchSandboxProcedure,
@@ -153,14 +165,15 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	createSandbox *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	getSandbox    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	execSandbox   *connect.Client[v1.ExecSandboxRequest, v1.ExecSandboxResponse]
-	watchSandbox  *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
-	logsSandbox   *connect.Client[v1.LogsSandboxRequest, v1.LogsSandboxResponse]
-	stopSandbox   *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
-	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	createSandbox     *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	getSandbox        *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	listSandboxes     *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	execSandbox       *connect.Client[v1.ExecSandboxRequest, v1.ExecSandboxResponse]
+	execSandboxStream *connect.Client[v1.ExecStreamRequest, v1.ExecSandboxResponse]
+	watchSandbox      *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
+	logsSandbox       *connect.Client[v1.LogsSandboxRequest, v1.LogsSandboxResponse]
+	stopSandbox       *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
+	deleteSandbox     *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
 }
 
 // CreateSandbox calls corral.gateway.v1.SandboxService.CreateSandbox.
@@ -181,6 +194,11 @@ func (c *sandboxServiceClient) ListSandboxes(ctx context.Context, req *connect.R
 // ExecSandbox calls corral.gateway.v1.SandboxService.ExecSandbox.
 func (c *sandboxServiceClient) ExecSandbox(ctx context.Context, req *connect.Request[v1.ExecSandboxRequest]) (*connect.ServerStreamForClient[v1.ExecSandboxResponse], error) {
 	return c.execSandbox.CallServerStream(ctx, req)
+}
+
+// ExecSandboxStream calls corral.gateway.v1.SandboxService.ExecSandboxStream.
+func (c *sandboxServiceClient) ExecSandboxStream(ctx context.Context) *connect.BidiStreamForClient[v1.ExecStreamRequest, v1.ExecSandboxResponse] {
+	return c.execSandboxStream.CallBidiStream(ctx)
 }
 
 // WatchSandbox calls corral.gateway.v1.SandboxService.WatchSandbox.
@@ -210,6 +228,9 @@ type SandboxServiceHandler interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	// ExecSandbox runs one command and streams its output, then its exit.
 	ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest], *connect.ServerStream[v1.ExecSandboxResponse]) error
+	// ExecSandboxStream is ExecSandbox with stdin streamed and an optional
+	// terminal (needs HTTP/2: gRPC, or Connect over h2c).
+	ExecSandboxStream(context.Context, *connect.BidiStream[v1.ExecStreamRequest, v1.ExecSandboxResponse]) error
 	// WatchSandbox streams the sandbox's status and events as they change,
 	// until the caller goes away or the sandbox is deleted.
 	WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error
@@ -251,6 +272,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("ExecSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceExecSandboxStreamHandler := connect.NewBidiStreamHandler(
+		SandboxServiceExecSandboxStreamProcedure,
+		svc.ExecSandboxStream,
+		connect.WithSchema(sandboxServiceMethods.ByName("ExecSandboxStream")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceWatchSandboxHandler := connect.NewServerStreamHandler(
 		SandboxServiceWatchSandboxProcedure,
 		svc.WatchSandbox,
@@ -285,6 +312,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceListSandboxesHandler.ServeHTTP(w, r)
 		case SandboxServiceExecSandboxProcedure:
 			sandboxServiceExecSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceExecSandboxStreamProcedure:
+			sandboxServiceExecSandboxStreamHandler.ServeHTTP(w, r)
 		case SandboxServiceWatchSandboxProcedure:
 			sandboxServiceWatchSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceLogsSandboxProcedure:
@@ -316,6 +345,10 @@ func (UnimplementedSandboxServiceHandler) ListSandboxes(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) ExecSandbox(context.Context, *connect.Request[v1.ExecSandboxRequest], *connect.ServerStream[v1.ExecSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.ExecSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ExecSandboxStream(context.Context, *connect.BidiStream[v1.ExecStreamRequest, v1.ExecSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.ExecSandboxStream is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) WatchSandbox(context.Context, *connect.Request[v1.WatchSandboxRequest], *connect.ServerStream[v1.WatchSandboxResponse]) error {
