@@ -114,7 +114,7 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if err != nil {
 		s.event(m.Id, "error", "recreate: %v", err)
 		_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "recreate: "+err.Error() })
-		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s: recreate: %w", m.Id, err))
+		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: recreate: %w", m.Id, err))
 	}
 	layers, _ := json.Marshal(sb.Layers())
 	lossJSON, _ := json.Marshal(loss)

@@ -129,7 +129,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	if err != nil {
 		s.event(id, "error", "%v", err)
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
-		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s: %w", id, err))
+		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: %w", id, err))
 	}
 	layers, _ := json.Marshal(sb.Layers())
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason, r.Layers = store.PhaseReady, "", string(layers) })
@@ -388,7 +388,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	outWG.Wait()
 	errWG.Wait()
 	if err != nil && st.Code == 0 {
-		return connect.NewError(connect.CodeAborted, err)
+		return connect.NewError(connect.CodeUnknown, err)
 	}
 	exit := &gw.Exit{Code: int32(st.Code), TimedOut: st.TimedOut, Reason: st.Reason}
 	if err != nil {

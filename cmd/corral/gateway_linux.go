@@ -190,6 +190,8 @@ func apiErr(err error) error {
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
 		code = provider.CodePolicyRejected
 	case connect.CodeAborted:
+		code = provider.CodeStale
+	case connect.CodeUnknown:
 		code = provider.CodeProvisionFailed
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		code = provider.CodeUnavailable
@@ -234,8 +236,9 @@ func newSandboxCmd() *cobra.Command {
 	c := &cobra.Command{Use: "sandbox", Short: "Manage long-lived sandboxes through a corral gateway",
 		Long: `Create, list, inspect, run commands in, stop and delete sandboxes that a
 corral gateway manages (corral gateway serve). Exit statuses: exec exits with
-the command's; otherwise 0, 118 no such sandbox, 121 gateway unreachable or
-refused, 122 policy rejected, 123 the sandbox could not be made.`}
+the command's; otherwise 0, 117 stale (another change came first), 118 no
+such sandbox, 121 gateway unreachable or refused, 122 policy rejected, 123
+the sandbox could not be made.`}
 	f.add(c)
 	ctx := context.Background()
 	var polFile, workdir, image string

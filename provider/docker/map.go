@@ -87,6 +87,10 @@ type ShimSpec struct {
 	Env []string `json:"env,omitempty"`
 	// Persistent: init outlives its supervisor (see Spec.Persistent).
 	Persistent bool `json:"persistent,omitempty"`
+	// Rows and Cols, for an exec with a terminal, size it before the
+	// command starts (Docker before API 1.42 ignores the exec's own size).
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral

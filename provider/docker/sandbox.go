@@ -498,8 +498,9 @@ func (s *Sandbox) containerEnd() string {
 // execSpec is the shim's spec for an exec: every layer Start found in
 // force is required, so the shim fails rather than run the command without
 // it.
-func (s *Sandbox) execSpec() string {
+func (s *Sandbox) execSpec(size client.ConsoleSize) string {
 	sh := s.spec.Shim
+	sh.Rows, sh.Cols = uint16(size.Height), uint16(size.Width)
 	for _, l := range s.layers {
 		active := l.State == provider.LayerActive
 		switch l.Layer {
@@ -529,16 +530,6 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if dir == "" {
 		dir = s.spec.Workdir
 	}
-	opts := client.ExecCreateOptions{
-		User:         fmt.Sprintf("%d:%d", s.spec.UID, s.spec.GID),
-		TTY:          spec.TTY,
-		AttachStdin:  spec.Stdin != nil,
-		AttachStdout: true,
-		AttachStderr: !spec.TTY,
-		Env:          s.spec.Env,
-		WorkingDir:   dir,
-		Cmd:          append([]string{BinPath, ExecArg, s.execSpec(), "--"}, spec.Args...),
-	}
 	var size client.ConsoleSize
 	if spec.TTY && spec.Resize != nil {
 		select {
@@ -548,7 +539,17 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			}
 		default:
 		}
-		opts.ConsoleSize = size
+	}
+	opts := client.ExecCreateOptions{
+		User:         fmt.Sprintf("%d:%d", s.spec.UID, s.spec.GID),
+		TTY:          spec.TTY,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: !spec.TTY,
+		Env:          s.spec.Env,
+		WorkingDir:   dir,
+		Cmd:          append([]string{BinPath, ExecArg, s.execSpec(size), "--"}, spec.Args...),
+		ConsoleSize:  size,
 	}
 	ex, err := s.cli.ExecCreate(ctx, s.cid, opts)
 	if err != nil {

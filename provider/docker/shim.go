@@ -214,6 +214,9 @@ func ExecMain(args []string) {
 			fail(125, "start_failed: layer seccomp: %v", err)
 		}
 	}
+	if spec.Rows > 0 && spec.Cols > 0 { // our terminal, before the command looks at it
+		_ = unix.IoctlSetWinsize(0, unix.TIOCSWINSZ, &unix.Winsize{Row: spec.Rows, Col: spec.Cols})
+	}
 	// The policy's environment and nothing else (not the image's ENV,
 	// not what docker exec adds).
 	os.Clearenv()
