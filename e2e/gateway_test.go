@@ -5,8 +5,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -41,8 +48,14 @@ type gatewayProc struct {
 // answers.
 func startGateway(t *testing.T, dir, listen string, env ...string) *gatewayProc {
 	t.Helper()
+	return startGatewayArgs(t, dir, listen, nil, env...)
+}
+
+// startGatewayArgs is startGateway with extra serve flags.
+func startGatewayArgs(t *testing.T, dir, listen string, args []string, env ...string) *gatewayProc {
+	t.Helper()
 	g := &gatewayProc{t: t, dir: dir, listen: listen, log: &bytes.Buffer{}}
-	g.cmd = exec.Command(corralBin, "gateway", "serve", "--listen", listen, "--db", filepath.Join(dir, "g.db"))
+	g.cmd = exec.Command(corralBin, append([]string{"gateway", "serve", "--listen", listen, "--db", filepath.Join(dir, "g.db")}, args...)...)
 	g.cmd.Env = append(os.Environ(), env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {
@@ -85,7 +98,7 @@ func (g *gatewayProc) client(t *testing.T, token string) *gateway.Clients {
 	if !strings.HasPrefix(addr, "unix:") {
 		addr = "http://" + addr
 	}
-	c, err := gateway.Client(addr, token)
+	c, err := gateway.Client(addr, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,5 +619,51 @@ func TestGatewayExecStream(t *testing.T) {
 	}
 	if !strings.Contains(tout.String(), "21 77") {
 		t.Errorf("terminal size: %q, want 21 77", tout.String())
+	}
+}
+
+// Over TLS: the client that trusts the gateway's certificate and sends the
+// token gets through; one that does not trust it fails the handshake.
+func TestGatewayTLS(t *testing.T) {
+	id := gatewayIdent(t)
+	dir := mkdir(t, id, "gwtls")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "corral-gateway-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeFile(t, id, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), 0o644)
+	writeFile(t, id, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})), 0o600)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	startGatewayArgs(t, dir, addr, []string{"--tls-cert", certFile, "--tls-key", keyFile})
+	tok, _ := os.ReadFile(filepath.Join(dir, "token"))
+	ctx := context.Background()
+	c, err := gateway.Client("https://"+addr, strings.TrimSpace(string(tok)), certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err != nil {
+		t.Errorf("trusted TLS client with the token: %v", err)
+	}
+	untrusting, _ := gateway.Client("https://"+addr, strings.TrimSpace(string(tok)), "")
+	if _, err := untrusting.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that does not trust the certificate: %v", err)
+	}
+	plain, _ := gateway.Client("http://"+addr, strings.TrimSpace(string(tok)), "")
+	if _, err := plain.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err == nil {
+		t.Error("a cleartext request to the TLS gateway succeeded")
 	}
 }

@@ -5,6 +5,8 @@ package gateway
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -47,10 +49,10 @@ func DefaultDB() string {
 }
 
 // Listen opens the gateway's listener. addr is "unix:PATH" (the socket is
-// made 0600 in a 0700 directory; a stale socket is replaced) or a loopback
-// "IP:PORT" (clients need the bearer token; other addresses are refused,
-// since they would need TLS, which the gateway does not do yet).
-func Listen(addr string) (net.Listener, error) {
+// made 0600 in a 0700 directory; a stale socket is replaced) or "IP:PORT"
+// (clients need the bearer token). With tls (a certificate) the TCP
+// listener speaks TLS; without, only loopback addresses are accepted.
+func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, err
@@ -75,8 +77,11 @@ func Listen(addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--listen %q: want unix:PATH or IP:PORT", addr)
 	}
+	if tlsCfg != nil {
+		return tls.Listen("tcp", addr, tlsCfg)
+	}
 	if !ap.Addr().IsLoopback() {
-		return nil, fmt.Errorf("--listen %s: only loopback addresses without TLS (not supported yet); use 127.0.0.1 or a unix socket", addr)
+		return nil, fmt.Errorf("--listen %s: off loopback the token would cross the network in clear: give --tls-cert and --tls-key, or use 127.0.0.1 or a unix socket", addr)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -124,6 +129,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		}}
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetHTTP2(true) // over TLS (the listener's)
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() {
 		<-ctx.Done()
@@ -156,9 +162,10 @@ type Clients struct {
 	Policies gatewayv1connect.PolicyServiceClient
 }
 
-// Client connects to a gateway at addr ("unix:PATH" or "http://IP:PORT")
-// with token (TCP only; "" for none).
-func Client(addr, token string) (*Clients, error) {
+// Client connects to a gateway at addr ("unix:PATH", "http://IP:PORT" or
+// "https://HOST:PORT", verified against the system roots plus the PEM
+// certificates in caFile when given) with token (TCP only; "" for none).
+func Client(addr, token, caFile string) (*Clients, error) {
 	// Cleartext HTTP/2 (the server speaks it too): streaming both ways
 	// (ExecSandboxStream) needs it.
 	tr := &http.Transport{Protocols: new(http.Protocols)}
@@ -170,8 +177,24 @@ func Client(addr, token string) (*Clients, error) {
 			return d.DialContext(ctx, "unix", path)
 		}
 		base = "http://corral-gateway"
+	} else if strings.HasPrefix(addr, "https://") {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if caFile != "" {
+			pem, err := os.ReadFile(caFile)
+			if err != nil {
+				return nil, err
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s: no PEM certificate in it", caFile)
+			}
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tr.Protocols.SetHTTP2(true)
 	} else if !strings.HasPrefix(addr, "http://") {
-		return nil, fmt.Errorf("gateway address %q: want unix:PATH or http://IP:PORT", addr)
+		return nil, fmt.Errorf("gateway address %q: want unix:PATH, http://IP:PORT or https://HOST:PORT", addr)
 	}
 	var opts []connect.ClientOption
 	if token != "" {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,7 +36,7 @@ import (
 
 func newGatewayCmd() *cobra.Command {
 	c := &cobra.Command{Use: "gateway", Short: "The control plane for long-lived sandboxes"}
-	var listen, db, tokenFile string
+	var listen, db, tokenFile, tlsCert, tlsKey string
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the sandbox API (Connect, gRPC, HTTP/JSON) until SIGINT or SIGTERM",
@@ -45,22 +46,38 @@ lost ones, finishes interrupted stops and deletes, removes orphans) and
 prints what it did. Sandboxes outlive the gateway: stopping it stops none.
 
 --listen unix:PATH (default: ` + gateway.DefaultSocket() + `): only this user
-and root may connect. --listen 127.0.0.1:PORT: clients send the bearer token
-from --token-file (created 0600 with a random token when missing).
+and root may connect. --listen IP:PORT: clients send the bearer token from
+--token-file (created 0600 with a random token when missing); off loopback
+--tls-cert and --tls-key are required.
 
 Exit status: 0 after SIGINT/SIGTERM, 121 when Docker is unavailable, 2 for
 bad flags or a listener that cannot be opened.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return gatewayServe(listen, db, tokenFile) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return gatewayServe(listen, db, tokenFile, tlsCert, tlsKey)
+		},
 	}
 	serve.Flags().StringVar(&listen, "listen", "unix:"+gateway.DefaultSocket(), "unix:PATH or loopback IP:PORT")
 	serve.Flags().StringVar(&db, "db", gateway.DefaultDB(), "SQLite database of the gateway's state")
 	serve.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file for TCP (default: beside the database)")
+	serve.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate: serve TCP over TLS (needed off loopback)")
+	serve.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	c.AddCommand(serve)
 	return c
 }
 
-func gatewayServe(listen, db, tokenFile string) error {
+func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
+	var tlsCfg *tls.Config
+	if (tlsCert == "") != (tlsKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	}
 	prov := docker.New()
 	if hr := prov.Probe(context.Background()); !hr.Available {
 		return &provider.Error{Code: provider.CodeUnavailable, Msg: "docker: " + hr.Reason}
@@ -97,7 +114,7 @@ func gatewayServe(listen, db, tokenFile string) error {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
-	l, err := gateway.Listen(listen)
+	l, err := gateway.Listen(listen, tlsCfg)
 	if err != nil {
 		return err
 	}
@@ -144,8 +161,8 @@ func loadToken(path string) (string, error) {
 
 // gatewayFlags are the flags every `corral sandbox` command shares.
 type gatewayFlags struct {
-	addr, tokenFile string
-	output          string
+	addr, tokenFile, caFile string
+	output                  string
 }
 
 func (f *gatewayFlags) add(c *cobra.Command) {
@@ -153,8 +170,9 @@ func (f *gatewayFlags) add(c *cobra.Command) {
 	if def == "" {
 		def = "unix:" + gateway.DefaultSocket()
 	}
-	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: unix:PATH or http://IP:PORT (env CORRAL_GATEWAY)")
+	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: unix:PATH, http://IP:PORT or https://HOST:PORT (env CORRAL_GATEWAY)")
 	c.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token file (TCP gateways)")
+	c.PersistentFlags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for an https:// gateway")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
 }
 
@@ -170,7 +188,7 @@ func (f *gatewayFlags) client() (clientT, error) {
 		}
 		tok = strings.TrimSpace(string(b))
 	}
-	return gateway.Client(f.addr, tok)
+	return gateway.Client(f.addr, tok, f.caFile)
 }
 
 type clientT = *gateway.Clients
