@@ -802,7 +802,6 @@ func parseProbe(stdout string) *probe.Report {
 // [--policy FILE] -C WORKDIR [FLAGS] -- (Bin __probe PROBE... | ARGS...)`
 // with PATH, HOME=e.Home, LANG=C and r.Env, run from the case dir.
 func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
-	e.handOver(e.Dir)
 	args := []string{"run", "--provider", e.Provider}
 	if r.Policy != "" {
 		args = append(args, "--policy", e.PolicyPath(r.Policy))
@@ -813,6 +812,7 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 	}
 	args = append(args, "-C", wd)
 	args = append(args, r.Flags...)
+	e.handOver(e.Dir) // after the workdir is made: it too
 	args = append(args, "--")
 	if len(r.Probe) > 0 {
 		args = append(append(args, e.Bin, probe.Arg), r.Probe...)
