@@ -120,7 +120,11 @@ func createReq(wd string) *connect.Request[gw.CreateSandboxRequest] {
 
 // execOut runs args in sandbox id and returns stdout and the exit code.
 func execOut(ctx context.Context, c gatewayv1connect.SandboxServiceClient, id string, args ...string) (string, int, error) {
-	st, err := c.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: id, Args: args}))
+	return execOutReq(ctx, c, &gw.ExecSandboxRequest{Id: id, Args: args})
+}
+
+func execOutReq(ctx context.Context, c gatewayv1connect.SandboxServiceClient, req *gw.ExecSandboxRequest) (string, int, error) {
+	st, err := c.ExecSandbox(ctx, connect.NewRequest(req))
 	if err != nil {
 		return "", -1, err
 	}
@@ -140,7 +144,7 @@ func execOut(ctx context.Context, c gatewayv1connect.SandboxServiceClient, id st
 // managedContainers lists the gateway's containers (running or not).
 func managedContainers(t *testing.T) []string {
 	t.Helper()
-	out := dockerCLI(t, "ps", "-a", "--filter", "label=io.corral.managed-by=gateway", "--format", "{{.Names}}")
+	out := dockerCLI(t, "ps", "-a", "--filter", "label=io.corral.managed-by", "--format", "{{.Names}}")
 	return strings.Fields(out)
 }
 
@@ -173,6 +177,18 @@ func TestGatewayAPI(t *testing.T) {
 	if err != nil || code != 5 || strings.TrimSpace(out) == "0" || readFile(t, filepath.Join(wd, "made")) != "hello\n" {
 		t.Errorf("exec: out %q code %d err %v", out, code, err)
 	}
+	// A command cut short (its timeout) ends alone; the sandbox lives on.
+	if _, code, err := execOutReq(ctx, c, &gw.ExecSandboxRequest{Id: sb.Id, Args: []string{"sleep", "30"}, TimeoutSeconds: 1}); err != nil || code == 0 {
+		t.Errorf("exec past its timeout: code %d, %v", code, err)
+	}
+	if o, code, err := execOut(ctx, c, sb.Id, "echo", "still-here"); err != nil || code != 0 || !strings.Contains(o, "still-here") {
+		t.Errorf("after a timed-out exec the sandbox is gone: %q %d %v", o, code, err)
+	}
+	// A second gateway on the same database is refused before it touches anything.
+	second := exec.Command(corralBin, "gateway", "serve", "--listen", "unix:"+filepath.Join(dir, "gw2.sock"), "--db", filepath.Join(dir, "g.db"))
+	if sout, err := second.CombinedOutput(); err == nil || !strings.Contains(string(sout), "another gateway uses this database") {
+		t.Errorf("a second gateway on the same database: %v\n%s", err, sout)
+	}
 	logs, err := c.LogsSandbox(ctx, connect.NewRequest(&gw.LogsSandboxRequest{Id: sb.Id}))
 	if err != nil {
 		t.Fatal(err)
@@ -181,8 +197,8 @@ func TestGatewayAPI(t *testing.T) {
 	for logs.Receive() {
 		logged.Write(logs.Msg().Data)
 	}
-	if logs.Err() != nil || logged.String() != out {
-		t.Errorf("logs = %q (%v), want the exec's output %q", logged.String(), logs.Err(), out)
+	if logs.Err() != nil || logged.String() != out+"still-here\n" {
+		t.Errorf("logs = %q (%v), want every exec's output in order: %q then still-here", logged.String(), logs.Err(), out)
 	}
 	if _, err := c.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: "corral-000000000000"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("get of an unknown id: %v", err)

@@ -131,15 +131,19 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetHTTP2(true) // over TLS (the listener's)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		<-ctx.Done()
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Let the calls under way finish (a create, an exec) for a while.
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(c)
 	}()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-drained
 	return nil
 }
 

@@ -16,13 +16,13 @@ import (
 )
 
 func (s *Server) GetPolicy(ctx context.Context, req *connect.Request[gw.GetPolicyRequest]) (*connect.Response[gw.GetPolicyResponse], error) {
-	revs, err := s.cfg.Store.Revisions(req.Msg.Id)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
 	rec, err := s.cfg.Store.Get(req.Msg.Id)
 	if err != nil {
 		return nil, storeErr(req.Msg.Id, err)
+	}
+	revs, err := s.cfg.Store.Revisions(req.Msg.Id)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	for _, r := range revs {
 		if r.Revision == rec.PolicyRevision {
@@ -83,16 +83,22 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 		s.mu.Lock()
 		sw := s.proxy[m.Id]
 		s.mu.Unlock()
+		var p Proxy
 		if sw != nil {
-			p, err := s.cfg.NewProxy(res.Egress)
-			if err != nil {
+			if p, err = s.cfg.NewProxy(res.Egress); err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("egress rules: %w", err))
 			}
-			sw.swap(p)
 		}
+		// Stored first: the proxy never enforces rules the record does not show.
 		rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "live", func(*store.Sandbox) {})
 		if err != nil {
+			if p != nil {
+				p.Close()
+			}
 			return nil, storeErr(m.Id, err)
+		}
+		if p != nil {
+			sw.swap(p)
 		}
 		s.event(m.Id, "policy", "revision %d applied live (egress rules)", rev)
 		return s.policyResponse(rec, rev)

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/store"
 )
 
@@ -41,7 +42,7 @@ func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			return rep, fmt.Errorf("sandbox %s: %w", r.ID, err)
 		}
 	}
-	ids, err := s.cfg.Provider.Managed(ctx, Manager)
+	ids, err := s.cfg.Provider.Managed(ctx, s.cfg.Instance)
 	if err != nil {
 		return rep, err
 	}
@@ -64,6 +65,9 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 	switch r.Phase {
 	case store.PhaseReady:
 		sb, err := s.cfg.Provider.Recover(ctx, r.ID)
+		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
+			return err // the provider could not say: destroy nothing on a guess
+		}
 		if err == nil {
 			if err = s.serveEgress(r.ID, sb, networkOf(r.PolicyYAML)); err == nil {
 				layers, _ := json.Marshal(sb.Layers())

@@ -32,8 +32,10 @@ import (
 	"github.com/corral-sandbox/corral/store"
 )
 
-// Manager is the value of io.corral.managed-by on the gateway's containers.
-const Manager = "gateway"
+// InstancePrefix starts the value of io.corral.managed-by on a gateway's
+// containers: "gateway/" and the instance id kept beside its database, so
+// that two gateways on one daemon never take each other's for orphans.
+const InstancePrefix = "gateway/"
 
 // FaultEnv, for crash tests, names a point at which the gateway kills
 // itself with SIGKILL: create-after-intent, create-after-provision,
@@ -51,6 +53,9 @@ type Proxy interface {
 type Config struct {
 	Store    *store.Store
 	Provider *docker.Provider
+	// Instance is this gateway's io.corral.managed-by value
+	// (InstancePrefix + a random id stored with its database).
+	Instance string
 	// Home is the home directory policies resolve "~" against.
 	Home string
 	// LogDir holds each sandbox's output log (ID.log, 0600).
@@ -179,7 +184,7 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 // on failure nothing of it is left.
 func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (provider.Sandbox, error) {
 	spec := plan.Details.(*docker.Spec)
-	spec.ID, spec.Persistent, spec.ManagedBy = id, true, Manager
+	spec.ID, spec.Persistent, spec.ManagedBy = id, true, s.cfg.Instance
 	sb, err := s.cfg.Provider.Provision(ctx, plan)
 	fault("create-after-provision")
 	if err != nil {
@@ -377,12 +382,16 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	ectx := ctx
 	if m.TimeoutSeconds > 0 {
 		var cancel context.CancelFunc
-		ectx, cancel = context.WithTimeout(ctx, time.Duration(m.TimeoutSeconds)*time.Second)
+		ectx, cancel = context.WithTimeout(ctx, time.Duration(min(m.TimeoutSeconds, 7*24*3600))*time.Second)
 		defer cancel()
+	}
+	var started func(int)
+	if os.Getenv(FaultEnv) == "exec-started" {
+		started = func(int) { fault("exec-started") }
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
 	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
-		Started: func(int) { fault("exec-started") }})
+		Started: started})
 	stdout.Close()
 	stderr.Close()
 	outWG.Wait()

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -92,6 +93,23 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 			return err
 		}
 	}
+	// One gateway per database: a second one would reconcile the first's
+	// work away.
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(db+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%s: another gateway uses this database (%v)", db, err)
+	}
+	instance, err := instanceID(filepath.Join(filepath.Dir(db), "instance"))
+	if err != nil {
+		return err
+	}
 	st, err := store.Open(db)
 	if err != nil {
 		return err
@@ -102,24 +120,42 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, LogDir: filepath.Join(filepath.Dir(db), "logs"),
+	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: filepath.Join(filepath.Dir(db), "logs"),
 		NewProxy: func(n policy.Network) (gateway.Proxy, error) {
 			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve})
 		}})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rep, err := srv.Reconcile(ctx)
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
-	l, err := gateway.Listen(listen, tlsCfg)
+	l, err := gateway.Listen(listen, tlsCfg) // before reconciling: refuse early if the address is taken
 	if err != nil {
 		return err
 	}
+	rep, err := srv.Reconcile(ctx)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
 	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listen, db)
 	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
+}
+
+// instanceID reads the gateway's instance id from path, or creates it
+// (gateway.InstancePrefix + 16 random hex digits).
+func instanceID(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); strings.HasPrefix(id, gateway.InstancePrefix) {
+			return id, nil
+		}
+		return "", fmt.Errorf("%s: not a gateway instance id", path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	id := gateway.InstancePrefix + hex.EncodeToString(b)
+	return id, os.WriteFile(path, []byte(id+"\n"), 0o600)
 }
 
 // loadToken reads the bearer token from path, or creates it (0600, 32
@@ -563,18 +599,24 @@ func execInteractive(ctx context.Context, cl *gateway.Clients, req *gw.ExecSandb
 		default:
 		}
 	}
-	if err := stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: req}}); err != nil {
+	var sendMu sync.Mutex // a stream's Send is not safe for concurrent use
+	send := func(r *gw.ExecStreamRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(r)
+	}
+	if err := send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: req}}); err != nil {
 		return apiErr(err)
 	}
 	go func() {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := os.Stdin.Read(buf)
-			if n > 0 && stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+			if n > 0 && send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
 				return
 			}
 			if err != nil {
-				_ = stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_StdinEof{StdinEof: true}})
+				_ = send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_StdinEof{StdinEof: true}})
 				return
 			}
 		}
@@ -582,7 +624,7 @@ func execInteractive(ctx context.Context, cl *gateway.Clients, req *gw.ExecSandb
 	if resize != nil {
 		go func() {
 			for sz := range resize {
-				_ = stream.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Resize{Resize: &gw.TerminalSize{Rows: uint32(sz[0]), Cols: uint32(sz[1])}}})
+				_ = send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Resize{Resize: &gw.TerminalSize{Rows: uint32(sz[0]), Cols: uint32(sz[1])}}})
 			}
 		}()
 	}

@@ -560,17 +560,31 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec attach: %v", err)
 	}
 	defer att.Close()
-	if spec.Started != nil {
+	execPID := 0
+	if spec.Started != nil || s.spec.Persistent {
 		// The exec starts with the attach; its pid shows a moment later.
 		for i := 0; i < 50; i++ {
 			in, err := s.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
 			if err != nil || in.PID != 0 || (!in.Running && i > 0) {
-				if err == nil && in.PID != 0 {
-					spec.Started(in.PID)
+				if err == nil {
+					execPID = in.PID
 				}
 				break
 			}
 			time.Sleep(5 * time.Millisecond)
+		}
+		if spec.Started != nil && execPID != 0 {
+			spec.Started(execPID)
+		}
+	}
+	// end kills what must end when the command is cut short: the whole
+	// container for a one-shot run, only the command in a persistent
+	// sandbox (which lives on for its other commands).
+	end := func() {
+		if !s.spec.Persistent {
+			s.kill()
+		} else if execPID > 0 {
+			_ = unix.Kill(execPID, unix.SIGKILL)
 		}
 	}
 	if spec.Stdin != nil {
@@ -621,10 +635,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			wait = 5 * time.Millisecond
 		case <-time.After(wait):
 		case <-timer:
-			s.kill()
+			end()
 			return provider.TimedOutStatus(time.Since(t0)), nil
 		case <-ctx.Done():
-			s.kill()
+			end()
 			return provider.CancelledStatus(time.Since(t0), ctx.Err())
 		}
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -825,7 +839,11 @@ func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, er
 	}
 	insp, err := h.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: %v", id, err)
+		code := provider.CodeUnavailable // the daemon did not answer: nothing is known
+		if cerrdefs.IsNotFound(err) {
+			code = provider.CodeNotFound
+		}
+		return nil, provider.Errorf(code, "docker sandbox %s: %v", id, err)
 	}
 	c := insp.Container
 	if c.Config == nil || c.Config.Labels[LabelSandbox] != id || c.Config.Labels[LabelManaged] == "" {
