@@ -619,6 +619,18 @@ func TestGatewayExecStream(t *testing.T) {
 	}
 	st.CloseRequest()
 
+	// A lifecycle call does not wait for a command that would not end:
+	// delete ends it.
+	hung := make(chan int, 1)
+	go func() {
+		_, code, _ := execOut(ctx, c, sid, "sleep", "300")
+		hung <- code
+	}()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if len(hostProcsWith("sleep 300")) > 0 {
+			break
+		}
+	}
 	tt := c.ExecSandboxStream(ctx)
 	if err := tt.Send(&gw.ExecStreamRequest{Input: &gw.ExecStreamRequest_Start{Start: &gw.ExecSandboxRequest{Id: sid, Args: []string{"stty", "size"}, Tty: true, Rows: 21, Cols: 77}}}); err != nil {
 		t.Fatal(err)
@@ -635,6 +647,21 @@ func TestGatewayExecStream(t *testing.T) {
 	}
 	if !strings.Contains(tout.String(), "21 77") {
 		t.Errorf("terminal size: %q, want 21 77", tout.String())
+	}
+	t0 := time.Now()
+	if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid})); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 15*time.Second {
+		t.Errorf("delete waited %s for a running exec", d)
+	}
+	select {
+	case code := <-hung:
+		if code == 0 {
+			t.Error("the exec cut short by delete reported success")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the exec did not end when its sandbox was deleted")
 	}
 }
 

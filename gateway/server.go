@@ -69,26 +69,71 @@ type Config struct {
 type Server struct {
 	cfg   Config
 	mu    sync.Mutex
-	gates map[string]*sync.Mutex
+	gates map[string]*gate
 	live  map[string]provider.Sandbox // ready sandboxes this process holds
 	proxy map[string]*egressSwitch
 }
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*sync.Mutex{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}}
+	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}}
 }
 
-// gate returns the sandbox's lock.
-func (s *Server) gate(id string) *sync.Mutex {
+// gate serialises what is done to one sandbox: lifecycle calls (create,
+// stop, delete, policy set) hold it exclusively; execs share it, each with
+// a context that a lifecycle call cancels first, so a hung or interactive
+// command never holds off a stop.
+type gate struct {
+	rw    sync.RWMutex
+	mu    sync.Mutex
+	execs map[*context.CancelFunc]struct{}
+}
+
+// gate returns the sandbox's gate.
+func (s *Server) gate(id string) *gate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g, ok := s.gates[id]
 	if !ok {
-		g = &sync.Mutex{}
+		g = &gate{execs: map[*context.CancelFunc]struct{}{}}
 		s.gates[id] = g
 	}
 	return g
+}
+
+// Lock ends the sandbox's execs under way (and any that slip in
+// meanwhile), then takes the gate.
+func (g *gate) Lock() {
+	for {
+		g.mu.Lock()
+		for c := range g.execs {
+			(*c)()
+		}
+		g.mu.Unlock()
+		if g.rw.TryLock() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (g *gate) Unlock() { g.rw.Unlock() }
+
+// exec shares the gate for one command; the context ends when a lifecycle
+// call wants the sandbox. The returned func releases both.
+func (g *gate) exec(ctx context.Context) (context.Context, func()) {
+	g.rw.RLock()
+	ctx, cancel := context.WithCancel(ctx)
+	g.mu.Lock()
+	g.execs[&cancel] = struct{}{}
+	g.mu.Unlock()
+	return ctx, func() {
+		g.mu.Lock()
+		delete(g.execs, &cancel)
+		g.mu.Unlock()
+		cancel()
+		g.rw.RUnlock()
+	}
 }
 
 func fault(point string) {
@@ -315,9 +360,11 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	if len(m.Args) == 0 {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command given"))
 	}
-	g := s.gate(m.Id)
-	g.Lock()
-	defer g.Unlock()
+	if _, err := s.cfg.Store.Get(m.Id); err != nil {
+		return storeErr(m.Id, err) // before making a gate for an id that does not exist
+	}
+	ctx, done := s.gate(m.Id).exec(ctx)
+	defer done()
 	rec, err := s.cfg.Store.Get(m.Id)
 	if err != nil {
 		return storeErr(m.Id, err)
@@ -575,6 +622,9 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 		return nil, storeErr(id, err)
 	}
 	_ = os.Remove(s.logPath(id))
+	s.mu.Lock()
+	delete(s.gates, id) // later callers find no record
+	s.mu.Unlock()
 	return connect.NewResponse(&gw.DeleteSandboxResponse{}), nil
 }
 
