@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load on corral gateway: N sandboxes (default 100) created, exec'd and
-# deleted concurrently through the API, twice (the second round is
+# deleted concurrently through the API, three times (the last round is
 # reported), by e2e's TestGatewayLoad, which also checks that nothing
 # leaks (rows, containers, state dirs, the gateway's fds). Needs root and a
 # Docker daemon with corral/base:1 (corral image build-base). Writes
@@ -18,6 +18,6 @@ line=$(grep -o "[0-9]* sandboxes: create p50 .*" <<<"$log")
 	echo
 	echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) CPUs, kernel $(uname -r), $(docker version --format 'Docker {{.Server.Version}}' 2>/dev/null)"
 	echo
-	echo "$line (second round; $n concurrent create + exec + delete; nothing leaked)"
+	echo "$line (last of three rounds; $n concurrent create + exec + delete; nothing leaked)"
 } >"$out"
 cat "$out"
