@@ -182,13 +182,14 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: %w", id, err))
 	}
 	layers, _ := json.Marshal(sb.Layers())
+	s.mu.Lock()
+	s.live[id] = sb // held, so that a failure below releases it all
+	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason, r.Layers = store.PhaseReady, "", string(layers) })
 	if err != nil {
+		_ = s.release(context.WithoutCancel(ctx), id) // the record stays provisioning: the next start marks it
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	s.mu.Lock()
-	s.live[id] = sb
-	s.mu.Unlock()
 	s.event(id, "ready", "layers verified from outside")
 	return connect.NewResponse(&gw.CreateSandboxResponse{Sandbox: toProto(rec)}), nil
 }
