@@ -141,10 +141,15 @@ func execOutReq(ctx context.Context, c gatewayv1connect.SandboxServiceClient, re
 	return out.String(), code, st.Err()
 }
 
-// managedContainers lists the gateway's containers (running or not).
-func managedContainers(t *testing.T) []string {
+// managedContainers lists the containers (running or not) of the gateway
+// whose database is in dir: its instance id is kept there.
+func managedContainers(t *testing.T, dir string) []string {
 	t.Helper()
-	out := dockerCLI(t, "ps", "-a", "--filter", "label=io.corral.managed-by", "--format", "{{.Names}}")
+	inst, err := os.ReadFile(filepath.Join(dir, "instance"))
+	if err != nil {
+		t.Fatalf("the gateway's instance id: %v", err)
+	}
+	out := dockerCLI(t, "ps", "-a", "--filter", "label=io.corral.managed-by="+strings.TrimSpace(string(inst)), "--format", "{{.Names}}")
 	return strings.Fields(out)
 }
 
@@ -178,8 +183,11 @@ func TestGatewayAPI(t *testing.T) {
 		t.Errorf("exec: out %q code %d err %v", out, code, err)
 	}
 	// A command cut short (its timeout) ends alone; the sandbox lives on.
-	if _, code, err := execOutReq(ctx, c, &gw.ExecSandboxRequest{Id: sb.Id, Args: []string{"sleep", "30"}, TimeoutSeconds: 1}); err != nil || code == 0 {
-		t.Errorf("exec past its timeout: code %d, %v", code, err)
+	if _, code, err := execOutReq(ctx, c, &gw.ExecSandboxRequest{Id: sb.Id, Args: []string{"sleep", "30"}, TimeoutSeconds: 1}); err != nil || code != 124 {
+		t.Errorf("exec past its timeout: code %d, %v; want 124", code, err)
+	}
+	if _, err := gateway.Client("http://192.0.2.1:8080", "token", ""); err == nil {
+		t.Error("the client would send a token in clear off loopback")
 	}
 	if o, code, err := execOut(ctx, c, sb.Id, "echo", "still-here"); err != nil || code != 0 || !strings.Contains(o, "still-here") {
 		t.Errorf("after a timed-out exec the sandbox is gone: %q %d %v", o, code, err)
@@ -271,7 +279,7 @@ func TestGatewayAPI(t *testing.T) {
 	if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb.Id})); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(managedContainers(t), sb.Id) {
+	if slices.Contains(managedContainers(t, dir), sb.Id) {
 		t.Error("the deleted sandbox's container is still there")
 	}
 	g.kill()
@@ -305,13 +313,13 @@ func TestGatewayAPI(t *testing.T) {
 // checkConsistent asserts the gateway's invariants after a restart: no
 // record claims ready for a sandbox that does not run, every container of
 // the gateway has a record, and nothing else is left.
-func checkConsistent(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, what string) {
+func checkConsistent(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, dir, what string) {
 	t.Helper()
 	resp, err := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
 	if err != nil {
 		t.Fatalf("%s: list: %v", what, err)
 	}
-	containers := managedContainers(t)
+	containers := managedContainers(t, dir)
 	recs := map[string]string{}
 	for _, s := range resp.Msg.Sandboxes {
 		recs[s.Id] = s.Phase
@@ -374,7 +382,7 @@ func TestGatewayCrashes(t *testing.T) {
 		}
 		g.waitDead()
 		g = startGateway(t, dir, sock)
-		checkConsistent(t, ctx, g.client(t, ""), point)
+		checkConsistent(t, ctx, g.client(t, ""), dir, point)
 		if point == "delete-after-intent" {
 			if _, err := g.client(t, "").GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: target})); connect.CodeOf(err) != connect.CodeNotFound {
 				t.Errorf("%s: the interrupted delete was not finished: %v", point, err)
@@ -389,7 +397,7 @@ func TestGatewayCrashes(t *testing.T) {
 	for _, s := range resp.Msg.Sandboxes {
 		_, _ = c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: s.Id}))
 	}
-	if left := managedContainers(t); len(left) != 0 {
+	if left := managedContainers(t, dir); len(left) != 0 {
 		t.Errorf("containers left: %v", left)
 	}
 }
@@ -411,6 +419,8 @@ func TestGatewayLoad(t *testing.T) {
 	// Three rounds: the first warms the connection pools (to Docker, to
 	// clients, whose size varies a little); a leak of even one fd per
 	// sandbox would add 2n over the next two.
+	stateDirs := func() int { ents, _ := os.ReadDir("/run/corral/docker-managed"); return len(ents) }
+	dirsBefore := stateDirs()
 	var fds [3]int
 	var creates, execs []time.Duration
 	for round := 0; round < 3; round++ {
@@ -419,11 +429,11 @@ func TestGatewayLoad(t *testing.T) {
 		if err != nil || len(resp.Msg.Sandboxes) != 0 {
 			t.Errorf("rows left: %v %v", resp, err)
 		}
-		if left := managedContainers(t); len(left) != 0 {
+		if left := managedContainers(t, dir); len(left) != 0 {
 			t.Errorf("containers left: %v", left)
 		}
-		if ents, _ := os.ReadDir("/run/corral/docker-managed"); len(ents) != 0 {
-			t.Errorf("state dirs left: %d", len(ents))
+		if n := stateDirs(); n > dirsBefore {
+			t.Errorf("state dirs left: %d more than before", n-dirsBefore)
 		}
 		fds[round] = countFDs(g.cmd.Process.Pid)
 	}

@@ -94,25 +94,42 @@ type peerKey struct{}
 // constant time). Anything else is 401 or 403 before any handler runs.
 func Handler(srv *Server, token string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(gatewayv1connect.NewSandboxServiceHandler(srv))
-	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv))
+	// Requests are bounded: a unary exec's stdin travels in one message.
+	limit := connect.WithReadMaxBytes(MaxMessage)
+	mux.Handle(gatewayv1connect.NewSandboxServiceHandler(srv, limit))
+	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv, limit))
+	errs := connect.NewErrorWriter()
+	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
+		if errs.IsSupported(r) { // the client's protocol carries the reason
+			_ = errs.Write(w, r, connect.NewError(code, errors.New(msg)))
+			return
+		}
+		status := http.StatusForbidden
+		if code == connect.CodeUnauthenticated {
+			status = http.StatusUnauthorized
+		}
+		http.Error(w, msg, status)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uid, ok := r.Context().Value(peerKey{}).(int); ok {
 			if uid != os.Getuid() && uid != 0 {
-				http.Error(w, fmt.Sprintf("uid %d may not use this gateway", uid), http.StatusForbidden)
+				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("uid %d may not use this gateway (only uid %d and root)", uid, os.Getuid()))
 				return
 			}
 		} else {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			if !strings.EqualFold(scheme, "Bearer") || token == "" || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) != 1 {
 				w.Header().Set("WWW-Authenticate", "Bearer")
-				http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+				refuse(w, r, connect.CodeUnauthenticated, "missing or wrong bearer token: pass the gateway's token file with --token-file")
 				return
 			}
 		}
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// MaxMessage bounds one request message (bytes): 16 MiB.
+const MaxMessage = 16 << 20
 
 // Serve serves h on l (HTTP/1.1 and cleartext HTTP/2, so gRPC clients
 // work too) until ctx ends.
@@ -197,7 +214,15 @@ func Client(addr, token, caFile string) (*Clients, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		tr.Protocols.SetHTTP2(true)
-	} else if !strings.HasPrefix(addr, "http://") {
+	} else if rest, ok := strings.CutPrefix(addr, "http://"); ok {
+		host := rest
+		if h, _, err := net.SplitHostPort(rest); err == nil {
+			host = h
+		}
+		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); (err != nil || !ip.IsLoopback()) && host != "localhost" {
+			return nil, fmt.Errorf("gateway address %q: the token would cross the network in clear; use https:// (or a loopback address)", addr)
+		}
+	} else {
 		return nil, fmt.Errorf("gateway address %q: want unix:PATH, http://IP:PORT or https://HOST:PORT", addr)
 	}
 	var opts []connect.ClientOption

@@ -79,6 +79,13 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if rec.Image != "" && (old.Docker == nil || old.Docker.Image == "") {
 		old.Docker = &policy.Docker{Image: rec.Image} // as mapPolicy did for both
 	}
+	if res.Hash == rec.PolicyHash { // the same policy: nothing to apply, no new revision
+		revs, err := s.cfg.Store.Revisions(m.Id)
+		if err != nil || len(revs) == 0 {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("sandbox %s: revisions: %v", m.Id, err))
+		}
+		return connect.NewResponse(&gw.SetPolicyResponse{Sandbox: toProto(rec), Policy: toRevision(revs[len(revs)-1])}), nil
+	}
 	if onlyEgressRules(old, res.Policy) {
 		s.mu.Lock()
 		sw := s.proxy[m.Id]
@@ -104,7 +111,7 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 		return s.policyResponse(rec, rev)
 	}
 	if !m.Recreate {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("requires recreate: the change goes beyond the egress rules (network allow, deny, allow_private, hosts), which are all a running sandbox can take; set recreate to replace the sandbox"))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("requires recreate: the change goes beyond the egress rules (network allow, deny, allow_private, hosts), which are all a running sandbox can take; recreate (corral policy set --recreate) replaces the sandbox, ending what runs in it"))
 	}
 	rec, err = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) {
 		r.Phase, r.Reason = store.PhaseProvisioning, fmt.Sprintf("recreating for policy revision %d", rec.PolicyRevision+1)

@@ -364,6 +364,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	if _, err := s.cfg.Store.Get(m.Id); err != nil {
 		return storeErr(m.Id, err) // before making a gate for an id that does not exist
 	}
+	reqCtx := ctx
 	ctx, done := s.gate(m.Id).exec(ctx)
 	defer done()
 	rec, err := s.cfg.Store.Get(m.Id)
@@ -403,7 +404,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 				n, err := r.Read(buf)
 				if n > 0 {
 					logMu.Lock()
-					_, _ = logf.Write(buf[:n])
+					logWrite(logf, buf[:n])
 					logMu.Unlock()
 					_ = send(wrap(append([]byte(nil), buf[:n]...)))
 				}
@@ -444,12 +445,31 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	stderr.Close()
 	outWG.Wait()
 	errWG.Wait()
-	if err != nil && st.Code == 0 {
-		return connect.NewError(connect.CodeUnknown, err)
-	}
 	exit := &gw.Exit{Code: int32(st.Code), TimedOut: st.TimedOut, Reason: st.Reason}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+		exit.Code, exit.TimedOut = 124, true // as timeout(1) and corral run
+		exit.Reason = fmt.Sprintf("timeout: the exec's limit of %ds expired; the command was killed", m.TimeoutSeconds)
+	case ctx.Err() != nil && reqCtx.Err() == nil:
+		exit.Reason = "the command was ended: its sandbox is being stopped, deleted or recreated"
+	case reqCtx.Err() != nil:
+		exit.Reason = "the caller went away; the command was killed"
+	default:
+		if r, ok := sb.(interface{ Running(context.Context) bool }); ok && !r.Running(reqCtx) {
+			s.event(m.Id, "lost", "the container is gone: %v", err)
+			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the container is gone" })
+			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: its container is gone (now phase error)", m.Id))
+		}
+		if st.Code == 0 {
+			return connect.NewError(connect.CodeUnknown, err)
+		}
 		exit.Reason = err.Error()
+	}
+	if exit.Reason != "" {
+		s.event(m.Id, "exit", "%q: exit %d (%s)", m.Args, exit.Code, exit.Reason)
+	} else {
+		s.event(m.Id, "exit", "%q: exit %d", m.Args, exit.Code)
 	}
 	return send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Exit{Exit: exit}})
 }
@@ -513,6 +533,27 @@ func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.Watch
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// MaxLog bounds a sandbox's output log (bytes): output beyond it is not
+// kept (the command still gets it), so a command cannot fill the
+// gateway's disk.
+const MaxLog = 64 << 20
+
+// logWrite appends b to the log unless it is full; the first write that
+// does not fit leaves a note instead.
+func logWrite(f *os.File, b []byte) {
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	note := fmt.Sprintf("\n[corral: the log is full (%d MiB); later output is not kept]\n", MaxLog>>20)
+	switch size := fi.Size(); {
+	case size+int64(len(b)) <= MaxLog:
+		_, _ = f.Write(b)
+	case size <= MaxLog:
+		_, _ = f.Write([]byte(note))
 	}
 }
 
@@ -593,7 +634,7 @@ func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSa
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase = store.PhaseStopped })
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Layers = store.PhaseStopped, "[]" })
 	if err != nil {
 		return nil, storeErr(id, err)
 	}

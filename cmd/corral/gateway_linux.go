@@ -83,6 +83,12 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 	if hr := prov.Probe(context.Background()); !hr.Available {
 		return &provider.Error{Code: provider.CodeUnavailable, Msg: "docker: " + hr.Reason}
 	}
+	// The address first: a refused one leaves nothing behind.
+	l, err := gateway.Listen(listen, tlsCfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
 	token := ""
 	if !strings.HasPrefix(listen, "unix:") {
 		if tokenFile == "" {
@@ -127,13 +133,8 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	l, err := gateway.Listen(listen, tlsCfg) // before reconciling: refuse early if the address is taken
-	if err != nil {
-		return err
-	}
 	rep, err := srv.Reconcile(ctx)
 	if err != nil {
-		l.Close()
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
@@ -250,7 +251,11 @@ func apiErr(err error) error {
 	case connect.CodeUnauthenticated, connect.CodePermissionDenied:
 		code = provider.CodeUnavailable
 	}
-	return &provider.Error{Code: code, Msg: "gateway: " + ce.Message()}
+	msg := ce.Message()
+	for _, c := range []provider.Code{provider.CodePolicyRejected, provider.CodeProvisionFailed, provider.CodeStartFailed, provider.CodeUnavailable} {
+		msg = strings.TrimPrefix(msg, string(c)+": ") // the code is said once, by corral
+	}
+	return &provider.Error{Code: code, Msg: "gateway: " + msg}
 }
 
 // show prints m as json or yaml, or calls text.
@@ -385,13 +390,15 @@ the sandbox could not be made.`}
 			if len(cmdArgs) == 0 {
 				return fmt.Errorf("missing command: corral sandbox exec ID -- COMMAND [ARG...]")
 			}
-			req := &gw.ExecSandboxRequest{Id: args[0], Args: cmdArgs, TimeoutSeconds: int64(timeout / time.Second), Tty: tty}
+			if timeout < 0 {
+				return fmt.Errorf("--timeout %s is negative", timeout)
+			}
+			// Whole seconds, rounded up: a limit is never shorter than asked.
+			req := &gw.ExecSandboxRequest{Id: args[0], Args: cmdArgs, TimeoutSeconds: int64((timeout + time.Second - 1) / time.Second), Tty: tty}
 			if interactive || tty {
 				return execInteractive(ctx, cl, req)
 			}
-			if fi, err := os.Stdin.Stat(); err == nil && fi.Mode()&os.ModeCharDevice == 0 {
-				req.Stdin, _ = io.ReadAll(os.Stdin)
-			}
+			// Without -i the command gets no stdin (as docker exec).
 			stream, err := cl.ExecSandbox(ctx, connect.NewRequest(req))
 			if err != nil {
 				return apiErr(err)
@@ -399,7 +406,7 @@ the sandbox could not be made.`}
 			return printExec(stream.Receive, stream.Msg, stream.Err)
 		}}
 	execc.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (0: the policy's timeout)")
-	execc.Flags().BoolVarP(&interactive, "interactive", "i", false, "stream stdin to the command as it comes")
+	execc.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass stdin to the command (streamed as it comes); without it the command's stdin is empty")
 	execc.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal (implies -i)")
 	execc.Flags().SetInterspersed(false)
 	stop := &cobra.Command{Use: "stop ID", Short: "Stop a sandbox (its record stays until delete)", Args: cobra.ExactArgs(1),
@@ -524,7 +531,8 @@ func policyGatewayCmds() []*cobra.Command {
 				return apiErr(err)
 			}
 			return f.show(resp.Msg, func(w io.Writer) {
-				fmt.Fprintf(w, "%s: revision %d applied %s\n", args[0], resp.Msg.Policy.Revision, resp.Msg.Policy.Applied)
+				how := map[string]string{"live": "applied live", "recreated": "applied by recreating the sandbox", "created": "(unchanged: the policy in force)"}[resp.Msg.Policy.Applied]
+				fmt.Fprintf(w, "%s: policy revision %d %s\n", args[0], resp.Msg.Policy.Revision, how)
 			})
 		}}
 	set.Flags().BoolVar(&recreate, "recreate", false, "replace the sandbox when the change cannot apply live")
@@ -567,10 +575,13 @@ func printExec(receive func() bool, msg func() *gw.ExecSandboxResponse, errFn fu
 		}
 	}
 	if err := errFn(); err != nil {
+		if exit == nil && connect.CodeOf(err) != connect.CodeFailedPrecondition && connect.CodeOf(err) != connect.CodeNotFound {
+			return &provider.Error{Code: provider.CodeUnavailable, Msg: "gateway: the exec's stream broke before its exit status (did the gateway go away?): " + err.Error()}
+		}
 		return apiErr(err)
 	}
 	if exit == nil {
-		return &provider.Error{Code: provider.CodeInternal, Msg: "gateway: the stream ended without an exit status"}
+		return &provider.Error{Code: provider.CodeUnavailable, Msg: "gateway: the stream ended without an exit status"}
 	}
 	if exit.Reason != "" {
 		fmt.Fprintf(os.Stderr, "corral: %s\n", exit.Reason)
