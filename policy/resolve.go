@@ -589,3 +589,20 @@ func resolveEnv(env Env, environ []string) []string {
 	}
 	return out
 }
+
+// ProtectedNames are the single-component protected entries (".git",
+// ".bashrc"): the names a provider also keeps read-only where they appear
+// deeper inside a read-write tree.
+func (r *Resolved) ProtectedNames() map[string]bool {
+	entries := DefaultProtected
+	if r.Policy != nil && r.Policy.Filesystem.Protected != nil {
+		entries = r.Policy.Filesystem.Protected
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		if e != "" && !strings.ContainsAny(e, "/~{") {
+			names[e] = true
+		}
+	}
+	return names
+}

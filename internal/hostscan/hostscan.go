@@ -16,7 +16,24 @@ const Limit = 200_000
 // entry examined takes one from *budget; when it runs out the walk stops
 // and *budget is negative. Unreadable parts are skipped.
 func Sockets(root string, budget *int) []string {
-	var out []string
+	sockets, _ := Scan(root, nil, budget)
+	return sockets
+}
+
+// Nested is a protected name found below the top of a read-write tree
+// (e.g. the .git of a nested repository).
+type Nested struct {
+	Path string
+	Dir  bool
+	Name string
+}
+
+// Scan walks root like Sockets and also returns the entries below root's
+// top level whose name is in protected (a nested .git, .bashrc ...): the
+// policy protects those names directly under a read-write root, and the
+// same file one level down is as dangerous. A nested protected directory
+// is not descended into.
+func Scan(root string, protected map[string]bool, budget *int) (sockets []string, nested []Nested) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -25,10 +42,20 @@ func Sockets(root string, budget *int) []string {
 		if *budget < 0 {
 			return fs.SkipAll
 		}
+		if p == root {
+			return nil
+		}
 		if d.Type()&fs.ModeSocket != 0 {
-			out = append(out, p)
+			sockets = append(sockets, p)
+			return nil
+		}
+		if protected[d.Name()] && filepath.Dir(p) != root {
+			nested = append(nested, Nested{Path: p, Dir: d.IsDir(), Name: d.Name()})
+			if d.IsDir() {
+				return fs.SkipDir
+			}
 		}
 		return nil
 	})
-	return out
+	return sockets, nested
 }

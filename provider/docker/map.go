@@ -380,18 +380,28 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 		}
 	}
 	budget := hostscan.Limit
+	names := r.ProtectedNames()
 	for _, b := range spec.Binds {
 		// Read-only system trees hold no sockets worth a walk; every
-		// other bound tree is searched.
+		// other bound tree is searched, read-write ones for nested
+		// protected names too.
 		if b.Mask || !b.Dir || (b.ReadOnly && slices.ContainsFunc(imageTrees, func(t string) bool { return b.Source == t || strings.HasPrefix(b.Source, t+"/") })) {
 			continue
 		}
-		for _, sock := range hostscan.Sockets(b.Source, &budget) {
+		var protect map[string]bool
+		if !b.ReadOnly {
+			protect = names
+		}
+		socks, nested := hostscan.Scan(b.Source, protect, &budget)
+		for _, sock := range socks {
 			spec.Binds = append(spec.Binds, Bind{Target: sock, ReadOnly: true, Mask: true, Field: b.Field + " (unix socket hidden)"})
+		}
+		for _, n := range nested {
+			spec.Binds = append(spec.Binds, Bind{Source: n.Path, Target: n.Path, Dir: n.Dir, ReadOnly: true, Field: b.Field + " (nested " + n.Name + ")"})
 		}
 	}
 	if budget < 0 {
-		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets beyond them were not looked for (and could be connected to)", hostscan.Limit)
+		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets and nested protected names beyond them were not looked for", hostscan.Limit)
 	}
 	var nested []string
 	for _, b := range spec.Binds {

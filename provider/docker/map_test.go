@@ -232,6 +232,15 @@ filesystem:
 		t.Errorf("grant inside a denied tree: %+v", loss)
 	}
 
+	// A nested repository's .git inside the read-write workdir stays
+	// read-only, as the top one does.
+	if err := os.MkdirAll(filepath.Join(wd, "open", "sub", ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sp, _ = mapPolicy(t, p, "version: 1\n", wd)
+	if b, ok := bindAt(sp, filepath.Join(wd, "open", "sub", ".git")); !ok || !b.ReadOnly || b.Mask || !strings.Contains(b.Field, "nested .git") {
+		t.Errorf("nested .git: %+v, %v", b, ok)
+	}
 	sock := filepath.Join(wd, "open", "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {

@@ -340,7 +340,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		}
 	}
 	idmap()
-	vet := vetReadWrite(mounts, protectedNames(r), policy.DangerousForWrite)
+	vet := vetReadWrite(mounts, r.ProtectedNames(), policy.DangerousForWrite)
 	errs = append(errs, vet.errs...)
 	for _, w := range vet.warnings {
 		add(provider.SeverityWarning, "filesystem", "filesystem", "%s", w)
@@ -465,23 +465,6 @@ func nofileSource() string {
 		return "fs.nr_open"
 	}
 	return "the caller's hard RLIMIT_NOFILE"
-}
-
-// protectedNames returns the single-component entries of the policy's
-// protected list (".git", ".bashrc"), which are matched at every depth of a
-// read-write tree.
-func protectedNames(r *policy.Resolved) map[string]bool {
-	entries := policy.DefaultProtected
-	if r.Policy != nil && r.Policy.Filesystem.Protected != nil {
-		entries = r.Policy.Filesystem.Protected
-	}
-	names := map[string]bool{}
-	for _, e := range entries {
-		if e != "" && !strings.ContainsAny(e, "/~{") {
-			names[e] = true
-		}
-	}
-	return names
 }
 
 // withEnv returns env with the variables of set replacing any of the
