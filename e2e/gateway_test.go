@@ -276,6 +276,16 @@ func TestGatewayAPI(t *testing.T) {
 	if _, _, err := execOut(ctx, c, sb.Id, "true"); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("exec in a stopped sandbox: %v", err)
 	}
+	// Started again: same id, a new container, commands run.
+	if sr, err := c.StartSandbox(ctx, connect.NewRequest(&gw.StartSandboxRequest{Id: sb.Id})); err != nil || sr.Msg.Sandbox.Phase != "ready" {
+		t.Fatalf("start a stopped sandbox: %v %v", sr, err)
+	}
+	if o, code, err := execOut(ctx, c, sb.Id, "echo", "again"); err != nil || code != 0 || !strings.Contains(o, "again") {
+		t.Errorf("exec after start: %q %d %v", o, code, err)
+	}
+	if _, err := c.StartSandbox(ctx, connect.NewRequest(&gw.StartSandboxRequest{Id: sb.Id})); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("start of a ready sandbox: %v", err)
+	}
 	if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb.Id})); err != nil {
 		t.Fatal(err)
 	}

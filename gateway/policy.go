@@ -55,13 +55,11 @@ func (s *Server) PolicyHistory(ctx context.Context, req *connect.Request[gw.Poli
 // request says recreate; otherwise it is refused, naming why.
 func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolicyRequest]) (*connect.Response[gw.SetPolicyResponse], error) {
 	m := req.Msg
-	g := s.gate(m.Id)
-	g.Lock()
-	defer g.Unlock()
-	rec, err := s.cfg.Store.Get(m.Id)
+	rec, unlock, err := s.lockRecord(m.Id)
 	if err != nil {
-		return nil, storeErr(m.Id, err)
+		return nil, err
 	}
+	defer unlock()
 	if m.ExpectedRevision != 0 && m.ExpectedRevision != rec.PolicyRevision {
 		return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("sandbox %s is at policy revision %d, not %d", m.Id, rec.PolicyRevision, m.ExpectedRevision))
 	}

@@ -93,7 +93,7 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		}
 		rep.Finished = append(rep.Finished, r.ID)
 		s.event(r.ID, "error", "the gateway stopped while provisioning; what was made is removed")
-		return set(store.PhaseError, "interrupted: the gateway stopped while provisioning (nothing is left running; create again)")
+		return set(store.PhaseError, "interrupted: the gateway stopped while provisioning (nothing is left running; create or recreate it)")
 	case store.PhaseStopping, store.PhaseStopped:
 		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
 			return err

@@ -143,6 +143,19 @@ func fault(point string) {
 	}
 }
 
+// lockRecord takes the sandbox's gate (exclusively) and reads its record;
+// the caller defers the returned unlock. The error is a connect error.
+func (s *Server) lockRecord(id string) (store.Sandbox, func(), error) {
+	g := s.gate(id)
+	g.Lock()
+	rec, err := s.cfg.Store.Get(id)
+	if err != nil {
+		g.Unlock()
+		return rec, nil, storeErr(id, err)
+	}
+	return rec, g.Unlock, nil
+}
+
 // event records an event; a failure to record is not the caller's error.
 func (s *Server) event(id, kind, format string, args ...any) {
 	_ = s.cfg.Store.AddEvent(id, kind, fmt.Sprintf(format, args...))
@@ -611,17 +624,60 @@ func (s *Server) LogsSandbox(ctx context.Context, req *connect.Request[gw.LogsSa
 	}
 }
 
+// StartSandbox brings a stopped sandbox up again with its policy in
+// force: the intent (provisioning, desired running) is stored first; the
+// result is ready, or error with the reason.
+func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.StartSandboxRequest]) (*connect.Response[gw.StartSandboxResponse], error) {
+	id := req.Msg.Id
+	rec, unlock, err := s.lockRecord(id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if rec.Phase != store.PhaseStopped {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s: only a stopped sandbox starts", id, rec.Phase))
+	}
+	res, plan, loss, err := s.mapPolicy(ctx, rec.PolicyYAML, rec.Image, rec.Workdir)
+	if err != nil {
+		return nil, err // the host changed since (a grant gone): the record stays stopped
+	}
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
+		r.Phase, r.Desired, r.Reason = store.PhaseProvisioning, "running", "starting again"
+	})
+	if err != nil {
+		return nil, storeErr(id, err)
+	}
+	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan, res.Egress)
+	if err != nil {
+		s.event(id, "error", "start: %v", err)
+		_, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "start: "+err.Error() })
+		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: start: %w", id, err))
+	}
+	layers, _ := json.Marshal(sb.Layers())
+	lossJSON, _ := json.Marshal(loss)
+	s.mu.Lock()
+	s.live[id] = sb
+	s.mu.Unlock()
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
+		r.Phase, r.Reason, r.Layers, r.Losses = store.PhaseReady, "", string(layers), string(lossJSON)
+	})
+	if err != nil {
+		_ = s.release(context.WithoutCancel(ctx), id)
+		return nil, storeErr(id, err)
+	}
+	s.event(id, "ready", "started again; layers verified from outside")
+	return connect.NewResponse(&gw.StartSandboxResponse{Sandbox: toProto(rec)}), nil
+}
+
 // StopSandbox ends a sandbox's workload and releases its container; the
 // record stays (phase stopped) until DeleteSandbox.
 func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error) {
 	id := req.Msg.Id
-	g := s.gate(id)
-	g.Lock()
-	defer g.Unlock()
-	rec, err := s.cfg.Store.Get(id)
+	rec, unlock, err := s.lockRecord(id)
 	if err != nil {
-		return nil, storeErr(id, err)
+		return nil, err
 	}
+	defer unlock()
 	if rec.Phase == store.PhaseStopped {
 		return connect.NewResponse(&gw.StopSandboxResponse{Sandbox: toProto(rec)}), nil
 	}
@@ -645,13 +701,11 @@ func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSa
 // DeleteSandbox releases a sandbox's resources and removes its record.
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.DeleteSandboxRequest]) (*connect.Response[gw.DeleteSandboxResponse], error) {
 	id := req.Msg.Id
-	g := s.gate(id)
-	g.Lock()
-	defer g.Unlock()
-	rec, err := s.cfg.Store.Get(id)
+	rec, unlock, err := s.lockRecord(id)
 	if err != nil {
-		return nil, storeErr(id, err)
+		return nil, err
 	}
+	defer unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Desired = store.PhaseDeleting, "deleted" })
 	if err != nil {
 		return nil, storeErr(id, err)

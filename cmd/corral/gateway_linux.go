@@ -421,6 +421,18 @@ the sandbox could not be made.`}
 			}
 			return f.show(resp.Msg, func(w io.Writer) { sandboxRow(w, resp.Msg.Sandbox) })
 		}}
+	start := &cobra.Command{Use: "start ID", Short: "Start a stopped sandbox again (same id and policy, a new container)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.StartSandbox(ctx, connect.NewRequest(&gw.StartSandboxRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { sandboxRow(w, resp.Msg.Sandbox) })
+		}}
 	del := &cobra.Command{Use: "delete ID", Short: "Delete a sandbox and its record", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -485,7 +497,7 @@ the sandbox could not be made.`}
 			return nil
 		}}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
-	c.AddCommand(create, list, get, execc, logs, watch, stop, del)
+	c.AddCommand(create, list, get, execc, logs, watch, start, stop, del)
 	return c
 }
 

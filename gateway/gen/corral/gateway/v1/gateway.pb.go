@@ -1312,6 +1312,94 @@ func (x *LogsSandboxResponse) GetData() []byte {
 	return nil
 }
 
+type StartSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxRequest) Reset() {
+	*x = StartSandboxRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxRequest) ProtoMessage() {}
+
+func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *StartSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type StartSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxResponse) Reset() {
+	*x = StartSandboxResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxResponse) ProtoMessage() {}
+
+func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
+func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *StartSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
 type StopSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1321,7 +1409,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1421,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1434,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1365,7 +1453,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1465,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1478,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -1414,7 +1502,7 @@ type PolicyRevision struct {
 
 func (x *PolicyRevision) Reset() {
 	*x = PolicyRevision{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1514,7 @@ func (x *PolicyRevision) String() string {
 func (*PolicyRevision) ProtoMessage() {}
 
 func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1527,7 @@ func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
 func (*PolicyRevision) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PolicyRevision) GetRevision() int64 {
@@ -1486,7 +1574,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +1586,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +1599,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPolicyRequest) GetId() string {
@@ -1530,7 +1618,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1630,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1643,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *PolicyRevision {
@@ -1580,7 +1668,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1680,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1693,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetPolicyRequest) GetId() string {
@@ -1646,7 +1734,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1746,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1759,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetPolicyResponse) GetSandbox() *Sandbox {
@@ -1697,7 +1785,7 @@ type PolicyHistoryRequest struct {
 
 func (x *PolicyHistoryRequest) Reset() {
 	*x = PolicyHistoryRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1797,7 @@ func (x *PolicyHistoryRequest) String() string {
 func (*PolicyHistoryRequest) ProtoMessage() {}
 
 func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1810,7 @@ func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PolicyHistoryRequest) GetId() string {
@@ -1741,7 +1829,7 @@ type PolicyHistoryResponse struct {
 
 func (x *PolicyHistoryResponse) Reset() {
 	*x = PolicyHistoryResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1841,7 @@ func (x *PolicyHistoryResponse) String() string {
 func (*PolicyHistoryResponse) ProtoMessage() {}
 
 func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1854,7 @@ func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
@@ -1785,7 +1873,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1885,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1898,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1828,7 +1916,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1928,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1941,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -1948,7 +2036,11 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\")\n" +
 	"\x13LogsSandboxResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data\"$\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"%\n" +
+	"\x13StartSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
+	"\x14StartSandboxResponse\x124\n" +
+	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"$\n" +
 	"\x12StopSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13StopSandboxResponse\x124\n" +
@@ -1981,7 +2073,7 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xff\x06\n" +
+	"\x15DeleteSandboxResponse2\xe0\a\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
@@ -1990,7 +2082,8 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12e\n" +
 	"\x11ExecSandboxStream\x12$.corral.gateway.v1.ExecStreamRequest\x1a&.corral.gateway.v1.ExecSandboxResponse(\x010\x01\x12a\n" +
 	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12^\n" +
-	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12\\\n" +
+	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12_\n" +
+	"\fStartSandbox\x12&.corral.gateway.v1.StartSandboxRequest\x1a'.corral.gateway.v1.StartSandboxResponse\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
 	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse2\xa3\x02\n" +
 	"\rPolicyService\x12V\n" +
@@ -2010,7 +2103,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -2031,17 +2124,19 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*WatchSandboxResponse)(nil),  // 16: corral.gateway.v1.WatchSandboxResponse
 	(*LogsSandboxRequest)(nil),    // 17: corral.gateway.v1.LogsSandboxRequest
 	(*LogsSandboxResponse)(nil),   // 18: corral.gateway.v1.LogsSandboxResponse
-	(*StopSandboxRequest)(nil),    // 19: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 20: corral.gateway.v1.StopSandboxResponse
-	(*PolicyRevision)(nil),        // 21: corral.gateway.v1.PolicyRevision
-	(*GetPolicyRequest)(nil),      // 22: corral.gateway.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 23: corral.gateway.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),      // 24: corral.gateway.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 25: corral.gateway.v1.SetPolicyResponse
-	(*PolicyHistoryRequest)(nil),  // 26: corral.gateway.v1.PolicyHistoryRequest
-	(*PolicyHistoryResponse)(nil), // 27: corral.gateway.v1.PolicyHistoryResponse
-	(*DeleteSandboxRequest)(nil),  // 28: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 29: corral.gateway.v1.DeleteSandboxResponse
+	(*StartSandboxRequest)(nil),   // 19: corral.gateway.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),  // 20: corral.gateway.v1.StartSandboxResponse
+	(*StopSandboxRequest)(nil),    // 21: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 22: corral.gateway.v1.StopSandboxResponse
+	(*PolicyRevision)(nil),        // 23: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),      // 24: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 25: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),      // 26: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 27: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),  // 28: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil), // 29: corral.gateway.v1.PolicyHistoryResponse
+	(*DeleteSandboxRequest)(nil),  // 30: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 31: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -2055,40 +2150,43 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	14, // 8: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
 	0,  // 9: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
 	3,  // 10: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
-	0,  // 11: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	21, // 12: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	0,  // 13: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	21, // 14: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	21, // 15: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
-	4,  // 16: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 17: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 18: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 19: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	11, // 20: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
-	15, // 21: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	17, // 22: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
-	19, // 23: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	28, // 24: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	22, // 25: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	24, // 26: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	26, // 27: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	5,  // 28: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 29: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 30: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	13, // 31: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	13, // 32: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
-	16, // 33: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	18, // 34: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
-	20, // 35: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	29, // 36: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	23, // 37: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	25, // 38: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	27, // 39: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 11: corral.gateway.v1.StartSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	0,  // 12: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	23, // 13: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	0,  // 14: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	23, // 15: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	23, // 16: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	4,  // 17: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 18: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 19: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 20: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	11, // 21: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
+	15, // 22: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	17, // 23: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
+	19, // 24: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
+	21, // 25: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	30, // 26: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	24, // 27: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	26, // 28: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	28, // 29: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	5,  // 30: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 31: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 32: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	13, // 33: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	13, // 34: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
+	16, // 35: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	18, // 36: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	20, // 37: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
+	22, // 38: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	31, // 39: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	25, // 40: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	27, // 41: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	29, // 42: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	30, // [30:43] is the sub-list for method output_type
+	17, // [17:30] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -2113,7 +2211,7 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

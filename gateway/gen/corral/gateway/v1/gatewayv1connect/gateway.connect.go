@@ -60,6 +60,9 @@ const (
 	// SandboxServiceLogsSandboxProcedure is the fully-qualified name of the SandboxService's
 	// LogsSandbox RPC.
 	SandboxServiceLogsSandboxProcedure = "/corral.gateway.v1.SandboxService/LogsSandbox"
+	// SandboxServiceStartSandboxProcedure is the fully-qualified name of the SandboxService's
+	// StartSandbox RPC.
+	SandboxServiceStartSandboxProcedure = "/corral.gateway.v1.SandboxService/StartSandbox"
 	// SandboxServiceStopSandboxProcedure is the fully-qualified name of the SandboxService's
 	// StopSandbox RPC.
 	SandboxServiceStopSandboxProcedure = "/corral.gateway.v1.SandboxService/StopSandbox"
@@ -91,6 +94,9 @@ type SandboxServiceClient interface {
 	// LogsSandbox streams the output (stdout and stderr, as written) of
 	// every command run in the sandbox, from the start.
 	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest]) (*connect.ServerStreamForClient[v1.LogsSandboxResponse], error)
+	// StartSandbox brings a stopped sandbox up again: same id, same policy,
+	// a new container (what the old one held in /tmp and its home is gone).
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -148,6 +154,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		startSandbox: connect.NewClient[v1.StartSandboxRequest, v1.StartSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceStartSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		stopSandbox: connect.NewClient[v1.StopSandboxRequest, v1.StopSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceStopSandboxProcedure,
@@ -172,6 +184,7 @@ type sandboxServiceClient struct {
 	execSandboxStream *connect.Client[v1.ExecStreamRequest, v1.ExecSandboxResponse]
 	watchSandbox      *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
 	logsSandbox       *connect.Client[v1.LogsSandboxRequest, v1.LogsSandboxResponse]
+	startSandbox      *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
 	stopSandbox       *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	deleteSandbox     *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
 }
@@ -211,6 +224,11 @@ func (c *sandboxServiceClient) LogsSandbox(ctx context.Context, req *connect.Req
 	return c.logsSandbox.CallServerStream(ctx, req)
 }
 
+// StartSandbox calls corral.gateway.v1.SandboxService.StartSandbox.
+func (c *sandboxServiceClient) StartSandbox(ctx context.Context, req *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return c.startSandbox.CallUnary(ctx, req)
+}
+
 // StopSandbox calls corral.gateway.v1.SandboxService.StopSandbox.
 func (c *sandboxServiceClient) StopSandbox(ctx context.Context, req *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
 	return c.stopSandbox.CallUnary(ctx, req)
@@ -237,6 +255,9 @@ type SandboxServiceHandler interface {
 	// LogsSandbox streams the output (stdout and stderr, as written) of
 	// every command run in the sandbox, from the start.
 	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error
+	// StartSandbox brings a stopped sandbox up again: same id, same policy,
+	// a new container (what the old one held in /tmp and its home is gone).
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
 }
@@ -290,6 +311,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceStartSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceStartSandboxProcedure,
+		svc.StartSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceStopSandboxHandler := connect.NewUnaryHandler(
 		SandboxServiceStopSandboxProcedure,
 		svc.StopSandbox,
@@ -318,6 +345,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceWatchSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceLogsSandboxProcedure:
 			sandboxServiceLogsSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStartSandboxProcedure:
+			sandboxServiceStartSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStopSandboxProcedure:
 			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteSandboxProcedure:
@@ -357,6 +386,10 @@ func (UnimplementedSandboxServiceHandler) WatchSandbox(context.Context, *connect
 
 func (UnimplementedSandboxServiceHandler) LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.LogsSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.StartSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
