@@ -482,13 +482,27 @@ func (e *Env) rawCorral(ctx context.Context, r rawRun, timeout time.Duration) (O
 	return o, nil
 }
 
-// hostMountCount is the number of mounts in the host's (our) namespace.
+// hostMountCount is the number of mounts in the host's (our) namespace,
+// leaving out the container runtime's own (its image layers and container
+// namespaces come and go with any container on the host, a docker
+// sandbox's or not).
 func hostMountCount() int {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return -1
 	}
-	return strings.Count(string(b), "\n")
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if mp := f[4]; strings.HasPrefix(mp, "/var/lib/docker/") || strings.HasPrefix(mp, "/run/docker/") || strings.HasPrefix(mp, "/run/containerd/") {
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // step is one labelled probe invocation of a script.
