@@ -17,6 +17,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/hostscan"
 	"github.com/corral-sandbox/corral/internal/identity"
 	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/internal/mountinfo"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -404,20 +405,17 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets and nested protected names beyond them were not looked for", hostscan.Limit)
 	}
 	var nested []string
+	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
 	for _, b := range spec.Binds {
-		if !b.Mask && b.Dir && hasSubmounts(b.Source) {
+		if !b.Mask && b.Dir && slices.ContainsFunc(mounts, func(m mountinfo.Entry) bool { return strings.HasPrefix(m.Point, b.Source+"/") }) {
 			nested = append(nested, b.Source)
 		}
 	}
 	if len(nested) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem", "mounts below these grants are not visible inside: Docker binds them non-recursively so that read-only stays read-only: %s", strings.Join(nested, ", "))
 	}
-	var missing []string
-	for _, p := range r.Skipped {
-		missing = append(missing, p)
-	}
-	if len(missing) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
+	if len(r.Skipped) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
 	}
 	if !visible(r, "/usr/bin") && !served["/usr"] {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
@@ -443,43 +441,6 @@ func daemonSocket() string {
 		return real
 	}
 	return p
-}
-
-// hasSubmounts reports whether any mount point lies strictly below dir
-// (from /proc/self/mountinfo, field 5).
-func hasSubmounts(dir string) bool {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(unescapeMountinfo(f[4]), dir+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of a
-// mountinfo path (proc(5)).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 
+	"github.com/corral-sandbox/corral/internal/mountinfo"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -88,16 +89,13 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 		}
 		return fmt.Sprintf("%s differ from the host's; uid %d, no capabilities (verified on pid %d)", strings.Join(differ, ", "), sp.UID, pid), nil
 	case policy.LayerMounts:
-		mi, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		mi, err := mountinfo.Read(fmt.Sprintf("/proc/%d/mountinfo", pid))
 		if err != nil {
 			return "", fmt.Errorf("cannot read the container's mount table: %v", err)
 		}
 		mounts := map[string]string{} // mount point -> per-mount options
-		for _, line := range strings.Split(string(mi), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 5 {
-				mounts[unescapeMountinfo(f[4])] = f[5]
-			}
+		for _, m := range mi {
+			mounts[m.Point] = m.Options
 		}
 		if !hasOpt(mounts["/"], "ro") || !hc.ReadonlyRootfs {
 			return "", fmt.Errorf("the container's root is not read-only (%q)", mounts["/"])

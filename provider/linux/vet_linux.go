@@ -5,13 +5,13 @@ package linux
 import (
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/hostscan"
+	"github.com/corral-sandbox/corral/internal/mountinfo"
 )
 
 // Read-write trees are vetted on the host before they are granted: a
@@ -27,46 +27,11 @@ import (
 const vetLimit = hostscan.Limit
 
 // mountInfo is one line of /proc/self/mountinfo (proc(5)).
-type mountInfo struct {
-	dev        string // major:minor
-	root       string // the mount's root within its filesystem
-	mountPoint string
-}
+type mountInfo = mountinfo.Entry
 
 func readMountInfo() []mountInfo {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []mountInfo
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		out = append(out, mountInfo{dev: f[2], root: unescapeMount(f[3]), mountPoint: unescapeMount(f[4])})
-	}
-	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var n int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	mi, _ := mountinfo.Read("/proc/self/mountinfo")
+	return mi
 }
 
 // containing returns the mount whose mount point is the longest prefix of
@@ -75,8 +40,8 @@ func containing(mounts []mountInfo, path string) (mountInfo, bool) {
 	var best mountInfo
 	found := false
 	for _, m := range mounts {
-		if inside(path, m.mountPoint) || m.mountPoint == "/" {
-			if !found || len(m.mountPoint) >= len(best.mountPoint) {
+		if inside(path, m.Point) || m.Point == "/" {
+			if !found || len(m.Point) >= len(best.Point) {
 				best, found = m, true
 			}
 		}
@@ -89,23 +54,23 @@ func containing(mounts []mountInfo, path string) (mountInfo, bool) {
 // /srv/x), or "" when that cannot be said.
 func bindSource(mounts []mountInfo, path string) string {
 	m, ok := containing(mounts, path)
-	if !ok || m.root == "/" {
+	if !ok || m.Root == "/" {
 		return ""
 	}
 	rootMount, ok := containing(mounts, "/")
-	if !ok || rootMount.dev != m.dev {
+	if !ok || rootMount.Dev != m.Dev {
 		return "" // another filesystem: its paths are not the host's
 	}
-	rel := strings.TrimPrefix(path, m.mountPoint)
-	return filepath.Join(m.root, rel)
+	rel := strings.TrimPrefix(path, m.Point)
+	return filepath.Join(m.Root, rel)
 }
 
 // submounts lists mount points strictly inside path.
 func submounts(mounts []mountInfo, path string) []string {
 	var out []string
 	for _, m := range mounts {
-		if m.mountPoint != path && inside(m.mountPoint, path) {
-			out = append(out, m.mountPoint)
+		if m.Point != path && inside(m.Point, path) {
+			out = append(out, m.Point)
 		}
 	}
 	return out

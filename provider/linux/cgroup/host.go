@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/corral-sandbox/corral/internal/mountinfo"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,25 +62,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// unescapeMount undoes the octal escaping (\040 etc.) of mountinfo fields.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // parseMountinfo returns the cgroup and cgroup2 mounts in mountinfo (see
 // proc(5): "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw").
 func parseMountinfo(data []byte) []mount {
@@ -102,7 +84,7 @@ func parseMountinfo(data []byte) []mount {
 		if fstype != "cgroup" && fstype != "cgroup2" {
 			continue
 		}
-		m := mount{point: unescapeMount(f[4]), root: unescapeMount(f[3]), v2: fstype == "cgroup2"}
+		m := mount{point: mountinfo.Unescape(f[4]), root: mountinfo.Unescape(f[3]), v2: fstype == "cgroup2"}
 		if !m.v2 && sep+3 < len(f) {
 			for _, o := range strings.Split(f[sep+3], ",") {
 				switch {
