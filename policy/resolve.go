@@ -606,3 +606,22 @@ func (r *Resolved) ProtectedNames() map[string]bool {
 	}
 	return names
 }
+
+// Covering is the most specific grant of r for path (path itself or a
+// directory above it), or the zero PathGrant.
+func (r *Resolved) Covering(path string) PathGrant {
+	var best PathGrant
+	for _, g := range r.Grants {
+		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
+			best = g
+		}
+	}
+	return best
+}
+
+// Visible reports whether path is inside the sandbox: its covering grant
+// exists and is not a deny.
+func (r *Resolved) Visible(path string) bool {
+	best := r.Covering(path)
+	return best.Path != "" && best.Access != AccessDeny
+}

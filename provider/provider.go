@@ -278,3 +278,31 @@ func ProxyEnv(port int) []string {
 	return append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
 		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
 }
+
+// StateOf is the state of layer l in ls (LayerUnavailable when absent).
+func StateOf(ls []LayerStatus, l policy.Layer) LayerState {
+	for _, s := range ls {
+		if s.Layer == l {
+			return s.State
+		}
+	}
+	return LayerUnavailable
+}
+
+// WithEnv returns env ("NAME=value" entries) with the variables of set
+// replacing any of the same name, set's appended last (getenv(3) returns
+// the first match, so no duplicates may stay).
+func WithEnv(env, set []string) []string {
+	names := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		names[k] = true
+	}
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !names[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
+}

@@ -179,7 +179,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		NanoCPUs:   int64(r.Limits.CPU * 1e9),
 		Pids:       int64(r.Limits.Pids),
 		ShmSize:    shmDefault,
-		Cgroups:    stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+		Cgroups:    provider.StateOf(layers, policy.LayerCgroups) == provider.LayerActive,
 		Timeout:    int64(r.Limits.Timeout),
 		PolicyHash: r.Hash,
 	}
@@ -187,7 +187,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		spec.ShmSize = spec.Memory
 	}
 	spec.Shim = ShimSpec{
-		Seccomp:         stateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
+		Seccomp:         provider.StateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
 		SeccompRequired: r.Layers.Requirement(policy.LayerSeccomp) == policy.Required,
 		Nofile:          uint64(r.Limits.Nofile),
 	}
@@ -241,18 +241,18 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	env := append([]string{"HOME=" + r.Home}, r.Env...)
 	if spec.Shim.ProxyPort != 0 {
-		env = withEnv(env, provider.ProxyEnv(spec.Shim.ProxyPort))
+		env = provider.WithEnv(env, provider.ProxyEnv(spec.Shim.ProxyPort))
 	}
 	spec.Env = env
 	spec.Shim.Env = env
 
 	mapFilesystem(r, spec, h.dataRoot, add)
-	if !visible(r, r.Workdir) {
+	if !r.Visible(r.Workdir) {
 		spec.Workdir = r.Home
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
 	}
 	ll := &spec.Shim.Landlock
-	ll.Enabled = stateOf(layers, policy.LayerLandlock) == provider.LayerActive
+	ll.Enabled = provider.StateOf(layers, policy.LayerLandlock) == provider.LayerActive
 	ll.Required = r.Layers.Requirement(policy.LayerLandlock) == policy.Required
 	ll.DenyTCP = r.Network != policy.NetworkHost
 	ll.ConnectPort = spec.Shim.ProxyPort
@@ -368,8 +368,8 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if len(rootOwned) > 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_write", "owned by root, so the workload (uid %d) cannot write them: Docker here has no idmapped mounts (set process.run_as_user to their owner, or chown them): %s", spec.UID, strings.Join(rootOwned, ", "))
 	}
-	if sock := daemonSocket(); sock != "" && visible(r, sock) {
-		add(provider.SeverityError, "filesystem", coveringGrant(r, sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
+	if sock := daemonSocket(); sock != "" && r.Visible(sock) {
+		add(provider.SeverityError, "filesystem", r.Covering(sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
 	}
 	for _, b := range spec.Binds {
 		switch {
@@ -417,7 +417,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if len(r.Skipped) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
 	}
-	if !visible(r, "/usr/bin") && !served["/usr"] {
+	if !r.Visible("/usr/bin") && !served["/usr"] {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
 	}
 }
@@ -441,47 +441,4 @@ func daemonSocket() string {
 		return real
 	}
 	return p
-}
-
-func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
-	for _, s := range ls {
-		if s.Layer == l {
-			return s.State
-		}
-	}
-	return provider.LayerUnavailable
-}
-
-// visible reports whether path is granted (not denied) by its most
-// specific covering grant.
-func visible(r *policy.Resolved, path string) bool {
-	best := coveringGrant(r, path)
-	return best.Path != "" && best.Access != policy.AccessDeny
-}
-
-func coveringGrant(r *policy.Resolved, path string) policy.PathGrant {
-	var best policy.PathGrant
-	for _, g := range r.Grants {
-		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
-			best = g
-		}
-	}
-	return best
-}
-
-// withEnv returns env with the variables of set replacing any of the same
-// name.
-func withEnv(env, set []string) []string {
-	names := map[string]bool{}
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		names[k] = true
-	}
-	var out []string
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !names[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, set...)
 }

@@ -235,8 +235,8 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		Home:     r.Home,
 		Workdir:  r.Workdir,
 		Env:      r.Env,
-		Seccomp:  stateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
-		Cgroup:   stateOf(layers, policy.LayerCgroups) == provider.LayerActive,
+		Seccomp:  provider.StateOf(layers, policy.LayerSeccomp) == provider.LayerActive,
+		Cgroup:   provider.StateOf(layers, policy.LayerCgroups) == provider.LayerActive,
 		Layers:   map[policy.Layer]policy.Requirement{},
 		Nofile:   uint64(r.Limits.Nofile),
 		Nproc:    uint64(r.Limits.Pids),
@@ -299,14 +299,14 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if len(missing) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
 	}
-	if !visible(r, "/usr/bin") {
+	if !r.Visible("/usr/bin") {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (a read_only list replaces the default one: keep /usr, /etc and the other system directories in it; see corral policy default)")
 	}
 	var hidden []string
 	for _, kv := range r.Env {
 		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
 			for _, d := range filepath.SplitList(path) {
-				if d != "" && !visible(r, d) && !visible(r, realPath(d)) { // /bin -> usr/bin is recreated inside
+				if d != "" && !r.Visible(d) && !r.Visible(realPath(d)) { // /bin -> usr/bin is recreated inside
 					hidden = append(hidden, d)
 				}
 			}
@@ -318,7 +318,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if exposed := exposedCredentials(r); len(exposed) > 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem", "credentials in the real home are visible to the workload through a grant: %s (add them to filesystem.deny unless the workload needs them)", strings.Join(exposed, ", "))
 	}
-	if !visible(r, r.Workdir) {
+	if !r.Visible(r.Workdir) {
 		spec.Workdir = r.Home
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
 	}
@@ -356,13 +356,13 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	spec.Mounts = mounts
 	spec.Landlock = ll
-	spec.Landlock.Enabled = stateOf(layers, policy.LayerLandlock) == provider.LayerActive
+	spec.Landlock.Enabled = provider.StateOf(layers, policy.LayerLandlock) == provider.LayerActive
 	spec.Landlock.Required = r.Layers.Requirement(policy.LayerLandlock) == policy.Required
 	spec.Landlock.DenyTCP = spec.NewNet
 	if r.Network == policy.NetworkProxy {
 		spec.ProxyPort = ProxyPort
 		spec.Landlock.ConnectPort = ProxyPort
-		spec.Env = withEnv(spec.Env, provider.ProxyEnv(ProxyPort))
+		spec.Env = provider.WithEnv(spec.Env, provider.ProxyEnv(ProxyPort))
 	}
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
@@ -376,34 +376,6 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	plan := &provider.Plan{Provider: Name, Policy: r, Layers: layers, Details: spec, Loss: loss}
 	return plan, loss
-}
-
-func stateOf(ls []provider.LayerStatus, l policy.Layer) provider.LayerState {
-	for _, s := range ls {
-		if s.Layer == l {
-			return s.State
-		}
-	}
-	return provider.LayerUnavailable
-}
-
-// visible reports whether path is inside the sandbox: the nearest grant
-// containing it is not a deny.
-func visible(r *policy.Resolved, path string) bool {
-	best := coveringGrant(r, path)
-	return best.Path != "" && best.Access != policy.AccessDeny
-}
-
-// coveringGrant is the most specific grant of r for path (path itself or
-// a directory above it), or the zero PathGrant.
-func coveringGrant(r *policy.Resolved, path string) policy.PathGrant {
-	var best policy.PathGrant
-	for _, g := range r.Grants {
-		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
-			best = g
-		}
-	}
-	return best
 }
 
 // credentialPaths are well-known credential stores under a home directory
@@ -427,7 +399,7 @@ func exposedCredentials(r *policy.Resolved) []string {
 		if _, err := os.Lstat(p); err != nil {
 			continue
 		}
-		best := coveringGrant(r, p)
+		best := r.Covering(p)
 		inHome := best.Path == home || strings.HasPrefix(best.Path, home+"/")
 		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
 		if inHome && best.Access != policy.AccessDeny && !byName {
@@ -465,23 +437,6 @@ func nofileSource() string {
 		return "fs.nr_open"
 	}
 	return "the caller's hard RLIMIT_NOFILE"
-}
-
-// withEnv returns env with the variables of set replacing any of the
-// same name (getenv(3) returns the first match, so no duplicates).
-func withEnv(env, set []string) []string {
-	names := map[string]bool{}
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		names[k] = true
-	}
-	var out []string
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !names[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, set...)
 }
 
 // inside reports whether path is dir or below it.

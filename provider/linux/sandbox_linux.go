@@ -373,7 +373,7 @@ func (s *Sandbox) verify() error {
 	}
 	// Each remaining check stands alone: an optional layer that fails
 	// verification is marked skipped and the others are still checked.
-	if s.spec.Seccomp && stateOf(s.layers, policy.LayerSeccomp) == provider.LayerActive {
+	if s.spec.Seccomp && provider.StateOf(s.layers, policy.LayerSeccomp) == provider.LayerActive {
 		if fields["Seccomp"] != "2" {
 			if err := fail(policy.LayerSeccomp, "Seccomp mode is %q, want 2 (filter)", fields["Seccomp"]); err != nil {
 				return err
@@ -382,7 +382,7 @@ func (s *Sandbox) verify() error {
 			s.setLayer(policy.LayerSeccomp, provider.LayerActive, "Seccomp: 2, NoNewPrivs: 1, no capabilities (checked in /proc/"+pid+"/status)")
 		}
 	}
-	if stateOf(s.layers, policy.LayerMounts) == provider.LayerActive {
+	if provider.StateOf(s.layers, policy.LayerMounts) == provider.LayerActive {
 		mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
 		if err != nil {
 			return fail(policy.LayerMounts, "read mountinfo: %v", err)
@@ -392,7 +392,7 @@ func (s *Sandbox) verify() error {
 		}
 		s.setLayer(policy.LayerMounts, provider.LayerActive, fmt.Sprintf("%d mounts under a private read-only root (checked in /proc/%s/mountinfo)", strings.Count(string(mi), "\n"), pid))
 	}
-	if s.cg != nil && stateOf(s.layers, policy.LayerCgroups) == provider.LayerActive {
+	if s.cg != nil && provider.StateOf(s.layers, policy.LayerCgroups) == provider.LayerActive {
 		if detail, msg := s.verifyCgroup(); msg != "" {
 			return fail(policy.LayerCgroups, "%s", msg)
 		} else {

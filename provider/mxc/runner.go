@@ -180,23 +180,6 @@ func proxyEnv(port int, cred string) []string {
 		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
 }
 
-// withEnv sets add's variables in env, replacing same-named ones.
-func withEnv(env, add []string) []string {
-	names := map[string]bool{}
-	for _, kv := range add {
-		k, _, _ := strings.Cut(kv, "=")
-		names[k] = true
-	}
-	var out []string
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !names[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, add...)
-}
-
 // envSecrets are the values a document injects into the workload: every
 // process.env value (variables passed from the caller and set by the
 // policy alike), except those of publicEnv, whose values are machine facts
@@ -289,7 +272,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		if req.Process == nil {
 			req.Process = &Process{}
 		}
-		req.Process.Env = withEnv(req.Process.Env, proxyEnv(port, sb.cred))
+		req.Process.Env = provider.WithEnv(req.Process.Env, proxyEnv(port, sb.cred))
 		sb.secrets = append(envSecrets(req), sb.cred)
 	}
 	return sb, nil
