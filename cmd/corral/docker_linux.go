@@ -36,7 +36,7 @@ container could not be removed.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			removed, err := docker.Sweep(ctx)
+			removed, err := docker.New().Sweep(ctx)
 			if err != nil {
 				return &provider.Error{Code: provider.CodeUnavailable, Msg: err.Error()}
 			}

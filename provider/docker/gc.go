@@ -38,12 +38,12 @@ var sandboxID = regexp.MustCompile(`^corral-[0-9a-f]{12}$`)
 // an unprivileged caller sweeps only its own (those whose state dir is
 // under its state base). Only state dirs directly under this caller's
 // state base are ever removed. It returns what it removed.
-func Sweep(ctx context.Context) ([]Removed, error) {
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		return nil, err
+func (p *Provider) Sweep(ctx context.Context) ([]Removed, error) {
+	h := p.facts()
+	if h.err != nil {
+		return nil, fmt.Errorf("docker: %w", h.err)
 	}
-	defer cli.Close()
+	cli := h.cli
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelSandbox)})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list containers: %w", err)

@@ -129,7 +129,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	if !ok {
 		return nil, provider.Errorf(provider.CodeInternal, "docker: plan details are %T", plan.Details)
 	}
-	_, _ = Sweep(ctx) // best effort: leftovers of killed runs
+	_, _ = p.Sweep(ctx) // best effort: leftovers of killed runs
 	id := NewID()
 	if spec.ID != "" {
 		if !sandboxID.MatchString(spec.ID) {
