@@ -285,7 +285,7 @@ func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[gw.GetSand
 	if err != nil {
 		return nil, storeErr(req.Msg.Id, err)
 	}
-	evs, err := s.cfg.Store.Events(rec.ID)
+	evs, err := s.cfg.Store.Events(rec.ID, 0)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
@@ -521,7 +521,7 @@ func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.Watch
 		if err != nil {
 			return storeErr(id, err)
 		}
-		evs, err := s.cfg.Store.Events(id)
+		evs, err := s.cfg.Store.Events(id, after) // only the new ones
 		if err != nil {
 			return connect.NewError(connect.CodeInternal, err)
 		}
@@ -531,10 +531,8 @@ func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.Watch
 			version = rec.Version
 		}
 		for _, e := range evs {
-			if e.Seq > after {
-				out.Events = append(out.Events, toEvent(e))
-				after = e.Seq
-			}
+			out.Events = append(out.Events, toEvent(e))
+			after = e.Seq
 		}
 		if out.Sandbox != nil || len(out.Events) > 0 {
 			if err := stream.Send(out); err != nil {

@@ -292,9 +292,10 @@ func (s *Store) AddEvent(id, kind, message string) error {
 	return err
 }
 
-// Events returns the sandbox's history, oldest first.
-func (s *Store) Events(id string) ([]Event, error) {
-	rows, err := s.db.Query(`SELECT seq, time, kind, message FROM events WHERE sandbox_id=? ORDER BY seq`, id)
+// Events returns the sandbox's events after seq after (0: its whole
+// history), oldest first.
+func (s *Store) Events(id string, after int64) ([]Event, error) {
+	rows, err := s.db.Query(`SELECT seq, time, kind, message FROM events WHERE sandbox_id=? AND seq>? ORDER BY seq`, id, after)
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func TestCompareAndSwap(t *testing.T) {
 	if _, err := s.Get("a"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("deleted sandbox: %v", err)
 	}
-	if ev, _ := s.Events("a"); len(ev) != 0 {
+	if ev, _ := s.Events("a", 0); len(ev) != 0 {
 		t.Errorf("events outlived their sandbox: %+v", ev)
 	}
 	if err := s.Delete("a", 2); !errors.Is(err, ErrNotFound) {
@@ -108,9 +108,12 @@ func TestEventsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ev, err := s.Events("b")
+	ev, err := s.Events("b", 0)
 	if err != nil || len(ev) != 4 || ev[0].Kind != "created" || ev[3].Seq != 4 || ev[3].Message != "stopped!" {
 		t.Errorf("events %+v, %v", ev, err)
+	}
+	if ev, err := s.Events("b", 2); err != nil || len(ev) != 2 || ev[0].Seq != 3 {
+		t.Errorf("events after 2: %+v, %v", ev, err)
 	}
 }
 
