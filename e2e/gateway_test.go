@@ -105,6 +105,17 @@ func (g *gatewayProc) client(t *testing.T, token string) *gateway.Clients {
 	return c
 }
 
+// create makes a sandbox through g and fails the test (with the gateway's
+// log) when it cannot.
+func (g *gatewayProc) create(t *testing.T, ctx context.Context, c *gateway.Clients, req *gw.CreateSandboxRequest) *gw.Sandbox {
+	t.Helper()
+	resp, err := c.CreateSandbox(ctx, connect.NewRequest(req))
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, g.log)
+	}
+	return resp.Msg.Sandbox
+}
+
 func gatewayIdent(t *testing.T) *ident {
 	t.Helper()
 	id := dockerIdents(t)[0]
@@ -114,8 +125,8 @@ func gatewayIdent(t *testing.T) *ident {
 	return id
 }
 
-func createReq(wd string) *connect.Request[gw.CreateSandboxRequest] {
-	return connect.NewRequest(&gw.CreateSandboxRequest{Provider: "docker", Workdir: wd})
+func createReq(wd string) *gw.CreateSandboxRequest {
+	return &gw.CreateSandboxRequest{Provider: "docker", Workdir: wd}
 }
 
 // execOut runs args in sandbox id and returns stdout and the exit code.
@@ -165,11 +176,7 @@ func TestGatewayAPI(t *testing.T) {
 
 	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
 	c := g.client(t, "")
-	resp, err := c.CreateSandbox(ctx, createReq(wd))
-	if err != nil {
-		t.Fatalf("create: %v\n%s", err, g.log)
-	}
-	sb := resp.Msg.Sandbox
+	sb := g.create(t, ctx, c, createReq(wd))
 	if sb.Phase != "ready" || len(sb.Layers) != 5 || sb.ResourceVersion < 2 {
 		t.Fatalf("created sandbox: %+v", sb)
 	}
@@ -362,12 +369,9 @@ func TestGatewayCrashes(t *testing.T) {
 	// A ready sandbox to stop, delete and exec in under faults.
 	ready := func() string {
 		g := startGateway(t, dir, sock)
-		resp, err := g.client(t, "").CreateSandbox(ctx, createReq(wd))
-		if err != nil {
-			t.Fatalf("create: %v\n%s", err, g.log)
-		}
+		id := g.create(t, ctx, g.client(t, ""), createReq(wd)).Id
 		g.kill()
-		return resp.Msg.Sandbox.Id
+		return id
 	}
 	for _, point := range []string{"create-after-intent", "create-after-provision", "create-after-start", "exec-started", "stop-after-intent", "delete-after-intent"} {
 		var target string
@@ -379,7 +383,7 @@ func TestGatewayCrashes(t *testing.T) {
 		var err error
 		switch {
 		case strings.HasPrefix(point, "create"):
-			_, err = c.CreateSandbox(ctx, createReq(wd))
+			_, err = c.CreateSandbox(ctx, connect.NewRequest(createReq(wd)))
 		case point == "exec-started":
 			_, _, err = execOut(ctx, c, target, "sleep", "1000")
 		case point == "stop-after-intent":
@@ -465,7 +469,7 @@ func loadRound(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServ
 		go func(i int) {
 			defer wg.Done()
 			t0 := time.Now()
-			resp, err := c.CreateSandbox(ctx, createReq(wd))
+			resp, err := c.CreateSandbox(ctx, connect.NewRequest(createReq(wd)))
 			if err != nil {
 				errs <- fmt.Errorf("create %d: %w", i, err)
 				return
@@ -530,11 +534,7 @@ func TestGatewayPolicy(t *testing.T) {
 	}
 	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
 	c := g.client(t, "")
-	resp, err := c.CreateSandbox(ctx, connect.NewRequest(&gw.CreateSandboxRequest{Provider: "docker", Workdir: wd, PolicyYaml: polFor("a.test", "")}))
-	if err != nil {
-		t.Fatalf("create: %v\n%s", err, g.log)
-	}
-	sid := resp.Msg.Sandbox.Id
+	sid := g.create(t, ctx, c, &gw.CreateSandboxRequest{Provider: "docker", Workdir: wd, PolicyYaml: polFor("a.test", "")}).Id
 	defer c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid}))
 	fetch := func(host string) string {
 		out, _, err := execOut(ctx, c, sid, "sh", "-c", fmt.Sprintf("wget -q -O- http://%s:%d/ || echo DENIED", host, port))
@@ -599,11 +599,7 @@ func TestGatewayExecStream(t *testing.T) {
 	ctx := context.Background()
 	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
 	c := g.client(t, "")
-	resp, err := c.CreateSandbox(ctx, createReq(wd))
-	if err != nil {
-		t.Fatalf("create: %v\n%s", err, g.log)
-	}
-	sid := resp.Msg.Sandbox.Id
+	sid := g.create(t, ctx, c, createReq(wd)).Id
 	defer c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid}))
 	st := c.ExecSandboxStream(ctx)
 	send := func(r *gw.ExecStreamRequest) {
