@@ -16,7 +16,7 @@ const Limit = 200_000
 // entry examined takes one from *budget; when it runs out the walk stops
 // and *budget is negative. Unreadable parts are skipped.
 func Sockets(root string, budget *int) []string {
-	sockets, _ := Scan(root, nil, budget)
+	sockets, _ := Scan(root, nil, budget, nil)
 	return sockets
 }
 
@@ -32,11 +32,12 @@ type Nested struct {
 // top level whose name is in protected (a nested .git, .bashrc ...): the
 // policy protects those names directly under a read-write root, and the
 // same file one level down is as dangerous. A nested protected directory
-// is not descended into.
-func Scan(root string, protected map[string]bool, budget *int) (sockets []string, nested []Nested) {
+// is not descended into. regular, when not nil, is called with every other
+// regular file (for checks of the caller's own, e.g. set-id bits).
+func Scan(root string, protected map[string]bool, budget *int, regular func(path string, d fs.DirEntry)) (sockets []string, nested []Nested) {
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return nil
+			return nil // unreadable: the workload cannot use it either
 		}
 		*budget--
 		if *budget < 0 {
@@ -54,6 +55,10 @@ func Scan(root string, protected map[string]bool, budget *int) (sockets []string
 			if d.IsDir() {
 				return fs.SkipDir
 			}
+			return nil
+		}
+		if regular != nil && d.Type().IsRegular() {
+			regular(p, d)
 		}
 		return nil
 	})

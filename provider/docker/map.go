@@ -393,7 +393,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 		if !b.ReadOnly {
 			protect = names
 		}
-		socks, nested := hostscan.Scan(b.Source, protect, &budget)
+		socks, nested := hostscan.Scan(b.Source, protect, &budget, nil)
 		for _, sock := range socks {
 			spec.Binds = append(spec.Binds, Bind{Target: sock, ReadOnly: true, Mask: true, Field: b.Field + " (unix socket hidden)"})
 		}

@@ -88,50 +88,31 @@ type vetResult struct {
 // root (the policy protected them directly under it); idmapped says the
 // tree is owned by the workload and must also be vetted for set-id files.
 func vetTree(m MountSpec, protectedNames map[string]bool, idmapped bool, budget *int, res *vetResult) {
-	err := filepath.WalkDir(m.Source, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable: the workload cannot use it either
-		}
-		*budget--
-		if *budget < 0 {
-			return fs.SkipAll
-		}
-		if p == m.Source {
-			return nil
-		}
-		if d.Type()&fs.ModeSocket != 0 {
-			res.readOnly = append(res.readOnly, socketMask(m, p))
-			return nil
-		}
-		name := d.Name()
-		if protectedNames[name] && filepath.Dir(p) != m.Source {
-			res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, Dir: d.IsDir(), ReadOnly: true, Field: m.Field + " (nested " + name + ")"})
-			if d.IsDir() {
-				return fs.SkipDir
+	var setIDCheck func(string, fs.DirEntry)
+	if idmapped {
+		setIDCheck = func(p string, d fs.DirEntry) {
+			info, err := d.Info()
+			if err != nil {
+				return
 			}
-			return nil
-		}
-		if !idmapped || !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		mode := info.Mode()
-		setID := mode&(fs.ModeSetuid|fs.ModeSetgid) != 0
-		if !setID && mode.Perm()&0o111 != 0 {
-			if n, err := unix.Lgetxattr(p, "security.capability", nil); err == nil && n > 0 {
-				setID = true
+			mode := info.Mode()
+			setID := mode&(fs.ModeSetuid|fs.ModeSetgid) != 0
+			if !setID && mode.Perm()&0o111 != 0 {
+				if n, err := unix.Lgetxattr(p, "security.capability", nil); err == nil && n > 0 {
+					setID = true
+				}
+			}
+			if setID {
+				res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, ReadOnly: true, Field: m.Field + " (set-id or file-capability file kept read-only)"})
 			}
 		}
-		if setID {
-			res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, ReadOnly: true, Field: m.Field + " (set-id or file-capability file kept read-only)"})
-		}
-		return nil
-	})
-	if err != nil {
-		res.warnings = append(res.warnings, fmt.Sprintf("could not vet %s: %v", m.Source, err))
+	}
+	sockets, nested := hostscan.Scan(m.Source, protectedNames, budget, setIDCheck)
+	for _, p := range sockets {
+		res.readOnly = append(res.readOnly, socketMask(m, p))
+	}
+	for _, n := range nested {
+		res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: n.Path, Source: n.Path, Dir: n.Dir, ReadOnly: true, Field: m.Field + " (nested " + n.Name + ")"})
 	}
 }
 
