@@ -28,11 +28,17 @@ func newRootCmd() *cobra.Command {
 // providers lists the providers compiled into this binary, strongest first.
 func providers() []provider.Provider { return registry }
 
-// warmProviders probes every provider in the background so that host facts
-// are ready when selection needs them (Probe caches what it reads).
-func warmProviders() {
+// warmProviders probes, in the background, the providers selection will
+// ask first, so that host facts are ready when it does (Probe caches what
+// it reads): the one named, or with "auto" the strongest. Probing the
+// others on every run (the docker daemon, wxc-exec) would be wasted work
+// competing with the run's start-up.
+func warmProviders(name string) {
 	for _, p := range registry {
-		go p.Probe(contextBackground())
+		if name == p.Name() || name == "auto" {
+			go p.Probe(contextBackground())
+			return
+		}
 	}
 }
 

@@ -92,7 +92,7 @@ func runMain(o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	warmProviders()
+	warmProviders(o.provider)
 	pol, err := loadPolicy(o.policy)
 	if err != nil {
 		return err
