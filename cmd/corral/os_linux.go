@@ -38,6 +38,7 @@ func osEntry() {
 	if len(os.Args) > 1 && os.Args[1] == docker.ExecArg {
 		docker.ExecMain(os.Args[2:])
 	}
+	serviceSupervisor()
 }
 
 // takeFDs returns the caller's fds 3..3+n-1 (each must be open) and marks

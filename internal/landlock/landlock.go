@@ -49,14 +49,26 @@ func Apply(s Spec) (string, error) {
 	if s.DenyTCP && s.ConnectPort != 0 {
 		rules = append(rules, ll.ConnectTCP(uint16(s.ConnectPort)))
 	}
+	if s.DenyTCP {
+		for _, p := range s.ServePorts {
+			rules = append(rules, ll.BindTCP(uint16(p)), ll.ConnectTCP(uint16(p)))
+		}
+	}
 	if err := cfg.Restrict(rules...); err != nil {
 		return "", err
 	}
 	parts := []string{"filesystem"}
 	if s.DenyTCP && abi >= 4 {
-		if s.ConnectPort != 0 {
+		switch {
+		case len(s.ServePorts) > 0:
+			conn := s.ServePorts
+			if s.ConnectPort != 0 {
+				conn = append([]int{s.ConnectPort}, conn...)
+			}
+			parts = append(parts, fmt.Sprintf("tcp (bind only to ports %v, connect only to ports %v)", s.ServePorts, conn))
+		case s.ConnectPort != 0:
 			parts = append(parts, fmt.Sprintf("tcp (connect only to port %d)", s.ConnectPort))
-		} else {
+		default:
 			parts = append(parts, "tcp")
 		}
 	}

@@ -28,6 +28,10 @@ const InitArg = "__corral_init"
 // ctlFD is the control socket's fd number in init (ExtraFiles[0]).
 const ctlFD = 3
 
+// socketsFD, when the spec has ServePorts, is where init hands out TCP
+// sockets made in the sandbox's network namespace (ExtraFiles[1]).
+const socketsFD = 4
+
 func init() {
 	// The sandbox init does its per-thread work (bounding set, cgroup v1
 	// placement) on the main thread, which also forks the workload; lock
@@ -90,6 +94,9 @@ func InitMain() {
 		os.Exit(1)
 	}
 	ready.Ready = true
+	if len(spec.ServePorts) > 0 {
+		go socketFactory(socketsFD)
+	}
 	if ready.fd > 0 {
 		// The proxy listener goes to the supervisor, which serves it.
 		b, _ := json.Marshal(ready)
@@ -158,6 +165,11 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		// With network none not even loopback is brought up: nothing
 		// inside needs it (Landlock refuses TCP), and it costs ~0.6 ms.
 		// With network proxy it carries the one way out.
+		if spec.ProxyPort == 0 && len(spec.ServePorts) > 0 && spec.NewNet {
+			if err := loopbackUp(); err != nil {
+				return err
+			}
+		}
 		if spec.ProxyPort != 0 {
 			fd, err := proxyListener(spec.ProxyPort)
 			if err != nil {
@@ -238,6 +250,31 @@ func proxyListener(port int) (int, error) {
 		return -1, fmt.Errorf("proxy listener: %w", err)
 	}
 	return fd, nil
+}
+
+// socketFactory answers each byte the supervisor sends on fd with a new,
+// unconnected TCP socket of the sandbox's network namespace. The
+// supervisor connects it itself (to a served port on the sandbox's
+// loopback): Landlock checks connect(2) against the caller's domain, and
+// the socket keeps the namespace it was made in.
+func socketFactory(fd int) {
+	b := make([]byte, 1)
+	for {
+		n, _, _, _, err := unix.Recvmsg(fd, b, nil, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			return
+		}
+		s, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			_ = unix.Sendmsg(fd, []byte{1}, nil, nil, 0)
+			continue
+		}
+		_ = unix.Sendmsg(fd, []byte{0}, unix.UnixRights(s), nil, 0)
+		unix.Close(s)
+	}
 }
 
 func loopbackUp() error {

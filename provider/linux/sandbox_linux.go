@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,6 +51,9 @@ type Sandbox struct {
 	initPID int
 	exited  chan struct{} // closed when init has been reaped
 	egress  net.Listener  // network proxy: the listener inside the sandbox
+
+	sockMu  sync.Mutex
+	sockets *os.File // ServePorts: init's socket factory (socketFactory)
 }
 
 // EgressListener returns the listener the egress proxy must serve (network
@@ -181,11 +185,22 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			}
 		}
 	}
+	extra := []*os.File{child}
+	if len(s.spec.ServePorts) > 0 {
+		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return provider.Errorf(provider.CodeStartFailed, "socket factory: %v", err)
+		}
+		s.sockets = os.NewFile(uintptr(sp[0]), "corral-sockets")
+		theirs := os.NewFile(uintptr(sp[1]), "corral-sockets-init")
+		defer theirs.Close()
+		extra = append(extra, theirs)
+	}
 	s.cmd = &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"corral-init", InitArg},
 		Env:         []string{},
-		ExtraFiles:  []*os.File{child},
+		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
 	s.exited = make(chan struct{})
@@ -387,7 +402,7 @@ func (s *Sandbox) verify() error {
 		if err != nil {
 			return fail(policy.LayerMounts, "read mountinfo: %v", err)
 		}
-		if !rootIsCorral(string(mi)) {
+		if !RootIsCorral(string(mi)) {
 			return fail(policy.LayerMounts, "root of the sandbox is not corral's tmpfs")
 		}
 		s.setLayer(policy.LayerMounts, provider.LayerActive, fmt.Sprintf("%d mounts under a private read-only root (checked in /proc/%s/mountinfo)", strings.Count(string(mi), "\n"), pid))
@@ -421,9 +436,9 @@ func (s *Sandbox) verifyCgroup() (detail, msg string) {
 	return strings.Join(keys, " ") + " (read back from the cgroup files)", ""
 }
 
-// rootIsCorral reports whether the mount at "/" in a mountinfo is the
+// RootIsCorral reports whether the mount at "/" in a mountinfo is the
 // tmpfs Corral made (source "corral-root").
-func rootIsCorral(mountinfo string) bool {
+func RootIsCorral(mountinfo string) bool {
 	for _, line := range strings.Split(mountinfo, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 10 || f[4] != "/" {
@@ -437,6 +452,54 @@ func rootIsCorral(mountinfo string) bool {
 	}
 	return false
 }
+
+// DialServed connects to port on the sandbox's own loopback, where the
+// workload listens (InitSpec.ServePorts), with a socket init made in the
+// sandbox's network namespace. Errors are the connect's (ECONNREFUSED
+// while nothing listens).
+func (s *Sandbox) DialServed(port int) (net.Conn, error) {
+	if s.sockets == nil || !slices.Contains(s.spec.ServePorts, port) {
+		return nil, fmt.Errorf("port %d is not served by sandbox %s", port, s.id)
+	}
+	s.sockMu.Lock()
+	fd, err := func() (int, error) {
+		if _, err := s.sockets.Write([]byte{0}); err != nil {
+			return -1, err
+		}
+		b, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+		n, oobn, _, _, err := unix.Recvmsg(int(s.sockets.Fd()), b, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			return -1, err
+		}
+		fds := rightsOf(oob[:oobn])
+		if n != 1 || b[0] != 0 || len(fds) != 1 {
+			return -1, errors.New("init made no socket")
+		}
+		return fds[0], nil
+	}()
+	s.sockMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: socket factory: %w", s.id, err)
+	}
+	f := os.NewFile(uintptr(fd), "served")
+	defer f.Close()
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return nil, fmt.Errorf("connect 127.0.0.1:%d in the sandbox: %w", port, err)
+	}
+	return net.FileConn(f)
+}
+
+// Cgroup returns the sandbox's cgroup directories and the limit files
+// written there with their values (full paths), or nothing without one.
+func (s *Sandbox) Cgroup() (dirs []string, limits map[string]string) {
+	if s.cg == nil {
+		return nil, nil
+	}
+	return s.cg.Paths(), s.cg.Limits()
+}
+
+// InitPID is init's pid on the host (valid after Start).
+func (s *Sandbox) InitPID() int { return s.initPID }
 
 // Signal forwards sig to the workload (through init).
 func (s *Sandbox) Signal(sig os.Signal) error {
@@ -662,6 +725,9 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	}
 	if s.egress != nil {
 		s.egress.Close()
+	}
+	if s.sockets != nil {
+		s.sockets.Close()
 	}
 	if s.cg != nil {
 		if err := s.cg.Kill(); err != nil {

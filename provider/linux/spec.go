@@ -53,6 +53,10 @@ type InitSpec struct {
 	// inside the sandbox where init listens for the supervisor's egress
 	// proxy; the only TCP connect Landlock allows.
 	ProxyPort  int                                 `json:"proxy_port,omitempty"`
+	// ServePorts, for a service, are loopback TCP ports inside where the
+	// workload may listen; the supervisor reaches them through sockets
+	// init creates in the sandbox's network namespace (Sandbox.DialServed).
+	ServePorts []int                               `json:"serve_ports,omitempty"`
 	Mounts     []MountSpec                         `json:"mounts"`
 	Landlock   LandlockSpec                        `json:"landlock"`
 	Seccomp    bool                                `json:"seccomp"`
@@ -89,6 +93,13 @@ type initMsg struct {
 	Code     int      `json:"code"`
 	Signal   int      `json:"signal,omitempty"`
 	fd       int      // an fd received with the message (the pty master)
+}
+
+// Serve lets the workload listen on ports, on its own loopback, and
+// connect to them; nothing else about its network changes.
+func (s *InitSpec) Serve(ports []int) {
+	s.ServePorts = append([]int(nil), ports...)
+	s.Landlock.ServePorts = s.ServePorts
 }
 
 // WorkloadUID is the uid the workload runs as, inside and outside.

@@ -5,6 +5,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -374,6 +375,10 @@ func (g *Group) Verify() (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Limits returns the limit files New wrote and their values, keyed by
+// full path, for checks by other processes (corral service status).
+func (g *Group) Limits() map[string]string { return maps.Clone(g.want) }
 
 // Procs lists the processes in the group (union over v1 hierarchies),
 // sorted.

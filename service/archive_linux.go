@@ -1,0 +1,290 @@
+//go:build linux
+
+package service
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// An export is a zstd-compressed tar (RFC 8878; POSIX pax) holding, in
+// order: corral-service.json (exportManifest), policy.yaml, then the
+// home's files under home/. Ownership is not kept: an import gives every
+// file to the new session's agent.
+const (
+	manifestName = "corral-service.json"
+	policyName   = "policy.yaml"
+	homePrefix   = "home/"
+	// maxManifest bounds what an import reads into memory for the
+	// manifest and the policy.
+	maxManifest = 1 << 20
+)
+
+type exportManifest struct {
+	Version  int        `json:"version"`
+	Name     string     `json:"name"`
+	Exported time.Time  `json:"exported"`
+	Corral   string     `json:"corral_version"`
+	Start    *StartSpec `json:"start,omitempty"`
+}
+
+// secretName and secretContent flag files that look like credentials.
+var (
+	secretName    = regexp.MustCompile(`(?i)(^|/)(id_[a-z0-9]+|.*\.(pem|key|p12|pfx)|\.env|\.netrc|\.npmrc|\.git-credentials|credentials(\.json)?|.*token.*|.*secret.*|auth[^/]*\.json)$`)
+	secretContent = regexp.MustCompile(`(?i)"?(token|secret|password|passwd|api[_-]?key|private[_-]?key|bearer)"?\s*[:=]`)
+)
+
+// Export writes session name's home, policy and start settings to w as
+// an export, and returns the paths (inside the export) of files that look
+// like secrets — the caller must say so: an export carries the agent's
+// credentials. The session must be stopped, so the state is consistent.
+func Export(name string, w io.Writer, version string) (secrets []string, err error) {
+	p, rec, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := Lock(p, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if st, err := ReadStatus(p); err == nil && st.Live() {
+		return nil, &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is running: stop it first, so the export is consistent (corral service stop %s)", name, name)}
+	}
+	zw, err := zstd.NewWriter(w)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(zw)
+	now := time.Now().UTC()
+	man, _ := json.MarshalIndent(exportManifest{Version: 1, Name: name, Exported: now, Corral: version, Start: rec.Start}, "", "  ")
+	pol, err := os.ReadFile(p.Policy())
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{manifestName, man}, {policyName, pol}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o600, Size: int64(len(f.data)), ModTime: now, Format: tar.FormatPAX}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	err = filepath.WalkDir(rec.Home, func(full string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(rec.Home, full)
+		if rel == "." {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(full); err != nil {
+				return err
+			}
+		case fi.Mode().IsDir(), fi.Mode().IsRegular():
+		default:
+			return nil // sockets, fifos, devices: not state
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uid, h.Gid, h.Uname, h.Gname, h.Format = homePrefix+filepath.ToSlash(rel), 0, 0, "", "", tar.FormatPAX
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(full)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		var head bytes.Buffer
+		if _, err := io.Copy(tw, io.TeeReader(f, &limitedBuffer{&head, 1 << 20})); err != nil {
+			return err
+		}
+		if secretName.MatchString(rel) || secretContent.Match(head.Bytes()) {
+			secrets = append(secrets, h.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("export %s: %w", rec.Home, err)
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	rec.Exported = now
+	return secrets, rec.Save()
+}
+
+// limitedBuffer keeps the first n bytes written to it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// Import provisions session name (the export's own name when empty) from
+// an export read from r: the policy it carries, its start settings, and
+// its home, whose files are given to the new agent. Paths are extracted
+// through os.Root, so no entry (.., absolute, through a symlink) lands
+// outside the home. A failure undoes the provision.
+func Import(ctx context.Context, name string, r io.Reader) (*Record, error) {
+	zr, err := zstd.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	var man exportManifest
+	var pol []byte
+	for _, want := range []string{manifestName, policyName} {
+		h, err := tr.Next()
+		if err != nil || h.Name != want {
+			return nil, fmt.Errorf("import: not a corral service export (want %s, got %v)", want, entryName(h, err))
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, maxManifest))
+		if err != nil {
+			return nil, fmt.Errorf("import: %s: %w", want, err)
+		}
+		if want == manifestName {
+			if err := json.Unmarshal(b, &man); err != nil {
+				return nil, fmt.Errorf("import: %s: %w", want, err)
+			}
+		} else {
+			pol = b
+		}
+	}
+	if name == "" {
+		name = man.Name
+	}
+	tmp, err := os.CreateTemp("", "corral-import-*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(pol); err != nil {
+		return nil, err
+	}
+	tmp.Close()
+	rec, err := Provision(ctx, ProvisionOptions{Name: name, PolicyFile: tmp.Name(), HomeFrom: func(home string, uid, gid int) error {
+		return extractHome(tr, home, uid, gid)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if man.Start != nil {
+		rec.Start = man.Start
+		if err := rec.Save(); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+func entryName(h *tar.Header, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return h.Name
+}
+
+// extractHome writes the home/ entries of tr into home, owned by uid:gid.
+func extractHome(tr *tar.Reader, home string, uid, gid int) error {
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		rel, ok := strings.CutPrefix(h.Name, homePrefix)
+		rel = strings.TrimSuffix(path.Clean("/"+rel), "/")
+		rel = strings.TrimPrefix(rel, "/")
+		if !ok || rel == "" {
+			continue
+		}
+		mode := fs.FileMode(h.Mode).Perm() &^ 0o022 // never group- or world-writable
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(rel, 0o700); err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+			_ = root.Chmod(rel, mode|0o700)
+		case tar.TypeReg:
+			if err := root.MkdirAll(path.Dir(rel), 0o700); err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+			f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+		case tar.TypeSymlink:
+			if err := root.MkdirAll(path.Dir(rel), 0o700); err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+			if err := root.Symlink(h.Linkname, rel); err != nil {
+				return fmt.Errorf("import %s: %w", h.Name, err)
+			}
+		default:
+			continue
+		}
+		if err := root.Lchown(rel, uid, gid); err != nil && os.Getuid() == 0 {
+			return fmt.Errorf("import %s: %w", h.Name, err)
+		}
+	}
+}

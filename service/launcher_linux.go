@@ -1,0 +1,267 @@
+//go:build linux
+
+package service
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// StartOptions tune the launcher's wait.
+type StartOptions struct {
+	// Exe is the corral binary the supervisor runs (normally
+	// /proc/self/exe resolved).
+	Exe string
+	// ReadyTimeout bounds the wait for the first start and readiness.
+	ReadyTimeout time.Duration
+	// Settle is how long the workload must stay up (same process, no
+	// restart) before the launcher reports success.
+	Settle time.Duration
+}
+
+// Open loads session name's record.
+func Open(name string) (Paths, *Record, error) {
+	if err := ValidName(name); err != nil {
+		return Paths{}, nil, err
+	}
+	base, err := Base()
+	if err != nil {
+		return Paths{}, nil, err
+	}
+	p := PathsOf(base, name)
+	rec, err := LoadRecord(p)
+	if err != nil {
+		return p, nil, &provider.Error{Code: provider.CodeNotFound, Msg: err.Error()}
+	}
+	return p, rec, nil
+}
+
+// Start is the launcher: it records what to run (spec, or the recorded
+// one when spec is nil), starts the supervisor detached (its own session,
+// re-parented when the launcher exits), waits for the workload to start,
+// for readiness and for the settle window, and returns. Nothing of the
+// launcher stays resident. A workload that fails to start or to become
+// ready is stopped, and the error says why, with the log's last lines.
+func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*Status, error) {
+	p, rec, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := Lock(p, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if rec.Phase != PhaseReady {
+		return nil, &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is in phase %s: run corral service reconcile", name, rec.Phase)}
+	}
+	if st, err := ReadStatus(p); err == nil && st.Live() {
+		return nil, &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is already running (supervisor pid %d): use corral service restart", name, st.Supervisor.PID)}
+	}
+	if spec != nil {
+		rec.Start = spec
+	}
+	if rec.Start == nil {
+		return nil, fmt.Errorf("service %s has no command yet: corral service start %s -- COMMAND [ARG...]", name, name)
+	}
+	rec.Desired = "running"
+	if err := rec.Save(); err != nil {
+		return nil, err
+	}
+	fault("start-after-record")
+	_ = os.Remove(p.Status()) // the new supervisor's status replaces the old one's
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	logf, err := os.OpenFile(p.SupLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	cmd := exec.Command(o.Exe, SupervisorArg, p.Dir)
+	cmd.Env = supervisorEnv()
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	w.Close()
+	logf.Close()
+	if err != nil {
+		return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: "supervisor: " + err.Error()}
+	}
+	sup := ProcOf(cmd.Process.Pid)
+	go func() { _, _ = cmd.Process.Wait() }() // reaped while we wait; re-parented once we exit
+	fault("start-after-supervisor")
+
+	msg, err := readLaunch(r, o.ReadyTimeout)
+	if err != nil || !msg.Started {
+		stopSupervisor(sup, 5*time.Second)
+		if err == nil {
+			err = &provider.Error{Code: provider.Code(msg.Code), Layer: msg.Layer, Msg: msg.Error}
+			if msg.Code == "" {
+				err = fmt.Errorf("%s", msg.Error)
+			}
+		}
+		return nil, withLogTail(err, p)
+	}
+	deadline := time.Now().Add(o.ReadyTimeout)
+	var since time.Time
+	for {
+		st, err := ReadStatus(p)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !st.Live() || st.State != StateRunning || st.Restarts > 0 || st.Workload.PID != msg.PID || !st.Workload.Alive():
+			stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
+			why := fmt.Sprintf("the workload did not stay up (state %s", st.State)
+			if st.LastExit != nil {
+				why += fmt.Sprintf(", exit %d%s", st.LastExit.Code, withSignal(st.LastExit.Signal))
+			}
+			return nil, withLogTail(&provider.Error{Code: provider.CodeStartFailed, Msg: why + ")"}, p)
+		case (rec.Start.ReadyPort == 0 && rec.Start.ReadyHTTP == "") || (st.Ready != nil && st.Ready.OK):
+			if since.IsZero() {
+				since = time.Now()
+			}
+			if time.Since(since) >= o.Settle {
+				return st, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
+			why := "the workload was not ready within " + o.ReadyTimeout.String()
+			if st.Ready != nil {
+				why += ": " + st.Ready.Detail
+			}
+			return nil, withLogTail(&provider.Error{Code: provider.CodeTimeout, Msg: why + "; it was stopped"}, p)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// supervisorEnv is the supervisor's environment: a fixed PATH, and the
+// CORRAL_* settings of the caller (the egress resolver, fault injection
+// for tests, the state directory).
+func supervisorEnv() []string {
+	env := []string{Environ[0]}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "CORRAL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func readLaunch(r *os.File, timeout time.Duration) (launchMsg, error) {
+	_ = r.SetReadDeadline(time.Now().Add(timeout))
+	line, err := bufio.NewReader(r).ReadBytes('\n')
+	if err != nil {
+		return launchMsg{}, &provider.Error{Code: provider.CodeStartFailed, Msg: "the supervisor ended without starting the workload: " + err.Error()}
+	}
+	var m launchMsg
+	if err := json.Unmarshal(line, &m); err != nil {
+		return launchMsg{}, &provider.Error{Code: provider.CodeInternal, Msg: "supervisor: " + err.Error()}
+	}
+	return m, nil
+}
+
+// withLogTail adds the last lines of the session's logs to err.
+func withLogTail(err error, p Paths) error {
+	var tail []string
+	for _, f := range []string{p.SupLog(), p.Workload()} {
+		if t := lastLines(f, 10); t != "" {
+			tail = append(tail, f+":\n"+t)
+		}
+	}
+	if len(tail) == 0 {
+		return err
+	}
+	if pe, ok := err.(*provider.Error); ok {
+		pe.Msg += "\n" + strings.Join(tail, "\n")
+		return pe
+	}
+	return fmt.Errorf("%w\n%s", err, strings.Join(tail, "\n"))
+}
+
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 64<<10 {
+		b = b[len(b)-64<<10:]
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// stopSupervisor sends SIGTERM to the supervisor and waits up to grace
+// for it to end, then SIGKILLs it (its sandboxes die with it: their init
+// has a parent-death signal). It reports whether it had to kill.
+func stopSupervisor(sup Proc, grace time.Duration) bool {
+	if !sup.Alive() {
+		return false
+	}
+	_ = syscall.Kill(sup.PID, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !sup.Alive() {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(sup.PID, syscall.SIGKILL)
+	for i := 0; i < 100 && sup.Alive(); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
+
+// Stop stops session name's workload and supervisor: SIGTERM, the stop
+// grace, then SIGKILL. It records the wish (desired stopped) first, so
+// autostart and reconcile leave it stopped. Stopping a stopped session
+// succeeds.
+func Stop(name string) (*Status, error) {
+	p, rec, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := Lock(p, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec.Desired = "stopped"
+	if err := rec.Save(); err != nil {
+		return nil, err
+	}
+	st, err := ReadStatus(p)
+	if err != nil {
+		return nil, err
+	}
+	if st.Live() {
+		grace := 30 * time.Second
+		if rec.Start != nil {
+			grace = time.Duration(rec.Start.StopGrace)
+		}
+		if stopSupervisor(st.Supervisor, grace+10*time.Second) {
+			fmt.Fprintf(os.Stderr, "corral service: the supervisor of %s did not stop in time and was killed\n", name)
+		}
+	}
+	return ReadStatus(p)
+}

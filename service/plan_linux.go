@@ -1,0 +1,93 @@
+//go:build linux
+
+package service
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux"
+)
+
+// Environ is the environment a session's policy takes process.env.pass
+// from: fixed, so that a start by hand, by restart and by autostart at
+// boot run the same workload. Anything else comes from process.env.set.
+var Environ = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+
+// Plan maps a session's policy to a linux plan: the policy resolved with
+// the agent's home as both "~" and the working directory, that home bound
+// read-write (the session's state, kept across restarts), the agent user
+// as the workload's identity, no run timeout (a service runs until
+// stopped), and the ports of st served on the session's loopback. The
+// loss report includes the service's own losses.
+func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *policy.Policy, error) {
+	pol, err := policy.Load(Paths{rec.Dir}.Policy())
+	if err != nil {
+		return nil, nil, err
+	}
+	no := false
+	pol.Filesystem.IncludeWorkdir = &no // the home is granted below, as the session's state
+	if rec.Mode == ModeSystem {
+		pol.Process.RunAsUser = rec.User
+	}
+	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: rec.Home, Environ: Environ})
+	if err != nil {
+		return nil, pol, err
+	}
+	var extra provider.LossReport
+	for _, g := range res.Grants {
+		if g.Path == rec.Dir || strings.HasPrefix(rec.Dir, g.Path+"/") || strings.HasPrefix(g.Path, rec.Dir+"/") {
+			if g.Access == policy.AccessReadWrite {
+				extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
+					Message: fmt.Sprintf("%s is read-write and holds the session directory %s: the workload could rewrite its own record and status (grant something narrower)", g.Path, rec.Dir)})
+			}
+		}
+	}
+	res.Grants = append(res.Grants, policy.PathGrant{Path: rec.Home, Access: policy.AccessReadWrite, Dir: true, Field: "service home"})
+	sort.SliceStable(res.Grants, func(i, j int) bool {
+		return strings.Count(res.Grants[i].Path, "/") < strings.Count(res.Grants[j].Path, "/")
+	})
+	if res.Limits.Timeout > 0 {
+		extra = append(extra, provider.Loss{Severity: provider.SeverityInfo, Area: "process", Field: "process.limits.timeout",
+			Message: "a service runs until stopped: the timeout of " + res.Limits.Timeout.String() + " is not applied"})
+		res.Limits.Timeout = 0
+	}
+	if rec.Mode == ModeUser {
+		extra = append(extra, provider.Loss{Severity: provider.SeverityWarning, Area: "identity", Field: "service",
+			Message: "unprivileged session: the workload runs as your own uid in a user namespace, a weaker same-uid boundary than a dedicated agent user (provision as root for one)"})
+	}
+	p := linux.New()
+	plan, loss := p.Map(ctx, res)
+	plan.Loss = append(loss, extra...)
+	spec := plan.Details.(*linux.InitSpec)
+	if spec.UID != rec.UID {
+		plan.Loss = append(plan.Loss, provider.Loss{Severity: provider.SeverityError, Area: "identity", Field: "process.run_as_user",
+			Message: fmt.Sprintf("the workload would run as uid %d, not the agent user's %d", spec.UID, rec.UID)})
+	}
+	if st != nil {
+		spec.Serve(st.ports())
+	}
+	return plan, pol, nil
+}
+
+// ports are the ports the workload serves: published ones and the
+// readiness port.
+func (s *StartSpec) ports() []int {
+	var out []int
+	seen := map[int]bool{}
+	add := func(p int) {
+		if p > 0 && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, p := range s.Publish {
+		add(p.Port)
+	}
+	add(s.ReadyPort)
+	return out
+}

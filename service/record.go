@@ -1,0 +1,274 @@
+// Package service runs a long-lived agent gateway inside a persistent
+// session: an identity and a state directory of its own, a sandbox built
+// from a policy (the linux provider's layers and governed egress), and a
+// supervisor outside the sandbox that restarts the workload and records
+// what it does in a status file the workload cannot write.
+//
+// A session lives in its directory (Dir):
+//
+//	DIR/service.json   the durable record (Record), written before acting
+//	DIR/policy.yaml    the policy, as given at provision
+//	DIR/status.json    the supervisor's status (Status); only it writes it
+//	DIR/lock           flock(2) held by every lifecycle operation
+//	DIR/log/           workload.log, supervisor.log, audit.jsonl (OCSF)
+//	DIR/home/          the agent's home and state: the only part the
+//	                   workload sees, read-write, owned by the agent user
+//
+// DIR is BASE/NAME, where BASE is /var/lib/corral/services for root and
+// $XDG_STATE_HOME/corral/services (default ~/.local/state/...) otherwise,
+// or $CORRAL_SERVICE_DIR.
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DirEnv relocates the base directory of every session.
+const DirEnv = "CORRAL_SERVICE_DIR"
+
+// RecordVersion is the version of the service.json shape.
+const RecordVersion = 1
+
+// Mode is the kind of identity a session has.
+type Mode string
+
+const (
+	// ModeSystem (root): a dedicated system user, the agent user, owns the
+	// session's home and runs the workload.
+	ModeSystem Mode = "system"
+	// ModeUser (unprivileged): the caller's own uid, mapped into a user
+	// namespace. A weaker, same-uid boundary: the layers still apply, but
+	// host files the caller owns and the policy exposes are the agent's.
+	ModeUser Mode = "user"
+)
+
+// Phase is where a session's provisioning stands.
+type Phase string
+
+const (
+	PhaseProvisioning   Phase = "provisioning"   // record written; user and dirs may be half made
+	PhaseReady          Phase = "ready"          // everything made; can start
+	PhaseDeprovisioning Phase = "deprovisioning" // being removed
+)
+
+// Record is a session's durable record (DIR/service.json).
+type Record struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	Mode    Mode   `json:"mode"`
+	Phase   Phase  `json:"phase"`
+	// User is the agent user (ModeSystem) and UserCreated whether corral
+	// created it (only then may deprovision or reconcile remove it).
+	User        string    `json:"user,omitempty"`
+	UserCreated bool      `json:"user_created,omitempty"`
+	UID         int       `json:"uid"`
+	GID         int       `json:"gid"`
+	Dir         string    `json:"dir"`
+	Home        string    `json:"home"`
+	PolicyHash  string    `json:"policy_hash"`
+	Created     time.Time `json:"created"`
+	// Start is what the last `service start` asked for; autostart and
+	// restart run it again.
+	Start *StartSpec `json:"start,omitempty"`
+	// Desired is "running" after a start and "stopped" after a stop.
+	Desired string `json:"desired,omitempty"`
+	// Exported is when the home was last exported (deprovision checks
+	// that no workload ran since).
+	Exported time.Time `json:"exported,omitzero"`
+}
+
+// StartSpec is how to run the session's workload.
+type StartSpec struct {
+	Command []string `json:"command"`
+	// Restart is "always", "on-failure" or "never".
+	Restart string `json:"restart"`
+	// ReadyPort is a TCP port inside the session that must accept a
+	// connection; ReadyHTTP a URL (from the host, normally a published
+	// port) that must answer 2xx. Either or both may be empty.
+	ReadyPort int    `json:"ready_port,omitempty"`
+	ReadyHTTP string `json:"ready_http,omitempty"`
+	// Publish maps host loopback addresses to ports inside.
+	Publish []Publish `json:"publish,omitempty"`
+	// StopGrace is how long a stop waits after SIGTERM before SIGKILL.
+	StopGrace Duration `json:"stop_grace"`
+}
+
+// Publish is one published port: Host ("127.0.0.1:18789", loopback only)
+// forwards to Port on the session's own loopback.
+type Publish struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// Duration is a time.Duration that reads and writes as "30s".
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
+
+// ValidName checks a session name: a lower-case letter, then up to 23
+// lower-case letters, digits or '-' (so "corral-NAME" fits useradd's 32).
+func ValidName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("service name %q: use a lower-case letter then up to 23 of [a-z0-9-], e.g. openclaw", name)
+	}
+	return nil
+}
+
+// Base is the directory holding every session of this caller.
+func Base() (string, error) {
+	if d := os.Getenv(DirEnv); d != "" {
+		if !filepath.IsAbs(d) {
+			return "", fmt.Errorf("%s=%q: want an absolute path", DirEnv, d)
+		}
+		return filepath.Clean(d), nil
+	}
+	if os.Getuid() == 0 {
+		return "/var/lib/corral/services", nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "corral", "services"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no home directory for the service state (set %s): %w", DirEnv, err)
+	}
+	return filepath.Join(home, ".local", "state", "corral", "services"), nil
+}
+
+// Paths are the files of one session.
+type Paths struct{ Dir string }
+
+func (p Paths) Record() string   { return filepath.Join(p.Dir, "service.json") }
+func (p Paths) Policy() string   { return filepath.Join(p.Dir, "policy.yaml") }
+func (p Paths) Status() string   { return filepath.Join(p.Dir, "status.json") }
+func (p Paths) Lock() string     { return filepath.Join(p.Dir, "lock") }
+func (p Paths) Logs() string     { return filepath.Join(p.Dir, "log") }
+func (p Paths) Workload() string { return filepath.Join(p.Dir, "log", "workload.log") }
+func (p Paths) SupLog() string   { return filepath.Join(p.Dir, "log", "supervisor.log") }
+func (p Paths) Audit() string    { return filepath.Join(p.Dir, "log", "audit.jsonl") }
+func (p Paths) Home() string     { return filepath.Join(p.Dir, "home") }
+func (p Paths) PIDFile() string  { return filepath.Join(p.Dir, "supervisor.pid") }
+
+// PathsOf returns the paths of session name under base.
+func PathsOf(base, name string) Paths { return Paths{Dir: filepath.Join(base, name)} }
+
+// ErrNotFound is returned for a session without a record.
+var ErrNotFound = errors.New("no such service")
+
+// LoadRecord reads a session's record.
+func LoadRecord(p Paths) (*Record, error) {
+	b, err := os.ReadFile(p.Record())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s (corral service list shows the provisioned ones)", ErrNotFound, filepath.Base(p.Dir))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Record(), err)
+	}
+	if r.Version > RecordVersion {
+		return nil, fmt.Errorf("%s: record version %d is newer than this corral's %d", p.Record(), r.Version, RecordVersion)
+	}
+	return &r, nil
+}
+
+// Save writes the record durably: a temp file, fsync, rename, fsync of
+// the directory, so a crash leaves the old record or the new one.
+func (r *Record) Save() error {
+	r.Version = RecordVersion
+	return writeFileAtomic(Paths{r.Dir}.Record(), r, 0o600)
+}
+
+func writeFileAtomic(path string, v any, mode os.FileMode) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Lock takes the session's lifecycle lock (flock on DIR/lock), waiting up
+// to wait; release with the returned func.
+func Lock(p Paths, wait time.Duration) (func(), error) {
+	f, err := os.OpenFile(p.Lock(), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("service %s is busy: another corral service command holds %s", filepath.Base(p.Dir), p.Lock())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// List returns the names of every session under base with a record dir.
+func List(base string) ([]string, error) {
+	ents, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && nameRE.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+func baseName(p Paths) string { return filepath.Base(p.Dir) }

@@ -1,0 +1,287 @@
+//go:build linux
+
+package service
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux/cgroup"
+)
+
+// Deprovision removes session name: its autostart unit, agent user, home,
+// logs and record. It refuses while the session runs (stop it first),
+// and while the home holds state that no export has taken since a
+// workload last ran, unless force. The record is marked deprovisioning
+// first, so an interrupted removal is finished by reconcile.
+func Deprovision(name string, force bool) error {
+	p, rec, err := Open(name)
+	if err != nil {
+		return err
+	}
+	unlock, err := Lock(p, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := ReadStatus(p)
+	if err != nil {
+		return err
+	}
+	if st.Live() {
+		return &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is running (supervisor pid %d): corral service stop %s first", name, st.Supervisor.PID, name)}
+	}
+	if !force && homeHasState(rec.Home) && unexported(rec, st) {
+		return &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("the home of %s holds state no export has taken since it last ran: corral service export %s > %s.tar.zst first, or deprovision --force to lose it", name, name, name)}
+	}
+	rec.Phase = PhaseDeprovisioning
+	if err := rec.Save(); err != nil {
+		return err
+	}
+	fault("deprovision-after-record")
+	return finishRemoval(rec)
+}
+
+// unexported reports whether a workload ran after the last export (or no
+// export was ever taken).
+func unexported(rec *Record, st *Status) bool {
+	if rec.Exported.IsZero() {
+		return true
+	}
+	last := st.Started
+	if st.LastExit != nil && st.LastExit.At.After(last) {
+		last = st.LastExit.At
+	}
+	return last.After(rec.Exported)
+}
+
+// finishRemoval removes the autostart unit, then the session.
+func finishRemoval(rec *Record) error {
+	if err := DisableAutostart(rec); err != nil {
+		return err
+	}
+	return removeSession(rec)
+}
+
+// Finding is one thing reconcile found, and what it did about it.
+type Finding struct {
+	Service  string `json:"service,omitempty"`
+	Resource string `json:"resource"` // record, user, dir, process, cgroup
+	Finding  string `json:"finding"`
+	Action   string `json:"action"` // what was done, or "none: ..." with why
+}
+
+// Reconcile compares records with resources and repairs what it safely
+// can: an interrupted provision is undone (provision is not retried on a
+// guess), an interrupted deprovision finished, a missing agent user or
+// home of a ready session made again, supervisors without a ready record
+// stopped, agent users and empty session dirs without a record removed,
+// cgroups of dead sandboxes swept. A session dir without a record whose
+// home holds data is listed and kept: state is never deleted on a guess.
+// With dryRun nothing changes.
+func Reconcile(dryRun bool) ([]Finding, error) {
+	base, err := Base()
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	act := func(f Finding, do func() error) {
+		if dryRun {
+			f.Action = "would: " + f.Action
+		} else if err := do(); err != nil {
+			f.Action = "failed: " + f.Action + ": " + err.Error()
+		}
+		out = append(out, f)
+	}
+	names, err := List(base)
+	if err != nil {
+		return nil, err
+	}
+	ready := map[string]bool{}
+	for _, name := range names {
+		p := PathsOf(base, name)
+		unlock, err := Lock(p, 2*time.Second)
+		if err != nil {
+			out = append(out, Finding{name, "record", err.Error(), "none: busy"})
+			continue
+		}
+		rec, err := LoadRecord(p)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			out = append(out, orphanDir(p, name, dryRun))
+		case err != nil:
+			out = append(out, Finding{name, "record", err.Error(), "none: fix or remove " + p.Record()})
+		default:
+			st, _ := ReadStatus(p)
+			live := st != nil && st.Live()
+			switch {
+			case rec.Phase == PhaseProvisioning && !live:
+				act(Finding{name, "record", "provision was interrupted", "undo it (user, dirs, record)"}, func() error { return removeSession(rec) })
+			case rec.Phase == PhaseDeprovisioning && !live:
+				act(Finding{name, "record", "deprovision was interrupted", "finish it"}, func() error { return finishRemoval(rec) })
+			case rec.Phase == PhaseReady:
+				ready[name] = true
+				out = append(out, repairReady(rec, st, dryRun)...)
+			}
+		}
+		unlock()
+	}
+	for _, sp := range supervisors() {
+		name := filepath.Base(sp.dir)
+		if filepath.Dir(sp.dir) == base && ready[name] {
+			continue
+		}
+		act(Finding{name, "process", fmt.Sprintf("supervisor pid %d runs for %s, which has no ready record", sp.proc.PID, sp.dir), "stop it"}, func() error {
+			stopSupervisor(sp.proc, 10*time.Second)
+			return nil
+		})
+	}
+	if os.Getuid() == 0 {
+		for _, u := range agentUsers() {
+			if _, err := LoadRecord(PathsOf(base, u.service)); err == nil {
+				continue
+			}
+			act(Finding{u.service, "user", fmt.Sprintf("agent user %s (uid %d) has no record", u.name, u.uid), "remove it"}, func() error { return deleteUser(u.name) })
+		}
+	}
+	if !dryRun {
+		if removed, err := cgroup.Sweep(); err != nil {
+			out = append(out, Finding{"", "cgroup", err.Error(), "none"})
+		} else {
+			for _, c := range removed {
+				out = append(out, Finding{"", "cgroup", c + " belonged to a sandbox whose supervisor is gone", "removed"})
+			}
+		}
+	}
+	return out, nil
+}
+
+// repairReady checks a ready session's resources.
+func repairReady(rec *Record, st *Status, dryRun bool) []Finding {
+	var out []Finding
+	do := func(f Finding, fn func() error) {
+		if dryRun {
+			f.Action = "would: " + f.Action
+		} else if err := fn(); err != nil {
+			f.Action = "failed: " + f.Action + ": " + err.Error()
+		}
+		out = append(out, f)
+	}
+	if rec.Mode == ModeSystem {
+		if _, err := userByName(rec.User); err != nil {
+			do(Finding{rec.Name, "user", "agent user " + rec.User + " is missing", fmt.Sprintf("create it again with uid %d", rec.UID)}, func() error {
+				return recreateUser(rec)
+			})
+		}
+	}
+	if _, err := os.Lstat(rec.Home); errors.Is(err, os.ErrNotExist) {
+		do(Finding{rec.Name, "dir", "home " + rec.Home + " is missing", "create it empty"}, func() error {
+			if err := os.Mkdir(rec.Home, 0o700); err != nil {
+				return err
+			}
+			return os.Lchown(rec.Home, rec.UID, rec.GID)
+		})
+	}
+	if st != nil && st.State == StateDead {
+		f := Finding{rec.Name, "process", st.Error, "none: it stays down until corral service start " + rec.Name}
+		if rec.Desired == "running" {
+			f.Action = "none: wanted running; corral service start " + rec.Name + " (autostart does at boot)"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// orphanDir handles a session dir without a record: removed when its home
+// is empty (with its agent user, if corral's), kept and listed otherwise.
+func orphanDir(p Paths, name string, dryRun bool) Finding {
+	f := Finding{name, "dir", p.Dir + " has no record", ""}
+	if homeHasState(p.Home()) {
+		f.Action = "none: its home holds data; export it with tar, then remove " + p.Dir
+		return f
+	}
+	f.Action = "remove it"
+	if dryRun {
+		f.Action = "would: remove it"
+		return f
+	}
+	rec := &Record{Name: name, Dir: p.Dir, Mode: ModeUser}
+	if os.Getuid() == 0 && ownedUser(AgentUser(name), name) {
+		rec.Mode, rec.User = ModeSystem, AgentUser(name)
+	}
+	if err := removeSession(rec); err != nil {
+		f.Action = "failed: remove it: " + err.Error()
+	}
+	return f
+}
+
+type supervisorProc struct {
+	proc Proc
+	dir  string
+}
+
+// supervisors lists this uid's running session supervisors, from
+// /proc/*/cmdline ("corral __service-supervise DIR").
+func supervisors() []supervisorProc {
+	var out []supervisorProc
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) != 3 || args[1] != SupervisorArg {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != os.Getuid() {
+			continue
+		}
+		if p := ProcOf(pid); p.PID != 0 {
+			out = append(out, supervisorProc{p, args[2]})
+		}
+	}
+	return out
+}
+
+type agentUser struct {
+	name, service string
+	uid           int
+}
+
+// agentUsers lists the users of /etc/passwd that carry corral's mark.
+func agentUsers() []agentUser {
+	f, err := os.Open("/etc/passwd")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []agentUser
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Split(sc.Text(), ":")
+		if len(fs) < 7 {
+			continue
+		}
+		svc, ok := strings.CutPrefix(fs[4], userComment(""))
+		if !ok || fs[0] != AgentUser(svc) {
+			continue
+		}
+		uid, _ := strconv.Atoi(fs[2])
+		out = append(out, agentUser{fs[0], svc, uid})
+	}
+	return out
+}

@@ -1,0 +1,569 @@
+//go:build linux
+
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux"
+)
+
+// SupervisorArg is argv[1] of the supervisor process the launcher starts.
+const SupervisorArg = "__service-supervise"
+
+// SupervisorOptions wire the supervisor to the rest of corral.
+type SupervisorOptions struct {
+	Version string
+	// NewProxy builds the egress proxy for the policy's network section,
+	// logging each decision to log.
+	NewProxy func(n policy.Network, log func(egress.Decision)) (*egress.Proxy, error)
+}
+
+// Restart backoff: 1 s doubling to 60 s, back to 1 s after a run that
+// lasted 5 minutes (systemd's and Kubernetes' CrashLoopBackOff use the
+// same shape).
+const (
+	backoffMin   = time.Second
+	backoffMax   = time.Minute
+	backoffReset = 5 * time.Minute
+	// logMax caps workload.log; at the cap it is renamed workload.log.1
+	// (replacing the older one), so the log uses at most twice this.
+	logMax = 16 << 20
+	// probeEvery spaces readiness probes once the workload is ready.
+	probeEvery = 15 * time.Second
+)
+
+// launchMsg is what the supervisor tells the launcher on its readiness
+// pipe: that the first workload started, or why nothing did.
+type launchMsg struct {
+	Started bool   `json:"started,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Layer   string `json:"layer,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+type supervisor struct {
+	o      SupervisorOptions
+	p      Paths
+	rec    *Record
+	st     *StartSpec
+	plan   *provider.Plan
+	launch *os.File // the launcher's pipe, until the first start is told
+	sink   *audit.Sink
+
+	mu       sync.Mutex
+	status   Status
+	sb       *linux.Sandbox
+	stopping bool
+	stopCh   chan struct{}
+}
+
+// Supervise is the session's supervisor: started detached by `service
+// start`, outside the sandbox, as the launcher's user. It builds the
+// sandbox, serves its egress and published ports, runs the workload and
+// restarts it per the restart policy, each time in a fresh sandbox over
+// the same home, and writes DIR/status.json. SIGTERM stops the workload
+// (SIGTERM, then SIGKILL after the stop grace) and ends it. launch is the
+// launcher's pipe (nil when none). It returns the process's exit code.
+func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
+	s := &supervisor{o: o, p: Paths{dir}, launch: launch, stopCh: make(chan struct{})}
+	s.status = Status{Name: baseName(s.p), State: StateStarting, Supervisor: ProcOf(os.Getpid())}
+	rec, err := LoadRecord(s.p)
+	if err == nil && (rec.Start == nil || rec.Phase != PhaseReady) {
+		err = fmt.Errorf("service %s cannot start: phase %s, start spec present: %v", rec.Name, rec.Phase, rec.Start != nil)
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	s.rec, s.st = rec, rec.Start
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	go func() {
+		<-sigs
+		s.stop()
+	}()
+	s.write()
+	// For systemd's Type=forking (PIDFile=): the supervisor is the unit's
+	// main process.
+	_ = os.WriteFile(s.p.PIDFile(), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
+	defer os.Remove(s.p.PIDFile())
+	ctx := context.Background()
+	plan, pol, err := Plan(ctx, rec, rec.Start)
+	if err != nil {
+		return s.fail(err)
+	}
+	if plan.Loss.HasErrors() {
+		return s.fail(Rejected(pol, plan.Loss))
+	}
+	if plan.Policy.Network == policy.NetworkHost && len(rec.Start.Publish) > 0 {
+		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode host: the workload's ports are the host's already; --publish applies to sessions with their own network (none or proxy)"})
+	}
+	s.plan = plan
+	s.status.Loss = plan.Loss
+	listeners, err := s.publish()
+	if err != nil {
+		return s.fail(err)
+	}
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	if s.sink, err = audit.Open(s.p.Audit()); err != nil {
+		return s.fail(err)
+	}
+	defer s.sink.Close()
+	return s.loop(ctx)
+}
+
+// fail records a failure to start and tells the launcher.
+func (s *supervisor) fail(err error) int {
+	s.mu.Lock()
+	s.status.State, s.status.Error = StateFailed, err.Error()
+	s.mu.Unlock()
+	s.write()
+	m := launchMsg{Error: err.Error(), Code: string(provider.CodeOf(err))}
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		m.Layer, m.Error = pe.Layer, pe.Msg
+		if pe.Err != nil {
+			m.Error = strings.TrimPrefix(m.Error+": "+pe.Err.Error(), ": ")
+		}
+	}
+	s.tell(m)
+	fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
+	return 1
+}
+
+func (s *supervisor) tell(m launchMsg) {
+	if s.launch == nil {
+		return
+	}
+	b, _ := json.Marshal(m)
+	_, _ = s.launch.Write(append(b, '\n'))
+	s.launch.Close()
+	s.launch = nil
+}
+
+// write saves the status (the supervisor is its only writer).
+func (s *supervisor) write() {
+	s.mu.Lock()
+	s.status.Updated = time.Now().UTC()
+	st := s.status
+	s.mu.Unlock()
+	if err := writeFileAtomic(s.p.Status(), st, 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "corral service: status: %v\n", err)
+	}
+}
+
+func (s *supervisor) set(f func(st *Status)) {
+	s.mu.Lock()
+	f(&s.status)
+	s.mu.Unlock()
+	s.write()
+}
+
+// stop asks the running workload to end (SIGTERM) and the loop not to
+// restart it; after the grace period it is killed.
+func (s *supervisor) stop() {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	close(s.stopCh)
+	sb := s.sb
+	s.status.State = StateStopping
+	s.mu.Unlock()
+	s.write()
+	if sb != nil {
+		_ = sb.Signal(syscall.SIGTERM)
+	}
+}
+
+func (s *supervisor) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// loop runs the workload, one fresh sandbox per run, until it ends for
+// good: stopped, not to be restarted, or a sandbox that cannot start.
+func (s *supervisor) loop(ctx context.Context) int {
+	backoff := backoffMin
+	for {
+		t0 := time.Now()
+		ex, err := s.runOnce(ctx)
+		if err != nil {
+			return s.fail(err)
+		}
+		stopping := s.isStopping()
+		restart := !stopping && (s.st.Restart == "always" || (s.st.Restart == "on-failure" && ex.Code != 0))
+		s.set(func(st *Status) {
+			st.LastExit = &ex
+			st.Workload, st.Init, st.SandboxID, st.Ready = Proc{}, Proc{}, "", nil
+			switch {
+			case stopping:
+				st.State = StateStopped
+			case restart:
+				st.State = StateBackoff
+			default:
+				st.State = StateFailed
+				if ex.Code == 0 {
+					st.State = StateStopped // ended by itself, successfully, restart never/on-failure
+				}
+			}
+		})
+		if !restart {
+			return 0
+		}
+		if time.Since(t0) > backoffReset {
+			backoff = backoffMin
+		}
+		fmt.Fprintf(os.Stderr, "corral service: workload ended (exit %d%s); restarting in %s\n", ex.Code, withSignal(ex.Signal), backoff)
+		select {
+		case <-time.After(backoff):
+		case <-s.stopCh:
+			s.set(func(st *Status) { st.State = StateStopped })
+			return 0
+		}
+		backoff = min(backoff*2, backoffMax)
+		s.set(func(st *Status) { st.Restarts++; st.State = StateStarting })
+	}
+}
+
+func withSignal(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return ", " + sig
+}
+
+// runOnce runs the workload in a fresh sandbox and returns how it ended.
+// The error is for a sandbox that could not be made or started.
+func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
+	p := linux.New()
+	raw, err := p.Provision(ctx, s.plan)
+	if err != nil {
+		return Exit{}, err
+	}
+	sb := raw.(*linux.Sandbox)
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = sb.Stop(c)
+		_ = sb.Deprovision(c)
+	}()
+	if err := sb.Start(ctx); err != nil {
+		return Exit{}, err
+	}
+	info := audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: auditLayers(sb.Layers())}
+	var proxy *egress.Proxy
+	if l := sb.EgressListener(); l != nil {
+		proxy, err = s.o.NewProxy(s.plan.Policy.Egress, func(d egress.Decision) { s.logEgress(info, d) })
+		if err != nil { // fail closed: no proxy, no workload
+			return Exit{}, &provider.Error{Code: provider.CodeStartFailed, Msg: "egress proxy: " + err.Error()}
+		}
+		defer proxy.Close()
+		go func() { _ = proxy.Serve(l) }()
+	}
+	dirs, limits := sb.Cgroup()
+	s.mu.Lock()
+	s.sb = sb
+	stopping := s.stopping
+	s.status.Layers, s.status.SandboxID, s.status.Init = sb.Layers(), sb.ID(), ProcOf(sb.InitPID())
+	s.status.CgroupDir, s.status.CgroupLimits = dirs, limits
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.sb = nil
+		s.mu.Unlock()
+	}()
+	if stopping {
+		return Exit{Code: 143, Signal: "SIGTERM", Reason: "stopped before the workload started", At: time.Now().UTC()}, nil
+	}
+	out, err := newLogPipe(s.p.Workload())
+	if err != nil {
+		return Exit{}, err
+	}
+	defer out.Close()
+	wl := audit.Proc{CmdLine: s.st.Command, UID: s.rec.UID}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	probeDone := make(chan struct{})
+	spec := provider.ExecSpec{Args: s.st.Command, Stdout: out.w, Stderr: out.w, Started: func(pid int) {
+		wl.PID = pid
+		_ = s.sink.Emit(audit.Launch(info, wl))
+		s.set(func(st *Status) {
+			st.Workload, st.State, st.Started = ProcOf(pid), StateRunning, time.Now().UTC()
+		})
+		s.tell(launchMsg{Started: true, PID: pid})
+		go s.probe(sb, probeDone)
+	}}
+	// The grace period: after a stop's SIGTERM, the workload is killed.
+	go func() {
+		select {
+		case <-s.stopCh:
+			select {
+			case <-time.After(time.Duration(s.st.StopGrace)):
+				fmt.Fprintf(os.Stderr, "corral service: the workload did not end within %s of SIGTERM: killing it\n", time.Duration(s.st.StopGrace))
+				cancel()
+			case <-runCtx.Done():
+			}
+		case <-runCtx.Done():
+		}
+	}()
+	t0 := time.Now()
+	es, err := sb.Exec(runCtx, spec)
+	close(probeDone)
+	out.closeWriter()
+	ex := Exit{Code: es.Code, Signal: es.Signal, Reason: es.Reason, At: time.Now().UTC()}
+	if err != nil && ex.Reason == "" {
+		ex.Reason = err.Error()
+	}
+	_ = s.sink.Emit(audit.Terminate(info, wl, audit.Exit{Code: es.Code, Signal: es.Signal, Killed: runCtx.Err() != nil, Reason: ex.Reason, Duration: time.Since(t0)}))
+	var pe *provider.Error
+	if errors.As(err, &pe) && pe.Code == provider.CodeExecFailed && wl.PID == 0 {
+		return ex, &provider.Error{Code: provider.CodeExecFailed, Msg: ex.Reason} // never ran: not worth restarting
+	}
+	return ex, nil
+}
+
+func (s *supervisor) logEgress(info audit.RunInfo, d egress.Decision) {
+	ip := ""
+	if d.Addr.IsValid() {
+		ip = d.Addr.Addr().String()
+	}
+	_ = s.sink.Emit(audit.Egress(info, audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
+		Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}))
+}
+
+func auditLayers(ls []provider.LayerStatus) []audit.Layer {
+	var out []audit.Layer
+	for _, l := range ls {
+		out = append(out, audit.Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
+	}
+	return out
+}
+
+// probe checks readiness until the workload's run ends: every 500 ms
+// until ready, then every probeEvery. Without a readiness check it
+// records nothing.
+func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
+	if s.st.ReadyPort == 0 && s.st.ReadyHTTP == "" {
+		return
+	}
+	for {
+		r := Check(s.st, sb.DialServed)
+		s.mu.Lock()
+		current := s.sb == sb
+		if current {
+			s.status.Ready = &r
+		}
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+		s.write()
+		wait := 500 * time.Millisecond
+		if r.OK {
+			wait = probeEvery
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Check runs the readiness checks of st: a TCP connect to ReadyPort
+// through dial (inside the session), and an HTTP GET of ReadyHTTP from
+// the host that must answer 2xx, each within 2 s.
+func Check(st *StartSpec, dial func(port int) (net.Conn, error)) Probe {
+	r := Probe{OK: true, At: time.Now().UTC()}
+	var parts []string
+	if st.ReadyPort != 0 {
+		c, err := dial(st.ReadyPort)
+		if err != nil {
+			r.OK = false
+			parts = append(parts, fmt.Sprintf("port %d: %v", st.ReadyPort, err))
+		} else {
+			c.Close()
+			parts = append(parts, fmt.Sprintf("port %d accepts connections", st.ReadyPort))
+		}
+	}
+	if st.ReadyHTTP != "" {
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+		resp, err := c.Get(st.ReadyHTTP)
+		switch {
+		case err != nil:
+			r.OK = false
+			parts = append(parts, err.Error())
+		case resp.StatusCode/100 != 2:
+			r.OK = false
+			parts = append(parts, fmt.Sprintf("GET %s: %s", st.ReadyHTTP, resp.Status))
+		default:
+			parts = append(parts, fmt.Sprintf("GET %s: %s", st.ReadyHTTP, resp.Status))
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+		}
+	}
+	r.Detail = strings.Join(parts, "; ")
+	return r
+}
+
+// publish listens on each published host address and forwards every
+// connection to its port on the session's loopback, while a workload
+// runs; otherwise the connection is closed.
+func (s *supervisor) publish() ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, pub := range s.st.Publish {
+		l, err := net.Listen("tcp", pub.Host)
+		if err != nil {
+			for _, o := range ls {
+				o.Close()
+			}
+			return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: fmt.Sprintf("--publish %s:%d: %v", pub.Host, pub.Port, err)}
+		}
+		ls = append(ls, l)
+		go s.forward(l, pub.Port)
+	}
+	return ls, nil
+}
+
+func (s *supervisor) forward(l net.Listener, port int) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		go func() {
+			defer c.Close()
+			s.mu.Lock()
+			sb := s.sb
+			s.mu.Unlock()
+			if sb == nil {
+				return
+			}
+			up, err := sb.DialServed(port)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
+			<-done
+			<-done
+		}()
+	}
+}
+
+func closeWrite(c net.Conn) {
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+}
+
+// logPipe carries the workload's output (stdout and stderr, merged, as
+// journald keeps them) to workload.log, rotating it at logMax.
+type logPipe struct {
+	w    *os.File
+	r    *os.File
+	done chan struct{}
+}
+
+func newLogPipe(path string) (*logPipe, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	lp := &logPipe{w: w, r: r, done: make(chan struct{})}
+	go func() {
+		defer close(lp.done)
+		defer r.Close()
+		f, n, err := openLog(path)
+		if err != nil {
+			_, _ = io.Copy(io.Discard, r)
+			return
+		}
+		buf := make([]byte, 32<<10)
+		for {
+			k, rerr := r.Read(buf)
+			if k > 0 {
+				if n+int64(k) > logMax {
+					f.Close()
+					_ = os.Rename(path, path+".1")
+					if f, n, err = openLog(path); err != nil {
+						_, _ = io.Copy(io.Discard, r)
+						return
+					}
+				}
+				w, _ := f.Write(buf[:k])
+				n += int64(w)
+			}
+			if rerr != nil {
+				f.Close()
+				return
+			}
+		}
+	}()
+	return lp, nil
+}
+
+func openLog(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
+// closeWriter closes the supervisor's write end, so the copy ends when
+// the workload's copies are closed too.
+func (l *logPipe) closeWriter() {
+	if l.w != nil {
+		l.w.Close()
+		l.w = nil
+	}
+}
+
+// Close waits (briefly) for the last output to be written.
+func (l *logPipe) Close() {
+	l.closeWriter()
+	select {
+	case <-l.done:
+	case <-time.After(2 * time.Second):
+	}
+}
