@@ -29,12 +29,16 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	if err != nil {
 		return nil, nil, err
 	}
-	no := false
-	pol.Filesystem.IncludeWorkdir = &no // the home is granted below, as the session's state
+	workdir := rec.Workdir
+	if workdir == "" {
+		workdir = rec.Home
+		no := false
+		pol.Filesystem.IncludeWorkdir = &no // the home is granted below, as the session's state
+	}
 	if rec.Mode == ModeSystem {
 		pol.Process.RunAsUser = rec.User
 	}
-	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: rec.Home, Environ: Environ})
+	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: Environ})
 	if err != nil {
 		return nil, pol, err
 	}
@@ -51,7 +55,7 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	sort.SliceStable(res.Grants, func(i, j int) bool {
 		return strings.Count(res.Grants[i].Path, "/") < strings.Count(res.Grants[j].Path, "/")
 	})
-	if res.Limits.Timeout > 0 {
+	if res.Limits.Timeout > 0 && rec.Owner == nil {
 		extra = append(extra, provider.Loss{Severity: provider.SeverityInfo, Area: "process", Field: "process.limits.timeout",
 			Message: "a service runs until stopped: the timeout of " + res.Limits.Timeout.String() + " is not applied"})
 		res.Limits.Timeout = 0

@@ -42,6 +42,12 @@ func AgentUser(name string) string { return "corral-" + name }
 type ProvisionOptions struct {
 	Name       string
 	PolicyFile string // the policy's YAML/JSON file
+	// PolicyName names the policy in errors (default PolicyFile): the
+	// session's copy is gone once a rejected provision is undone.
+	PolicyName string
+	// Workdir and Owner are the record's (one-shot sessions).
+	Workdir string
+	Owner   *Proc
 	// HomeFrom, when set, fills the new home from an export (Import).
 	HomeFrom func(home string, uid, gid int) error
 }
@@ -92,7 +98,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	}
 	defer unlock()
 	rec := &Record{Name: o.Name, Phase: PhaseProvisioning, Dir: p.Dir, Home: p.Home(), Created: time.Now().UTC(),
-		UID: os.Getuid(), GID: os.Getgid(), Mode: ModeUser}
+		UID: os.Getuid(), GID: os.Getgid(), Mode: ModeUser, Workdir: o.Workdir, Owner: o.Owner}
 	if os.Getuid() == 0 {
 		rec.Mode, rec.User = ModeSystem, AgentUser(o.Name)
 	}
@@ -132,7 +138,13 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 		return undo(err)
 	}
 	if plan.Loss.HasErrors() {
-		return undo(Rejected(pol, plan.Loss))
+		err := Rejected(pol, plan.Loss)
+		name := o.PolicyName
+		if name == "" {
+			name = o.PolicyFile
+		}
+		err.Msg = strings.ReplaceAll(err.Msg, p.Policy(), name)
+		return undo(err)
 	}
 	rec.PolicyHash = plan.Policy.Hash
 	rec.Phase = PhaseReady
@@ -144,7 +156,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 
 // Rejected is provider.Rejected with each error placed in the policy file
 // (file:line:col of its field) when it has a position.
-func Rejected(p *policy.Policy, loss provider.LossReport) error {
+func Rejected(p *policy.Policy, loss provider.LossReport) *provider.Error {
 	var msgs []string
 	for _, l := range loss.Errors() {
 		m := l.Field + ": " + l.Message

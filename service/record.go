@@ -67,14 +67,21 @@ type Record struct {
 	Phase   Phase  `json:"phase"`
 	// User is the agent user (ModeSystem) and UserCreated whether corral
 	// created it (only then may deprovision or reconcile remove it).
-	User        string    `json:"user,omitempty"`
-	UserCreated bool      `json:"user_created,omitempty"`
-	UID         int       `json:"uid"`
-	GID         int       `json:"gid"`
-	Dir         string    `json:"dir"`
-	Home        string    `json:"home"`
-	PolicyHash  string    `json:"policy_hash"`
-	Created     time.Time `json:"created"`
+	User        string `json:"user,omitempty"`
+	UserCreated bool   `json:"user_created,omitempty"`
+	UID         int    `json:"uid"`
+	GID         int    `json:"gid"`
+	Dir         string `json:"dir"`
+	Home        string `json:"home"`
+	// Workdir, when set, is the session's working directory (granted
+	// read-write when the policy's include_workdir says so); otherwise the
+	// workload starts in its home.
+	Workdir string `json:"workdir,omitempty"`
+	// Owner is set on a one-shot session (Run): the corral process whose
+	// session it is; once that process is gone the session is removed.
+	Owner      *Proc     `json:"owner,omitempty"`
+	PolicyHash string    `json:"policy_hash"`
+	Created    time.Time `json:"created"`
 	// Start is what the last `service start` asked for; autostart and
 	// restart run it again.
 	Start *StartSpec `json:"start,omitempty"`

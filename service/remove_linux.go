@@ -123,6 +123,10 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 			st, _ := ReadStatus(p)
 			live := st != nil && st.Live()
 			switch {
+			case rec.Owner != nil && !rec.Owner.Alive():
+				act(Finding{name, "record", fmt.Sprintf("one-shot session of corral pid %d, which is gone", rec.Owner.PID), "remove it"}, func() error { return removeSession(rec) })
+			case rec.Owner != nil:
+				ready[name] = true // its corral service run is at work
 			case rec.Phase == PhaseProvisioning && !live:
 				act(Finding{name, "record", "provision was interrupted", "undo it (user, dirs, record)"}, func() error { return removeSession(rec) })
 			case rec.Phase == PhaseDeprovisioning && !live:

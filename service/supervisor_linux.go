@@ -33,7 +33,17 @@ type SupervisorOptions struct {
 	// NewProxy builds the egress proxy for the policy's network section,
 	// logging each decision to log.
 	NewProxy func(n policy.Network, log func(egress.Decision)) (*egress.Proxy, error)
+	// Foreground, for a one-shot session (Run), runs the workload with
+	// these stdio files instead of the log, forwards SIGINT, SIGTERM,
+	// SIGHUP and SIGQUIT to it (a second one kills it), and makes the exit
+	// code the workload's.
+	Foreground *Foreground
+	// AuditPath replaces DIR/log/audit.jsonl.
+	AuditPath string
 }
+
+// Foreground is the stdio of a foreground workload.
+type Foreground struct{ Stdin, Stdout, Stderr *os.File }
 
 // Restart backoff: 1 s doubling to 60 s, back to 1 s after a run that
 // lasted 5 minutes (systemd's and Kubernetes' CrashLoopBackOff use the
@@ -73,6 +83,7 @@ type supervisor struct {
 	sb       *linux.Sandbox
 	stopping bool
 	stopCh   chan struct{}
+	kill     context.CancelFunc // ends the current run at once
 }
 
 // Supervise is the session's supervisor: started detached by `service
@@ -93,13 +104,19 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 		return s.fail(err)
 	}
 	s.rec, s.st = rec, rec.Start
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	go func() {
-		<-sigs
-		s.stop()
-	}()
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 4)
+	if o.Foreground != nil {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+		go s.forwardSignals(sigs)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		signal.Ignore(syscall.SIGHUP)
+		go func() {
+			<-sigs
+			s.stop()
+		}()
+	}
 	s.write()
 	// For systemd's Type=forking (PIDFile=): the supervisor is the unit's
 	// main process.
@@ -127,7 +144,11 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 			l.Close()
 		}
 	}()
-	if s.sink, err = audit.Open(s.p.Audit()); err != nil {
+	auditPath := s.p.Audit()
+	if o.AuditPath != "" {
+		auditPath = o.AuditPath
+	}
+	if s.sink, err = audit.Open(auditPath); err != nil {
 		return s.fail(err)
 	}
 	defer s.sink.Close()
@@ -150,7 +171,35 @@ func (s *supervisor) fail(err error) int {
 	}
 	s.tell(m)
 	fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
+	if s.o.Foreground != nil {
+		return provider.CodeOf(err).ExitCode()
+	}
 	return 1
+}
+
+// forwardSignals passes the first signal to the foreground workload (and
+// ends restarts); a second kills it.
+func (s *supervisor) forwardSignals(sigs <-chan os.Signal) {
+	n := 0
+	for sig := range sigs {
+		n++
+		s.mu.Lock()
+		if !s.stopping {
+			s.stopping = true
+			close(s.stopCh)
+		}
+		sb, kill := s.sb, s.kill
+		s.mu.Unlock()
+		switch {
+		case sb == nil || n > 1:
+			fmt.Fprintf(os.Stderr, "corral: %s: killing the sandbox\n", sig)
+			if kill != nil {
+				kill()
+			}
+		default:
+			_ = sb.Signal(sig)
+		}
+	}
 }
 
 func (s *supervisor) tell(m launchMsg) {
@@ -234,6 +283,9 @@ func (s *supervisor) loop(ctx context.Context) int {
 			}
 		})
 		if !restart {
+			if s.o.Foreground != nil {
+				return ex.Code
+			}
 			return 0
 		}
 		if time.Since(t0) > backoffReset {
@@ -289,7 +341,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	dirs, limits := sb.Cgroup()
 	s.mu.Lock()
 	s.sb = sb
-	stopping := s.stopping
+	stopping := s.stopping && s.o.Foreground == nil
 	s.status.Layers, s.status.SandboxID, s.status.Init = sb.Layers(), sb.ID(), ProcOf(sb.InitPID())
 	s.status.CgroupDir, s.status.CgroupLimits = dirs, limits
 	s.mu.Unlock()
@@ -301,16 +353,14 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	if stopping {
 		return Exit{Code: 143, Signal: "SIGTERM", Reason: "stopped before the workload started", At: time.Now().UTC()}, nil
 	}
-	out, err := newLogPipe(s.p.Workload())
-	if err != nil {
-		return Exit{}, err
-	}
-	defer out.Close()
 	wl := audit.Proc{CmdLine: s.st.Command, UID: s.rec.UID}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.mu.Lock()
+	s.kill = cancel
+	s.mu.Unlock()
 	probeDone := make(chan struct{})
-	spec := provider.ExecSpec{Args: s.st.Command, Stdout: out.w, Stderr: out.w, Started: func(pid int) {
+	spec := provider.ExecSpec{Args: s.st.Command, Started: func(pid int) {
 		wl.PID = pid
 		_ = s.sink.Emit(audit.Launch(info, wl))
 		s.set(func(st *Status) {
@@ -319,8 +369,23 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 		s.tell(launchMsg{Started: true, PID: pid})
 		go s.probe(sb, probeDone)
 	}}
+	if f := s.o.Foreground; f != nil {
+		spec.Stdin, spec.Stdout, spec.Stderr = f.Stdin, f.Stdout, f.Stderr
+	} else {
+		out, err := newLogPipe(s.p.Workload())
+		if err != nil {
+			return Exit{}, err
+		}
+		defer out.Close()
+		spec.Stdout, spec.Stderr = out.w, out.w
+		defer out.closeWriter()
+	}
 	// The grace period: after a stop's SIGTERM, the workload is killed.
+	// (In the foreground, signals are the caller's to repeat.)
 	go func() {
+		if s.o.Foreground != nil {
+			return
+		}
 		select {
 		case <-s.stopCh:
 			select {
@@ -335,7 +400,6 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	t0 := time.Now()
 	es, err := sb.Exec(runCtx, spec)
 	close(probeDone)
-	out.closeWriter()
 	ex := Exit{Code: es.Code, Signal: es.Signal, Reason: es.Reason, At: time.Now().UTC()}
 	if err != nil && ex.Reason == "" {
 		ex.Reason = err.Error()

@@ -45,12 +45,76 @@ func serviceSupervisor() {
 		fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(service.Supervise(os.Args[2], launch, service.SupervisorOptions{
+	os.Exit(service.Supervise(os.Args[2], launch, supervisorOptions(resolve)))
+}
+
+func supervisorOptions(resolve func(ctx context.Context, host string) ([]netip.Addr, error)) service.SupervisorOptions {
+	return service.SupervisorOptions{
 		Version: version,
 		NewProxy: func(n policy.Network, log func(egress.Decision)) (*egress.Proxy, error) {
 			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve, Log: log})
 		},
-	}))
+	}
+}
+
+func newServiceRunCmd() *cobra.Command {
+	var pol, workdir, auditPath string
+	c := &cobra.Command{
+		Use:   "run [--policy FILE] [-C DIR] -- COMMAND [ARG...]",
+		Short: "Run one command in a fresh, throwaway session, as a gateway would run",
+		Long: `Run COMMAND once in a fresh session built as corral service provision and
+start build one — its own agent user (root), a session home, the supervisor —
+but in the foreground: the command has this terminal's stdio, signals are
+passed to it, the policy's timeout applies, and the session is removed when it
+ends. Use it to try a gateway's policy, and to qualify sessions (corral qualify
+--provider linux-service). -C DIR is the working directory (granted as the
+policy's include_workdir says); without it the command starts in the home.
+Exit status as corral run's.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("missing command: corral service run [flags] -- COMMAND [ARG...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, shown, done, err := policyFile(pol)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if workdir != "" {
+				abs, err := filepath.Abs(workdir)
+				if err != nil {
+					return err
+				}
+				workdir = abs
+			}
+			if auditPath != "" {
+				abs, err := filepath.Abs(auditPath)
+				if err != nil {
+					return err
+				}
+				auditPath = abs
+			}
+			resolve, err := egressResolver()
+			if err != nil {
+				return err
+			}
+			so := supervisorOptions(resolve)
+			so.AuditPath = auditPath
+			code := service.Run(context.Background(), service.RunOptions{PolicyFile: file, PolicyName: shown, Workdir: workdir, Command: args, Supervisor: so})
+			if code != 0 {
+				return exitError{code: code}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.SetInterspersed(false)
+	f.StringVarP(&pol, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
+	f.StringVarP(&workdir, "workdir", "C", "", "working directory (default: the session's home)")
+	f.StringVar(&auditPath, "audit", "", "append OCSF JSONL audit events to this file (default: the session's log, removed with it)")
+	return c
 }
 
 func newServiceCmd() *cobra.Command {
@@ -67,7 +131,7 @@ outside. See docs/service.md.`,
 	}
 	c.AddCommand(newServiceProvisionCmd(), newServiceStartCmd(), newServiceStatusCmd(), newServiceStopCmd(),
 		newServiceRestartCmd(), newServiceLogsCmd(), newServiceListCmd(), newServiceDeprovisionCmd(),
-		newServiceExportCmd(), newServiceImportCmd(), newServiceReconcileCmd(), newServiceAutostartCmd())
+		newServiceExportCmd(), newServiceImportCmd(), newServiceReconcileCmd(), newServiceAutostartCmd(), newServiceRunCmd())
 	return c
 }
 
@@ -83,20 +147,12 @@ record that corral service reconcile undoes. Not retried blindly: provisioning
 an existing name fails (exit 117).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file := pol
-			if file == "" { // the built-in default, as a file the session keeps
-				f, err := os.CreateTemp("", "corral-default-*.yaml")
-				if err != nil {
-					return err
-				}
-				defer os.Remove(f.Name())
-				if _, err := f.Write(policy.DefaultYAML); err != nil {
-					return err
-				}
-				f.Close()
-				file = f.Name()
+			file, shown, done, err := policyFile(pol)
+			if err != nil {
+				return err
 			}
-			rec, err := service.Provision(context.Background(), service.ProvisionOptions{Name: args[0], PolicyFile: file})
+			defer done()
+			rec, err := service.Provision(context.Background(), service.ProvisionOptions{Name: args[0], PolicyFile: file, PolicyName: shown})
 			if err != nil {
 				return err
 			}
@@ -106,6 +162,27 @@ an existing name fails (exit 117).`,
 	}
 	c.Flags().StringVarP(&pol, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
 	return c
+}
+
+// policyFile returns the policy file to give a session and how to name
+// it in errors: path itself, or the built-in default written to a
+// temporary file (removed by done).
+func policyFile(path string) (file, shown string, done func(), err error) {
+	if path != "" {
+		return path, path, func() {}, nil
+	}
+	f, err := os.CreateTemp("", "corral-default-*.yaml")
+	if err != nil {
+		return "", "", nil, err
+	}
+	done = func() { os.Remove(f.Name()) }
+	if _, err := f.Write(policy.DefaultYAML); err != nil {
+		f.Close()
+		done()
+		return "", "", nil, err
+	}
+	f.Close()
+	return f.Name(), "the built-in default policy", done, nil
 }
 
 func printProvisioned(rec *service.Record) {
@@ -280,9 +357,6 @@ every check passing, 1 a check failed (the layer is named), 3 not running.`,
 			out := statusOut{Status: st, Mode: rec.Mode, User: rec.User, UID: rec.UID, Home: rec.Home}
 			if rec.Start != nil {
 				out.Command, out.Publish = rec.Start.Command, rec.Start.Publish
-			}
-			if rec.Mode == service.ModeUser {
-				out.Warnings = append(out.Warnings, "unprivileged session: the workload runs as your own uid, a weaker same-uid boundary")
 			}
 			out.Unit, out.Warnings = autostartInfo(rec, out.Warnings)
 			if live {
