@@ -45,6 +45,12 @@ func failNow(e *Env, r *Result, attempt string, err error) {
 // linuxKernel is the Applies of cases that need a Linux kernel under the
 // sandbox: the linux and docker providers.
 func linuxKernel(e *Env) (bool, string) {
+	if e.Provider == LinuxService {
+		if e.st != nil && slices.Contains(ServiceCases, e.st.caseID) {
+			return true, ""
+		}
+		return false, "not among the cases a service session is qualified on (" + strings.Join(ServiceCases, ", ") + ")"
+	}
 	if e.Provider != "linux" && e.Provider != "docker" {
 		return false, "not applicable to provider " + e.Provider
 	}
@@ -417,7 +423,7 @@ type rawRun struct {
 // command builds the exec.Cmd (not started) for r.
 func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 	e.handOver(e.Dir)
-	args := []string{"run"}
+	args := e.runArgs()
 	if r.Policy != "" {
 		f, err := os.CreateTemp(e.Dir, "policy-*.yaml")
 		if err != nil {
@@ -434,8 +440,8 @@ func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 	if r.Workdir != "" {
 		args = append(args, "-C", r.Workdir)
 	}
-	if !slices.Contains(r.Flags, "--provider") {
-		args = append(args, "--provider", e.Provider)
+	if slices.Contains(r.Flags, "--provider") {
+		args = []string{"run"} // the case names its own
 	}
 	args = append(args, r.Flags...)
 	args = append(args, "--")

@@ -39,7 +39,25 @@ var CaseTimeout = 90 * time.Second
 // KnownProviders are the provider names qualify accepts; "all" means all
 // of them. A provider that the binary under test does not have is reported
 // with every case skipped ("provider not built in"), never as passed.
-var KnownProviders = []string{"linux", "docker", "mxc"}
+var KnownProviders = []string{"linux", "docker", "mxc", LinuxService}
+
+// LinuxService qualifies service sessions: the linux provider's sandbox
+// as corral service builds it (an agent user, a session home, the
+// supervisor), each case's command run with corral service run. Only the
+// cases in ServiceCases apply.
+const LinuxService = "linux-service"
+
+// ServiceCases are the cases of ADVERSARIAL.md a service session must
+// defeat (issue: `corral service`, "Checks that must hold").
+var ServiceCases = []string{"P01", "P02", "P03", "P04", "P05", "P06", "P09", "P12", "P18"}
+
+// baseProvider is the provider a qualify target runs on.
+func baseProvider(name string) string {
+	if name == LinuxService {
+		return "linux"
+	}
+	return name
+}
 
 // hostPath is the PATH corral itself runs with.
 const hostPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -183,7 +201,11 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 	prog := newProgress(o.Progress, len(provs) > 1)
 	total := 0
 	for _, p := range provs {
-		if slices.Contains(ver.Providers, p) {
+		switch {
+		case !slices.Contains(ver.Providers, baseProvider(p)):
+		case p == LinuxService && len(o.Cases) == 0:
+			total += len(ServiceCases)
+		default:
 			total += len(cases)
 		}
 	}
@@ -192,8 +214,8 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 	for _, name := range provs {
 		pr := ProviderReport{Name: name, Version: rep.Binary.Version}
 		avail, why := true, ""
-		switch dp, ok := doc.provider(name); {
-		case !slices.Contains(ver.Providers, name):
+		switch dp, ok := doc.provider(baseProvider(name)); {
+		case !slices.Contains(ver.Providers, baseProvider(name)):
 			avail, why = false, "provider not built in"
 		case !ok:
 			avail, why = false, "not available: corral doctor does not report it"
@@ -203,6 +225,10 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 			pr.Facts = dp.Facts
 			pr.Mock = dp.Facts["tier"] == "mock"
 			rs.cgroupsOK[name] = dp.layerAvailable("cgroups")
+		}
+		cases := cases
+		if name == LinuxService && len(o.Cases) == 0 {
+			cases = slices.DeleteFunc(slices.Clone(cases), func(c Case) bool { return !slices.Contains(ServiceCases, c.ID) })
 		}
 		if !avail {
 			pr.Skipped = why
@@ -583,8 +609,8 @@ func (e *Env) AddMarker(m string) {
 }
 
 // ProcsWith returns the host pids whose command line contains marker,
-// other than this process and corral supervisors (`corral run ...`, whose
-// command line names the workload).
+// other than this process and corral supervisors (`corral run ...` and
+// `corral service run ...`, whose command line names the workload).
 func (e *Env) ProcsWith(marker string) []int { return procsWith(marker, false) }
 
 // WaitNoProcs polls until no process carries marker (ProcsWith) and
@@ -614,7 +640,7 @@ func procsWith(marker string, withSupervisors bool) []int {
 			continue
 		}
 		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if !withSupervisors && filepath.Base(argv[0]) == "corral" && len(argv) > 1 && argv[1] == "run" {
+		if !withSupervisors && filepath.Base(argv[0]) == "corral" && len(argv) > 1 && (argv[1] == "run" || len(argv) > 2 && argv[1] == "service" && argv[2] == "run") {
 			continue
 		}
 		if strings.Contains(strings.Join(argv, " "), marker) {
@@ -802,7 +828,7 @@ func parseProbe(stdout string) *probe.Report {
 // [--policy FILE] -C WORKDIR [FLAGS] -- (Bin __probe PROBE... | ARGS...)`
 // with PATH, HOME=e.Home, LANG=C and r.Env, run from the case dir.
 func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
-	args := []string{"run", "--provider", e.Provider}
+	args := e.runArgs()
 	if r.Policy != "" {
 		args = append(args, "--policy", e.PolicyPath(r.Policy))
 	}
@@ -827,6 +853,15 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 		cmd.Stdin = strings.NewReader(r.Stdin)
 	}
 	return cmd
+}
+
+// runArgs starts a corral invocation that runs one command: corral run
+// --provider P, or for LinuxService corral service run.
+func (e *Env) runArgs() []string {
+	if e.Provider == LinuxService {
+		return []string{"service", "run"}
+	}
+	return []string{"run", "--provider", e.Provider}
 }
 
 // Start starts r in the background; Wait for it. The runner kills and

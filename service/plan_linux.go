@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -38,7 +39,11 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	if rec.Mode == ModeSystem {
 		pol.Process.RunAsUser = rec.User
 	}
-	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: Environ})
+	environ := Environ
+	if rec.Owner != nil {
+		environ = os.Environ() // a one-shot run passes its caller's, as corral run does
+	}
+	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: environ})
 	if err != nil {
 		return nil, pol, err
 	}

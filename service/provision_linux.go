@@ -45,6 +45,8 @@ type ProvisionOptions struct {
 	// PolicyName names the policy in errors (default PolicyFile): the
 	// session's copy is gone once a rejected provision is undone.
 	PolicyName string
+	// Base is where the session goes (default Base()).
+	Base string
 	// Workdir and Owner are the record's (one-shot sessions).
 	Workdir string
 	Owner   *Proc
@@ -68,9 +70,11 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	if _, err := policy.Load(o.PolicyFile); err != nil { // file:line errors before anything exists
 		return nil, err
 	}
-	base, err := Base()
-	if err != nil {
-		return nil, err
+	base := o.Base
+	if base == "" {
+		if base, err = Base(); err != nil {
+			return nil, err
+		}
 	}
 	if err := ensureBase(base); err != nil {
 		return nil, err

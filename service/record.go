@@ -161,6 +161,23 @@ func Base() (string, error) {
 	return filepath.Join(home, ".local", "state", "corral", "services"), nil
 }
 
+// RunBase is the directory of one-shot sessions (Run): runtime state,
+// gone at reboot: /run/corral/services for root, else
+// $XDG_RUNTIME_DIR/corral/services or /tmp/corral-UID/services; or
+// $CORRAL_SERVICE_DIR like Base.
+func RunBase() string {
+	if d := os.Getenv(DirEnv); filepath.IsAbs(d) {
+		return filepath.Clean(d)
+	}
+	if os.Getuid() == 0 {
+		return "/run/corral/services"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "corral", "services")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "services")
+}
+
 // Paths are the files of one session.
 type Paths struct{ Dir string }
 

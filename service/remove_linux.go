@@ -92,6 +92,10 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
+	bases := []string{base}
+	if rb := RunBase(); rb != base {
+		bases = append(bases, rb)
+	}
 	var out []Finding
 	act := func(f Finding, do func() error) {
 		if dryRun {
@@ -101,11 +105,56 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 		}
 		out = append(out, f)
 	}
-	names, err := List(base)
-	if err != nil {
-		return nil, err
+	ready := map[string]bool{} // session dirs
+	for _, base := range bases {
+		names, err := List(base)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, reconcileDir(base, names, ready, dryRun, act)...)
 	}
-	ready := map[string]bool{}
+	for _, sp := range supervisors() {
+		if ready[sp.dir] {
+			continue
+		}
+		act(Finding{filepath.Base(sp.dir), "process", fmt.Sprintf("supervisor pid %d runs for %s, which has no ready record", sp.proc.PID, sp.dir), "stop it"}, func() error {
+			stopSupervisor(sp.proc, 10*time.Second)
+			return nil
+		})
+	}
+	if os.Getuid() == 0 {
+		for _, u := range agentUsers() {
+			if hasRecord(bases, u.service) {
+				continue
+			}
+			act(Finding{u.service, "user", fmt.Sprintf("agent user %s (uid %d) has no record", u.name, u.uid), "remove it"}, func() error { return deleteUser(u.name) })
+		}
+	}
+	if !dryRun {
+		if removed, err := cgroup.Sweep(); err != nil {
+			out = append(out, Finding{"", "cgroup", err.Error(), "none"})
+		} else {
+			for _, c := range removed {
+				out = append(out, Finding{"", "cgroup", c + " belonged to a sandbox whose supervisor is gone", "removed"})
+			}
+		}
+	}
+	return out, nil
+}
+
+func hasRecord(bases []string, name string) bool {
+	for _, b := range bases {
+		if _, err := LoadRecord(PathsOf(b, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileDir reconciles the sessions of one base directory, adding the
+// dirs of those whose supervisors may run to ready.
+func reconcileDir(base string, names []string, ready map[string]bool, dryRun bool, act func(Finding, func() error)) []Finding {
+	var out []Finding
 	for _, name := range names {
 		p := PathsOf(base, name)
 		unlock, err := Lock(p, 2*time.Second)
@@ -126,46 +175,19 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 			case rec.Owner != nil && !rec.Owner.Alive():
 				act(Finding{name, "record", fmt.Sprintf("one-shot session of corral pid %d, which is gone", rec.Owner.PID), "remove it"}, func() error { return removeSession(rec) })
 			case rec.Owner != nil:
-				ready[name] = true // its corral service run is at work
+				ready[p.Dir] = true // its corral service run is at work
 			case rec.Phase == PhaseProvisioning && !live:
 				act(Finding{name, "record", "provision was interrupted", "undo it (user, dirs, record)"}, func() error { return removeSession(rec) })
 			case rec.Phase == PhaseDeprovisioning && !live:
 				act(Finding{name, "record", "deprovision was interrupted", "finish it"}, func() error { return finishRemoval(rec) })
 			case rec.Phase == PhaseReady:
-				ready[name] = true
+				ready[p.Dir] = true
 				out = append(out, repairReady(rec, st, dryRun)...)
 			}
 		}
 		unlock()
 	}
-	for _, sp := range supervisors() {
-		name := filepath.Base(sp.dir)
-		if filepath.Dir(sp.dir) == base && ready[name] {
-			continue
-		}
-		act(Finding{name, "process", fmt.Sprintf("supervisor pid %d runs for %s, which has no ready record", sp.proc.PID, sp.dir), "stop it"}, func() error {
-			stopSupervisor(sp.proc, 10*time.Second)
-			return nil
-		})
-	}
-	if os.Getuid() == 0 {
-		for _, u := range agentUsers() {
-			if _, err := LoadRecord(PathsOf(base, u.service)); err == nil {
-				continue
-			}
-			act(Finding{u.service, "user", fmt.Sprintf("agent user %s (uid %d) has no record", u.name, u.uid), "remove it"}, func() error { return deleteUser(u.name) })
-		}
-	}
-	if !dryRun {
-		if removed, err := cgroup.Sweep(); err != nil {
-			out = append(out, Finding{"", "cgroup", err.Error(), "none"})
-		} else {
-			for _, c := range removed {
-				out = append(out, Finding{"", "cgroup", c + " belonged to a sandbox whose supervisor is gone", "removed"})
-			}
-		}
-	}
-	return out, nil
+	return out
 }
 
 // repairReady checks a ready session's resources.

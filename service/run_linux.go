@@ -35,7 +35,7 @@ func Run(ctx context.Context, o RunOptions) int {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	self := ProcOf(os.Getpid())
-	rec, err := Provision(ctx, ProvisionOptions{Name: "run-" + hex.EncodeToString(b[:]), PolicyFile: o.PolicyFile,
+	rec, err := Provision(ctx, ProvisionOptions{Name: "run-" + hex.EncodeToString(b[:]), Base: RunBase(), PolicyFile: o.PolicyFile,
 		PolicyName: o.PolicyName, Workdir: o.Workdir, Owner: &self})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
@@ -59,10 +59,7 @@ func Run(ctx context.Context, o RunOptions) int {
 // SweepOneShot removes the sessions of one-shot runs whose corral is
 // gone, and returns their names.
 func SweepOneShot() []string {
-	base, err := Base()
-	if err != nil {
-		return nil
-	}
+	base := RunBase()
 	names, _ := List(base)
 	var out []string
 	for _, n := range names {
