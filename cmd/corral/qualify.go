@@ -90,7 +90,7 @@ run.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&provs, "provider", "linux", "providers, comma-separated: linux, docker, mxc, linux-service (service sessions), or all")
+	f.StringVar(&provs, "provider", "linux", "providers, comma-separated: linux, docker, mxc, linux-service (service sessions), or all (the first three)")
 	f.StringVar(&cases, "cases", "", "case IDs, comma-separated (default: every case)")
 	f.StringVar(&out, "out", "", "report directory (default: ./corral-qualify-DATE-TIME)")
 	f.BoolVar(&strict, "strict", false, "a skipped case is a failure")
