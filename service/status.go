@@ -33,38 +33,40 @@ type Proc struct {
 	Start uint64 `json:"start_ticks"`
 }
 
-// Alive reports whether p still names a running process.
+// Alive reports whether p still names a running process (a zombie,
+// dead but not yet reaped by its parent, is not).
 func (p Proc) Alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	st, err := StartTicks(p.PID)
-	return err == nil && st == p.Start
+	st, state, err := procStat(p.PID)
+	return err == nil && st == p.Start && state != "Z" && state != "X"
 }
 
-// StartTicks reads a process's start time (/proc/PID/stat field 22). The
-// command name (field 2) may hold spaces and ')', so fields are counted
-// from the last ')'.
-func StartTicks(pid int) (uint64, error) {
+// procStat reads a process's start time and state (/proc/PID/stat fields
+// 22 and 3, proc(5)). The command name (field 2) may hold spaces and ')',
+// so fields are counted from the last ')'.
+func procStat(pid int) (start uint64, state string, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("malformed stat")
+		return 0, "", errors.New("malformed stat")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, errors.New("malformed stat")
+		return 0, "", errors.New("malformed stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
+	return start, f[0], err
 }
 
 // ProcOf returns pid's identity, or a zero Proc when it is gone.
 func ProcOf(pid int) Proc {
-	st, err := StartTicks(pid)
+	st, _, err := procStat(pid)
 	if err != nil {
 		return Proc{}
 	}

@@ -52,7 +52,7 @@ type InitSpec struct {
 	// ProxyPort, when non-zero (network proxy), is the loopback TCP port
 	// inside the sandbox where init listens for the supervisor's egress
 	// proxy; the only TCP connect Landlock allows.
-	ProxyPort  int                                 `json:"proxy_port,omitempty"`
+	ProxyPort int `json:"proxy_port,omitempty"`
 	// ServePorts, for a service, are loopback TCP ports inside where the
 	// workload may listen; the supervisor reaches them through sockets
 	// init creates in the sandbox's network namespace (Sandbox.DialServed).
@@ -68,6 +68,9 @@ type InitSpec struct {
 	Cgroup     bool                                `json:"cgroup"`
 	Layers     map[policy.Layer]policy.Requirement `json:"layers"`
 	FaultLayer string                              `json:"fault_layer,omitempty"` // testing: make this layer fail on apply
+	// DropLayer is honoured only by binaries built with -tags corraltest
+	// (testhook_corraltest.go): seccomp is silently not installed.
+	DropLayer string `json:"drop_layer,omitempty"`
 }
 
 // execRequest asks init to run one process; its stdio arrives as fds.
