@@ -462,3 +462,79 @@ func TestServicePostureFailure(t *testing.T) {
 		s.must(t, "service", "stop", name)
 	}
 }
+
+// autostart enable writes a root-owned 0644 unit that re-runs the
+// launcher with the recorded command, enables it as systemctl enable
+// does, and status warns when the agent could rewrite what runs at boot
+// (here: a corral binary the agent owns). disable removes both files.
+func TestServiceAutostart(t *testing.T) {
+	id := rootIdent(t)
+	// A copy of corral in a directory of its own, to hand to the agent
+	// (made first: cleanups run last-in first-out, and newSvc's needs it).
+	bin := filepath.Join(mkdir(t, id, "autostart-bin"), "corral")
+	b, err := os.ReadFile(corralBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := newSvc(t, id)
+	s.bin = bin
+	name := "autostart"
+	s.must(t, "service", "provision", name, "--policy", writePolicy(t, id, policy{}))
+	if r := s.run(t, "service", "autostart", "enable", name); r.code == 0 {
+		t.Fatalf("enabled before any start (no command to run): %s", r)
+	}
+	s.must(t, "service", "start", name, "--restart", "always", "--", "sleep", "600")
+	s.must(t, "service", "autostart", "enable", name)
+	unit := "/etc/systemd/system/corral-service-" + name + ".service"
+	link := "/etc/systemd/system/multi-user.target.wants/corral-service-" + name + ".service"
+	t.Cleanup(func() { os.Remove(link); os.Remove(unit) })
+	var st syscall.Stat_t
+	if err := syscall.Stat(unit, &st); err != nil || st.Uid != 0 || st.Mode&0o777 != 0o644 {
+		t.Fatalf("unit %s: %v, uid %d, mode %o", unit, err, st.Uid, st.Mode&0o777)
+	}
+	text := readFile(t, unit)
+	for _, want := range []string{"Type=forking", "ExecStart=" + bin + " service start " + name, "ExecStop=" + bin + " service stop " + name,
+		"PIDFile=" + filepath.Join(s.dir, name, "supervisor.pid"), "WantedBy=multi-user.target", "Environment=CORRAL_SERVICE_DIR=" + s.dir} {
+		if !strings.Contains(text, want) {
+			t.Errorf("unit lacks %q:\n%s", want, text)
+		}
+	}
+	if dst, err := os.Readlink(link); err != nil || dst != unit {
+		t.Errorf("enable symlink %s -> %q, %v", link, dst, err)
+	}
+	if r := s.must(t, "service", "status", name); strings.Contains(r.stdout, "writable by the agent") {
+		t.Errorf("a warning with a root-owned binary: %s", r)
+	}
+	rec := s.record(t, name)
+	if err := os.Chown(bin, rec.UID, rec.GID); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.run(t, "service", "status", name); !strings.Contains(r.stdout, bin+" is writable by the agent") {
+		t.Errorf("no warning with a binary the agent owns: %s", r)
+	}
+	if err := os.Chown(bin, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The unit's start, as systemd would run it at boot, after a stop.
+	s.must(t, "service", "stop", name)
+	if exists(filepath.Join(s.dir, name, "supervisor.pid")) {
+		t.Error("the PIDFile outlived its supervisor")
+	}
+	cmd := exec.Command(bin, "service", "start", name)
+	cmd.Env = []string{"CORRAL_SERVICE_DIR=" + s.dir, "PATH=/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ExecStart: %v\n%s", err, out)
+	}
+	st2, _ := s.status(t, name)
+	if got := strings.TrimSpace(readFile(t, filepath.Join(s.dir, name, "supervisor.pid"))); got != strconv.Itoa(st2.Supervisor.PID) {
+		t.Errorf("PIDFile holds %q, the supervisor is %d", got, st2.Supervisor.PID)
+	}
+	s.must(t, "service", "stop", name)
+	s.must(t, "service", "autostart", "disable", name)
+	if exists(unit) || exists(link) {
+		t.Errorf("disable left %s or %s", unit, link)
+	}
+}

@@ -80,6 +80,12 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	if st != nil {
 		spec.Serve(st.ports())
 	}
+	// The agent's writable trees are its own on disk (no idmap): openat2
+	// is let through, as gateways such as OpenClaw need RESOLVE_BENEATH.
+	if !spec.AllowOpenat2() {
+		plan.Loss = append(plan.Loss, provider.Loss{Severity: provider.SeverityInfo, Area: "process", Field: "layers.seccomp",
+			Message: "openat2(2) stays refused (ENOSYS): an idmapped working directory is granted, where a created file is root's on disk"})
+	}
 	return plan, pol, nil
 }
 

@@ -217,7 +217,7 @@ func makeDirs(rec *Record, polBytes []byte) error {
 // user of that name is never taken over.
 func createUser(name, home, comment string) (int, int, error) {
 	if _, err := user.Lookup(name); err == nil {
-		return 0, 0, fmt.Errorf("user %s already exists and corral did not make it for this service: remove it (userdel %s) or pick another name", name, name)
+		return 0, 0, provider.Errorf(provider.CodeStale, "user %s already exists and corral did not make it for this service: remove it (userdel %s) or pick another name", name, name)
 	}
 	shell := "/usr/sbin/nologin"
 	if _, err := os.Stat(shell); err != nil {

@@ -78,6 +78,7 @@ type supervisor struct {
 	launch *os.File // the launcher's pipe, until the first start is told
 	sink   *audit.Sink
 
+	writeMu  sync.Mutex
 	mu       sync.Mutex
 	status   Status
 	sb       *linux.Sandbox
@@ -212,8 +213,11 @@ func (s *supervisor) tell(m launchMsg) {
 	s.launch = nil
 }
 
-// write saves the status (the supervisor is its only writer).
+// write saves the status (the supervisor is its only writer; writeMu
+// keeps its goroutines from racing on the temporary file).
 func (s *supervisor) write() {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	s.status.Updated = time.Now().UTC()
 	st := s.status

@@ -21,7 +21,7 @@ func TestBuildSizeAndShape(t *testing.T) {
 		t.Fatalf("program has %d instructions, want 0 < n < %d", len(f), maxInsns)
 	}
 	t.Logf("%d instructions", len(f))
-	prog, err := program()
+	prog, err := program(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func vmRun(t *testing.T, vm *bpf.VM, d seccompData) uint32 {
 }
 
 func TestFilterSemanticsInVM(t *testing.T) {
-	prog, err := program()
+	prog, err := program(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

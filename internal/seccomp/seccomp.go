@@ -248,7 +248,18 @@ func Denied() []string {
 const maxInsns = 4096
 
 // program assembles the filter as x/net/bpf instructions.
-func program() ([]bpf.Instruction, error) {
+// Options vary the filter.
+type Options struct {
+	// AllowOpenat2 lets openat2(2) through instead of ENOSYS. Its mode
+	// lives in memory the filter cannot read, so a set-id bit on a file it
+	// creates cannot be refused: only for sandboxes whose writable trees
+	// are the workload's own on disk (no idmapped mounts), where such a
+	// file would give nobody more than the workload's own uid. Programs
+	// that need RESOLVE_BENEATH (OpenClaw's fs-safe) have no fallback.
+	AllowOpenat2 bool
+}
+
+func program(o Options) ([]bpf.Instruction, error) {
 	if len(sysnums) == 0 {
 		return nil, fmt.Errorf("seccomp: unsupported architecture %s", runtime.GOARCH)
 	}
@@ -278,6 +289,9 @@ func program() ([]bpf.Instruction, error) {
 
 	// 3. One block per rule: "if nr == N { block }"; every block returns.
 	for _, r := range rules {
+		if r.name == "openat2" && o.AllowOpenat2 {
+			continue
+		}
 		nr, ok := sysnums[r.name]
 		if !ok {
 			if r.optional {
@@ -310,8 +324,11 @@ func program() ([]bpf.Instruction, error) {
 
 // Build returns the filter for the running architecture as a kernel-ready
 // sock_filter array.
-func Build() ([]unix.SockFilter, error) {
-	prog, err := program()
+func Build() ([]unix.SockFilter, error) { return BuildWith(Options{}) }
+
+// BuildWith is Build with options.
+func BuildWith(o Options) ([]unix.SockFilter, error) {
+	prog, err := program(o)
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +357,11 @@ func Build() ([]unix.SockFilter, error) {
 // Consequences for the caller after Install: os/exec still works (Go forks
 // with clone(2)), but SysProcAttr.UseCgroupFD or CLONE_NEWTIME make Go use
 // clone3 and so fail with ENOSYS; personality(2) is left allowed.
-func Install() error {
-	filter, err := Build()
+func Install() error { return InstallWith(Options{}) }
+
+// InstallWith is Install with options.
+func InstallWith(o Options) error {
+	filter, err := BuildWith(o)
 	if err != nil {
 		return err
 	}

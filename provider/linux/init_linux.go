@@ -217,7 +217,8 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("drop capabilities: %w", err)}
 	}
 	if spec.Seccomp && !(testHooks && spec.DropLayer == string(policy.LayerSeccomp)) {
-		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, seccomp.Install); err != nil {
+		install := func() error { return seccomp.InstallWith(seccomp.Options{AllowOpenat2: spec.SeccompOpenat2}) }
+		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, install); err != nil {
 			return m, err
 		}
 	}

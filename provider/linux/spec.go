@@ -56,18 +56,21 @@ type InitSpec struct {
 	// ServePorts, for a service, are loopback TCP ports inside where the
 	// workload may listen; the supervisor reaches them through sockets
 	// init creates in the sandbox's network namespace (Sandbox.DialServed).
-	ServePorts []int                               `json:"serve_ports,omitempty"`
-	Mounts     []MountSpec                         `json:"mounts"`
-	Landlock   LandlockSpec                        `json:"landlock"`
-	Seccomp    bool                                `json:"seccomp"`
-	Nofile     uint64                              `json:"rlimit_nofile,omitempty"`
-	Nproc      uint64                              `json:"rlimit_nproc,omitempty"`
-	Home       string                              `json:"home"`
-	Workdir    string                              `json:"workdir"`
-	Env        []string                            `json:"-"`
-	Cgroup     bool                                `json:"cgroup"`
-	Layers     map[policy.Layer]policy.Requirement `json:"layers"`
-	FaultLayer string                              `json:"fault_layer,omitempty"` // testing: make this layer fail on apply
+	ServePorts []int        `json:"serve_ports,omitempty"`
+	Mounts     []MountSpec  `json:"mounts"`
+	Landlock   LandlockSpec `json:"landlock"`
+	Seccomp    bool         `json:"seccomp"`
+	// SeccompOpenat2 lets openat2(2) through (seccomp.Options); only with
+	// no idmapped mount (AllowOpenat2).
+	SeccompOpenat2 bool                                `json:"seccomp_openat2,omitempty"`
+	Nofile         uint64                              `json:"rlimit_nofile,omitempty"`
+	Nproc          uint64                              `json:"rlimit_nproc,omitempty"`
+	Home           string                              `json:"home"`
+	Workdir        string                              `json:"workdir"`
+	Env            []string                            `json:"-"`
+	Cgroup         bool                                `json:"cgroup"`
+	Layers         map[policy.Layer]policy.Requirement `json:"layers"`
+	FaultLayer     string                              `json:"fault_layer,omitempty"` // testing: make this layer fail on apply
 	// DropLayer is honoured only by binaries built with -tags corraltest
 	// (testhook_corraltest.go): seccomp is silently not installed.
 	DropLayer string `json:"drop_layer,omitempty"`
@@ -103,6 +106,20 @@ type initMsg struct {
 func (s *InitSpec) Serve(ports []int) {
 	s.ServePorts = append([]int(nil), ports...)
 	s.Landlock.ServePorts = s.ServePorts
+}
+
+// AllowOpenat2 lets the workload use openat2(2), whose mode seccomp
+// cannot check (so a set-id bit on a file it creates is not refused). It
+// reports false, changing nothing, when a mount is idmapped: there a file
+// the workload creates is root's on disk.
+func (s *InitSpec) AllowOpenat2() bool {
+	for _, m := range s.Mounts {
+		if m.IDMap {
+			return false
+		}
+	}
+	s.SeccompOpenat2 = true
+	return true
 }
 
 // WorkloadUID is the uid the workload runs as, inside and outside.
