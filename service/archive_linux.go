@@ -32,8 +32,13 @@ const (
 	policyName   = "policy.yaml"
 	homePrefix   = "home/"
 	// maxManifest bounds what an import reads into memory for the
-	// manifest and the policy.
-	maxManifest = 1 << 20
+	// manifest and the policy; maxDecoderMemory the zstd window (an
+	// export's is the encoder default, 8 MiB); maxHome the bytes an
+	// import writes, maxEntries its files.
+	maxManifest      = 1 << 20
+	maxDecoderMemory = 256 << 20
+	maxHome          = 64 << 30
+	maxEntries       = 1 << 20
 )
 
 type exportManifest struct {
@@ -55,11 +60,7 @@ var (
 // like secrets — the caller must say so: an export carries the agent's
 // credentials. The session must be stopped, so the state is consistent.
 func Export(name string, w io.Writer, version string) (secrets []string, err error) {
-	p, rec, err := Open(name)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := Lock(p, 5*time.Second)
+	p, rec, unlock, err := openLocked(name, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +172,7 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // through os.Root, so no entry (.., absolute, through a symlink) lands
 // outside the home. A failure undoes the provision.
 func Import(ctx context.Context, name string, r io.Reader) (*Record, error) {
-	zr, err := zstd.NewReader(r)
+	zr, err := zstd.NewReader(r, zstd.WithDecoderMaxMemory(maxDecoderMemory))
 	if err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
@@ -198,6 +199,11 @@ func Import(ctx context.Context, name string, r io.Reader) (*Record, error) {
 	}
 	if name == "" {
 		name = man.Name
+	}
+	if man.Start != nil {
+		if err := man.Start.Validate(); err != nil {
+			return nil, fmt.Errorf("import: the export's %w", err)
+		}
 	}
 	tmp, err := os.CreateTemp("", "corral-import-*.yaml")
 	if err != nil {
@@ -237,7 +243,28 @@ func extractHome(tr *tar.Reader, home string, uid, gid int) error {
 		return err
 	}
 	defer root.Close()
-	for {
+	// mkdirs makes each missing directory of rel, owned by the agent.
+	mkdirs := func(rel string) error {
+		cur := ""
+		for _, part := range strings.Split(rel, "/") {
+			cur = path.Join(cur, part)
+			err := root.Mkdir(cur, 0o700)
+			switch {
+			case err == nil:
+				if err := root.Lchown(cur, uid, gid); err != nil && os.Getuid() == 0 {
+					return err
+				}
+			case !errors.Is(err, fs.ErrExist):
+				return err
+			}
+		}
+		return nil
+	}
+	budget := int64(maxHome)
+	for n := 0; ; n++ {
+		if n > maxEntries {
+			return fmt.Errorf("import: more than %d entries", maxEntries)
+		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -254,19 +281,25 @@ func extractHome(tr *tar.Reader, home string, uid, gid int) error {
 		mode := fs.FileMode(h.Mode).Perm() &^ 0o022 // never group- or world-writable
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := root.MkdirAll(rel, 0o700); err != nil {
+			if err := mkdirs(rel); err != nil {
 				return fmt.Errorf("import %s: %w", h.Name, err)
 			}
 			_ = root.Chmod(rel, mode|0o700)
 		case tar.TypeReg:
-			if err := root.MkdirAll(path.Dir(rel), 0o700); err != nil {
+			if err := mkdirs(path.Dir(rel)); err != nil {
 				return fmt.Errorf("import %s: %w", h.Name, err)
 			}
 			f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 			if err != nil {
 				return fmt.Errorf("import %s: %w", h.Name, err)
 			}
-			_, err = io.Copy(f, tr)
+			var k int64
+			k, err = io.CopyN(f, tr, budget+1)
+			if budget -= k; budget < 0 {
+				err = fmt.Errorf("the home is over %d GiB", maxHome>>30)
+			} else if errors.Is(err, io.EOF) {
+				err = nil
+			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -274,7 +307,7 @@ func extractHome(tr *tar.Reader, home string, uid, gid int) error {
 				return fmt.Errorf("import %s: %w", h.Name, err)
 			}
 		case tar.TypeSymlink:
-			if err := root.MkdirAll(path.Dir(rel), 0o700); err != nil {
+			if err := mkdirs(path.Dir(rel)); err != nil {
 				return fmt.Errorf("import %s: %w", h.Name, err)
 			}
 			if err := root.Symlink(h.Linkname, rel); err != nil {

@@ -45,6 +45,26 @@ func Open(name string) (Paths, *Record, error) {
 	return p, rec, nil
 }
 
+// openLocked opens name's record under its lifecycle lock, waiting up to
+// wait: the record is read once the lock is held, so no stale copy of it
+// is saved.
+func openLocked(name string, wait time.Duration) (Paths, *Record, func(), error) {
+	p, _, err := Open(name)
+	if err != nil {
+		return p, nil, nil, err
+	}
+	unlock, err := Lock(p, wait)
+	if err != nil {
+		return p, nil, nil, err
+	}
+	rec, err := LoadRecord(p)
+	if err != nil {
+		unlock()
+		return p, nil, nil, &provider.Error{Code: provider.CodeNotFound, Msg: err.Error()}
+	}
+	return p, rec, unlock, nil
+}
+
 // Start is the launcher: it records what to run (spec, or the recorded
 // one when spec is nil), starts the supervisor detached (its own session,
 // re-parented when the launcher exits), waits for the workload to start,
@@ -52,11 +72,7 @@ func Open(name string) (Paths, *Record, error) {
 // launcher stays resident. A workload that fails to start or to become
 // ready is stopped, and the error says why, with the log's last lines.
 func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*Status, error) {
-	p, rec, err := Open(name)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := Lock(p, 5*time.Second)
+	p, rec, unlock, err := openLocked(name, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +89,10 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	if rec.Start == nil {
 		return nil, fmt.Errorf("service %s has no command yet: corral service start %s -- COMMAND [ARG...]", name, name)
 	}
-	rec.Desired = "running"
+	if err := rec.Start.Validate(); err != nil {
+		return nil, err
+	}
+	rec.Desired, rec.LastStart = "running", time.Now().UTC()
 	if err := rec.Save(); err != nil {
 		return nil, err
 	}
@@ -110,9 +129,6 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 		stopSupervisor(sup, 5*time.Second)
 		if err == nil {
 			err = &provider.Error{Code: provider.Code(msg.Code), Layer: msg.Layer, Msg: msg.Error}
-			if msg.Code == "" {
-				err = fmt.Errorf("%s", msg.Error)
-			}
 		}
 		return nil, withLogTail(err, p)
 	}
@@ -128,7 +144,7 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 			stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
 			why := fmt.Sprintf("the workload did not stay up (state %s", st.State)
 			if st.LastExit != nil {
-				why += fmt.Sprintf(", exit %d%s", st.LastExit.Code, withSignal(st.LastExit.Signal))
+				why += fmt.Sprintf(", exit %d%s", st.LastExit.Code, WithSignal(st.LastExit.Signal))
 			}
 			return nil, withLogTail(&provider.Error{Code: provider.CodeStartFailed, Msg: why + ")"}, p)
 		case (rec.Start.ReadyPort == 0 && rec.Start.ReadyHTTP == "") || (st.Ready != nil && st.Ready.OK):
@@ -233,15 +249,11 @@ func stopSupervisor(sup Proc, grace time.Duration) bool {
 }
 
 // Stop stops session name's workload and supervisor: SIGTERM, the stop
-// grace, then SIGKILL. It records the wish (desired stopped) first, so
-// autostart and reconcile leave it stopped. Stopping a stopped session
-// succeeds.
+// grace, then SIGKILL. It records the wish (desired stopped) first, for
+// status and reconcile (an enabled autostart unit still starts it at
+// boot). Stopping a stopped session succeeds.
 func Stop(name string) (*Status, error) {
-	p, rec, err := Open(name)
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := Lock(p, 5*time.Second)
+	p, rec, unlock, err := openLocked(name, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}

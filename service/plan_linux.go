@@ -48,12 +48,13 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 		return nil, pol, err
 	}
 	var extra provider.LossReport
+	// The session directory is the supervisor's: its record, policy,
+	// status, lock and logs stay out of the workload's view entirely (a
+	// read-only view would still let it hold the lock or read the logs).
 	for _, g := range res.Grants {
-		if g.Path == rec.Dir || strings.HasPrefix(rec.Dir, g.Path+"/") || strings.HasPrefix(g.Path, rec.Dir+"/") {
-			if g.Access == policy.AccessReadWrite {
-				extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
-					Message: fmt.Sprintf("%s is read-write and holds the session directory %s: the workload could rewrite its own record and status (grant something narrower)", g.Path, rec.Dir)})
-			}
+		if g.Access != policy.AccessDeny && (g.Path == rec.Dir || strings.HasPrefix(rec.Dir, g.Path+"/") || strings.HasPrefix(g.Path, rec.Dir+"/")) {
+			extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
+				Message: fmt.Sprintf("%s (%s) overlaps the session directory %s, which must stay out of the workload's view (its record, status and logs): grant something narrower", g.Path, g.Access, rec.Dir)})
 		}
 	}
 	res.Grants = append(res.Grants, policy.PathGrant{Path: rec.Home, Access: policy.AccessReadWrite, Dir: true, Field: "service home"})

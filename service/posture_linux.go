@@ -5,6 +5,7 @@ package service
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -77,14 +78,15 @@ func Posture(rec *Record, st *Status, req policy.Layers, network policy.NetworkM
 	}
 	uids, gids := strings.Fields(fields["Uid"]), strings.Fields(fields["Gid"])
 	want := strconv.Itoa(rec.UID)
-	if len(uids) == 4 && uids[0] == want && uids[1] == want && uids[2] == want && uids[3] == want && len(gids) > 0 && gids[0] == strconv.Itoa(rec.GID) {
+	groupsOK := rec.Mode == ModeUser || fields["Groups"] == "" // root drops every supplementary group
+	if len(uids) == 4 && uids[0] == want && uids[1] == want && uids[2] == want && uids[3] == want && len(gids) > 0 && gids[0] == strconv.Itoa(rec.GID) && groupsOK {
 		who := "uid " + want
 		if rec.User != "" {
 			who = rec.User + " (" + who + ")"
 		}
 		add("identity", VerdictOK, "runs as %s (/proc/%s/status Uid, Gid)", who, pid)
 	} else {
-		add("identity", VerdictFail, "Uid %q Gid %q, want the agent's %d:%d", fields["Uid"], fields["Gid"], rec.UID, rec.GID)
+		add("identity", VerdictFail, "Uid %q Gid %q Groups %q, want the agent's %d:%d and no supplementary groups", fields["Uid"], fields["Gid"], fields["Groups"], rec.UID, rec.GID)
 	}
 	var same, differ []string
 	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup", "net"} {
@@ -149,20 +151,17 @@ func checkCgroup(pid int, st *Status) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	in := false
+	var paths []string
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		for _, d := range st.CgroupDir {
-			if parts[2] != "/" && strings.HasSuffix(d, parts[2]) {
-				in = true
-			}
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 && parts[2] != "/" {
+			paths = append(paths, parts[2])
 		}
 	}
-	if !in {
-		return false, fmt.Sprintf("pid %d is not in %v (/proc/%d/cgroup: %s)", pid, st.CgroupDir, pid, strings.TrimSpace(string(b)))
+	// Every recorded directory (one per v1 hierarchy) must hold pid.
+	for _, d := range st.CgroupDir {
+		if !slices.ContainsFunc(paths, func(p string) bool { return strings.HasSuffix(d, p) }) {
+			return false, fmt.Sprintf("pid %d is not in %s (/proc/%d/cgroup: %s)", pid, d, pid, strings.TrimSpace(string(b)))
+		}
 	}
 	var ev, bad []string
 	for f, want := range st.CgroupLimits {

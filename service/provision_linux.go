@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,7 +83,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	p := PathsOf(base, o.Name)
 	if old, err := LoadRecord(p); err == nil {
 		if old.Phase != PhaseReady {
-			return nil, fmt.Errorf("service %s has a record in phase %s from an interrupted operation: run corral service reconcile", o.Name, old.Phase)
+			return nil, provider.Errorf(provider.CodeStale, "service %s has a record in phase %s from an interrupted operation: run corral service reconcile", o.Name, old.Phase)
 		}
 		return nil, &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is already provisioned (%s)", o.Name, p.Dir)}
 	}
@@ -92,9 +93,9 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	}
 	if err := os.Mkdir(p.Dir, mode); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("%s exists without a service record: run corral service reconcile, or move it away", p.Dir)
+			return nil, provider.Errorf(provider.CodeStale, "%s exists without a service record: run corral service reconcile, or move it away", p.Dir)
 		}
-		return nil, err
+		return nil, &provider.Error{Code: provider.CodeProvisionFailed, Err: err}
 	}
 	unlock, err := Lock(p, 0)
 	if err != nil {
@@ -112,6 +113,10 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	}
 	fault("provision-after-record")
 	undo := func(cause error) (*Record, error) {
+		var pe *provider.Error
+		if !errors.As(cause, &pe) && !isPolicyError(cause) {
+			cause = &provider.Error{Code: provider.CodeProvisionFailed, Err: cause}
+		}
 		if err := removeSession(rec); err != nil {
 			return nil, fmt.Errorf("%w; undoing it also failed: %v (run corral service reconcile)", cause, err)
 		}
@@ -174,9 +179,13 @@ func Rejected(p *policy.Policy, loss provider.LossReport) *provider.Error {
 	return &provider.Error{Code: provider.CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
 }
 
-// ensureBase makes the base directory: root-owned 0755 for root (agent
-// users traverse it), 0700 otherwise. An existing one must be the
-// caller's and not writable by others.
+// ensureBase makes the base directory: 0755 for root (agent users
+// traverse it), 0700 otherwise. Then no other user may control any
+// directory on the way to it: each must be a real directory owned by the
+// caller or root, writable by no one else — except root's sticky
+// directories such as /tmp above the caller's own — so that nothing can
+// be swapped under corral between a check and a use. The base itself
+// must be the caller's.
 func ensureBase(base string) error {
 	mode := os.FileMode(0o700)
 	if os.Getuid() == 0 {
@@ -185,15 +194,27 @@ func ensureBase(base string) error {
 	if err := os.MkdirAll(base, mode); err != nil {
 		return err
 	}
-	fi, err := os.Lstat(base)
-	if err != nil {
-		return err
+	uid := uint32(os.Getuid())
+	for d := base; ; d = filepath.Dir(d) {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(d, &st); err != nil {
+			return err
+		}
+		dir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+		shared := st.Mode&0o022 != 0
+		sticky := st.Mode&syscall.S_ISVTX != 0 && st.Uid == 0
+		switch {
+		case !dir:
+			return fmt.Errorf("service directory %s: %s is not a directory (a symlink?): use a real path (%s)", base, d, DirEnv)
+		case d == base && st.Uid != uid:
+			return fmt.Errorf("service directory %s is owned by uid %d, not yours (%d): remove it", base, st.Uid, uid)
+		case st.Uid != uid && st.Uid != 0, shared && !(sticky && d != base):
+			return fmt.Errorf("service directory %s: %s is controlled by another user (owner %d, mode %o): put the sessions elsewhere (%s)", base, d, st.Uid, st.Mode&0o7777, DirEnv)
+		}
+		if d == "/" {
+			return nil
+		}
 	}
-	st := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("service directory %s must be a directory owned by uid %d and writable only by it (it is %s, uid %d)", base, os.Getuid(), fi.Mode(), st.Uid)
-	}
-	return nil
 }
 
 // makeDirs creates log/ (the caller's, 0700), home/ (the agent's, 0700)
@@ -237,11 +258,12 @@ func createUser(name, home, comment string) (int, int, error) {
 	return uid, gid, nil
 }
 
-// ownedUser reports whether name exists and carries corral's mark for
-// session svc (so corral made it).
-func ownedUser(name, svc string) bool {
+// ownedUser reports whether name exists, carries corral's mark for
+// session svc and has its home at home: corral made it for that session
+// (the same name may serve a session under another base directory).
+func ownedUser(name, svc, home string) bool {
 	u, err := user.Lookup(name)
-	return err == nil && u.Name == userComment(svc)
+	return err == nil && u.Name == userComment(svc) && u.HomeDir == home
 }
 
 // deleteUser removes an agent user corral made, and its group.
@@ -256,12 +278,13 @@ func deleteUser(name string) error {
 	return nil
 }
 
-// removeSession removes what a session's record says was made: its
+// removeSession removes what a session's record says was made (the agent
+// user only when UserCreated: never a user corral did not make): its
 // processes must be gone already. The record goes last, so a crash part
 // way leaves a record that says what is left.
 func removeSession(rec *Record) error {
 	p := Paths{rec.Dir}
-	if rec.Mode == ModeSystem && (rec.UserCreated || ownedUser(rec.User, rec.Name)) {
+	if rec.Mode == ModeSystem && rec.UserCreated {
 		if err := deleteUser(rec.User); err != nil {
 			return err
 		}
@@ -287,8 +310,6 @@ func homeHasState(home string) bool {
 	ents, err := os.ReadDir(home)
 	return err == nil && len(ents) > 0
 }
-
-func userByName(name string) (*user.User, error) { return user.Lookup(name) }
 
 // recreateUser makes a ready session's missing agent user again, with
 // the uid and gid its files carry.

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package service runs a long-lived agent gateway inside a persistent
 // session: an identity and a state directory of its own, a sandbox built
 // from a policy (the linux provider's layers and governed egress), and a
@@ -23,9 +25,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -87,9 +93,11 @@ type Record struct {
 	Start *StartSpec `json:"start,omitempty"`
 	// Desired is "running" after a start and "stopped" after a stop.
 	Desired string `json:"desired,omitempty"`
-	// Exported is when the home was last exported (deprovision checks
-	// that no workload ran since).
-	Exported time.Time `json:"exported,omitzero"`
+	// LastStart is when a workload was last started (set by the launcher
+	// before the supervisor runs), Exported when the home was last
+	// exported: deprovision wants an export after the last start.
+	LastStart time.Time `json:"last_start,omitzero"`
+	Exported  time.Time `json:"exported,omitzero"`
 }
 
 // StartSpec is how to run the session's workload.
@@ -146,19 +154,35 @@ func Base() (string, error) {
 		if !filepath.IsAbs(d) {
 			return "", fmt.Errorf("%s=%q: want an absolute path", DirEnv, d)
 		}
-		return filepath.Clean(d), nil
+		return canonical(d), nil
 	}
 	if os.Getuid() == 0 {
-		return "/var/lib/corral/services", nil
+		return canonical("/var/lib/corral/services"), nil
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "corral", "services"), nil
+		return canonical(filepath.Join(d, "corral", "services")), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		return "", fmt.Errorf("no home directory for the service state (set %s): %w", DirEnv, err)
 	}
-	return filepath.Join(home, ".local", "state", "corral", "services"), nil
+	return canonical(filepath.Join(home, ".local", "state", "corral", "services")), nil
+}
+
+// canonical resolves the symlinks of the longest existing prefix of p, so
+// that a session's paths compare with the policy's canonical grants.
+func canonical(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for d := p; ; d = filepath.Dir(d) {
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		if d == "/" || d == "." {
+			return p
+		}
+		rest = append([]string{filepath.Base(d)}, rest...)
+	}
 }
 
 // RunBase is the directory of one-shot sessions (Run): runtime state,
@@ -167,15 +191,15 @@ func Base() (string, error) {
 // $CORRAL_SERVICE_DIR like Base.
 func RunBase() string {
 	if d := os.Getenv(DirEnv); filepath.IsAbs(d) {
-		return filepath.Clean(d)
+		return canonical(d)
 	}
 	if os.Getuid() == 0 {
-		return "/run/corral/services"
+		return canonical("/run/corral/services")
 	}
 	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
-		return filepath.Join(d, "corral", "services")
+		return canonical(filepath.Join(d, "corral", "services"))
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "services")
+	return canonical(filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "services"))
 }
 
 // Paths are the files of one session.
@@ -213,6 +237,11 @@ func LoadRecord(p Paths) (*Record, error) {
 	}
 	if r.Version > RecordVersion {
 		return nil, fmt.Errorf("%s: record version %d is newer than this corral's %d", p.Record(), r.Version, RecordVersion)
+	}
+	// Everything corral removes or runs comes from the record: it must
+	// describe the directory it was found in.
+	if r.Dir != p.Dir || r.Name != baseName(p) || r.Home != p.Home() {
+		return nil, fmt.Errorf("%s: the record names %s (home %s), not its own directory: not corral's, or moved (remove it by hand)", p.Record(), r.Dir, r.Home)
 	}
 	return &r, nil
 }
@@ -267,6 +296,14 @@ func Lock(p Paths, wait time.Duration) (func(), error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
+			// A removal deletes the lock file: holding the lock of a file
+			// no longer at the path locks nothing.
+			cur, serr := os.Stat(p.Lock())
+			held, _ := f.Stat()
+			if serr != nil || !os.SameFile(cur, held) {
+				f.Close()
+				return nil, fmt.Errorf("service %s was removed meanwhile", filepath.Base(p.Dir))
+			}
 			return func() { f.Close() }, nil
 		}
 		if err != unix.EWOULDBLOCK || time.Now().After(deadline) {
@@ -296,3 +333,49 @@ func List(base string) ([]string, error) {
 }
 
 func baseName(p Paths) string { return filepath.Base(p.Dir) }
+
+// Validate checks a start spec wherever one comes from (the command
+// line, an imported export, the record): a command, a known restart
+// policy, ports in range, and only loopback addresses on the host side —
+// published ports and the readiness URL — so that nothing of the session
+// is exposed beyond this host and the host-side probe reaches nothing
+// else.
+func (s *StartSpec) Validate() error {
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return errors.New("start: no command")
+	}
+	switch s.Restart {
+	case "always", "on-failure", "never":
+	default:
+		return fmt.Errorf("start: restart %q: use always, on-failure or never", s.Restart)
+	}
+	if s.ReadyPort < 0 || s.ReadyPort > 65535 {
+		return fmt.Errorf("start: ready port %d: want 1-65535", s.ReadyPort)
+	}
+	if s.StopGrace < 0 {
+		return fmt.Errorf("start: stop grace %s is negative", time.Duration(s.StopGrace))
+	}
+	if s.ReadyHTTP != "" {
+		u, err := url.Parse(s.ReadyHTTP)
+		if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) {
+			return fmt.Errorf("start: ready URL %q: want http://LOOPBACK-ADDRESS:PORT/... (a published port), nothing beyond this host", s.ReadyHTTP)
+		}
+	}
+	for _, p := range s.Publish {
+		host, port, err := net.SplitHostPort(p.Host)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n < 1 || n > 65535 || !loopbackHost(host) {
+			return fmt.Errorf("start: publish %q: want a loopback address and port, e.g. 127.0.0.1:18789", p.Host)
+		}
+		if p.Port < 1 || p.Port > 65535 {
+			return fmt.Errorf("start: publish %s: inner port %d: want 1-65535", p.Host, p.Port)
+		}
+	}
+	return nil
+}
+
+// loopbackHost reports whether host is a loopback IP address literal.
+func loopbackHost(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,11 +25,7 @@ import (
 // workload last ran, unless force. The record is marked deprovisioning
 // first, so an interrupted removal is finished by reconcile.
 func Deprovision(name string, force bool) error {
-	p, rec, err := Open(name)
-	if err != nil {
-		return err
-	}
-	unlock, err := Lock(p, 5*time.Second)
+	p, rec, unlock, err := openLocked(name, 5*time.Second)
 	if err != nil {
 		return err
 	}
@@ -39,8 +37,8 @@ func Deprovision(name string, force bool) error {
 	if st.Live() {
 		return &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("service %s is running (supervisor pid %d): corral service stop %s first", name, st.Supervisor.PID, name)}
 	}
-	if !force && homeHasState(rec.Home) && unexported(rec, st) {
-		return &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("the home of %s holds state no export has taken since it last ran: corral service export %s > %s.tar.zst first, or deprovision --force to lose it", name, name, name)}
+	if !force && homeHasState(rec.Home) && unexported(rec) {
+		return &provider.Error{Code: provider.CodeStale, Msg: fmt.Sprintf("the home of %s holds state no export has taken since it last ran: corral service export %s -o %s.tar.zst first, or deprovision --force to lose it", name, name, name)}
 	}
 	rec.Phase = PhaseDeprovisioning
 	if err := rec.Save(); err != nil {
@@ -50,17 +48,10 @@ func Deprovision(name string, force bool) error {
 	return finishRemoval(rec)
 }
 
-// unexported reports whether a workload ran after the last export (or no
-// export was ever taken).
-func unexported(rec *Record, st *Status) bool {
-	if rec.Exported.IsZero() {
-		return true
-	}
-	last := st.Started
-	if st.LastExit != nil && st.LastExit.At.After(last) {
-		last = st.LastExit.At
-	}
-	return last.After(rec.Exported)
+// unexported reports whether a workload was started after the last export
+// (or no export was ever taken).
+func unexported(rec *Record) bool {
+	return rec.Exported.IsZero() || !rec.LastStart.Before(rec.Exported)
 }
 
 // finishRemoval removes the autostart unit, then the session.
@@ -114,8 +105,8 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 		out = append(out, reconcileDir(base, names, ready, dryRun, act)...)
 	}
 	for _, sp := range supervisors() {
-		if ready[sp.dir] {
-			continue
+		if ready[sp.dir] || !slices.Contains(bases, filepath.Dir(sp.dir)) {
+			continue // a session of another base (CORRAL_SERVICE_DIR) is not ours to judge
 		}
 		act(Finding{filepath.Base(sp.dir), "process", fmt.Sprintf("supervisor pid %d runs for %s, which has no ready record", sp.proc.PID, sp.dir), "stop it"}, func() error {
 			stopSupervisor(sp.proc, 10*time.Second)
@@ -124,7 +115,8 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 	}
 	if os.Getuid() == 0 {
 		for _, u := range agentUsers() {
-			if hasRecord(bases, u.service) {
+			// Only users whose home is a session of these bases.
+			if !slices.Contains(bases, filepath.Dir(filepath.Dir(u.home))) || hasRecord(bases, u.service) {
 				continue
 			}
 			act(Finding{u.service, "user", fmt.Sprintf("agent user %s (uid %d) has no record", u.name, u.uid), "remove it"}, func() error { return deleteUser(u.name) })
@@ -159,6 +151,7 @@ func reconcileDir(base string, names []string, ready map[string]bool, dryRun boo
 		p := PathsOf(base, name)
 		unlock, err := Lock(p, 2*time.Second)
 		if err != nil {
+			ready[p.Dir] = true // a lifecycle command is at work on it: hands off
 			out = append(out, Finding{name, "record", err.Error(), "none: busy"})
 			continue
 		}
@@ -177,7 +170,14 @@ func reconcileDir(base string, names []string, ready map[string]bool, dryRun boo
 			case rec.Owner != nil:
 				ready[p.Dir] = true // its corral service run is at work
 			case rec.Phase == PhaseProvisioning && !live:
-				act(Finding{name, "record", "provision was interrupted", "undo it (user, dirs, record)"}, func() error { return removeSession(rec) })
+				act(Finding{name, "record", "provision was interrupted", "undo it (user, dirs, record)"}, func() error {
+					// Killed between useradd and saving that it did so: the
+					// user carries this session's mark.
+					if rec.Mode == ModeSystem && !rec.UserCreated && ownedUser(rec.User, rec.Name, rec.Home) {
+						rec.UserCreated = true
+					}
+					return removeSession(rec)
+				})
 			case rec.Phase == PhaseDeprovisioning && !live:
 				act(Finding{name, "record", "deprovision was interrupted", "finish it"}, func() error { return finishRemoval(rec) })
 			case rec.Phase == PhaseReady:
@@ -202,7 +202,7 @@ func repairReady(rec *Record, st *Status, dryRun bool) []Finding {
 		out = append(out, f)
 	}
 	if rec.Mode == ModeSystem {
-		if _, err := userByName(rec.User); err != nil {
+		if _, err := user.Lookup(rec.User); err != nil {
 			do(Finding{rec.Name, "user", "agent user " + rec.User + " is missing", fmt.Sprintf("create it again with uid %d", rec.UID)}, func() error {
 				return recreateUser(rec)
 			})
@@ -240,8 +240,8 @@ func orphanDir(p Paths, name string, dryRun bool) Finding {
 		return f
 	}
 	rec := &Record{Name: name, Dir: p.Dir, Mode: ModeUser}
-	if os.Getuid() == 0 && ownedUser(AgentUser(name), name) {
-		rec.Mode, rec.User = ModeSystem, AgentUser(name)
+	if os.Getuid() == 0 && ownedUser(AgentUser(name), name, p.Home()) {
+		rec.Mode, rec.User, rec.UserCreated = ModeSystem, AgentUser(name), true
 	}
 	if err := removeSession(rec); err != nil {
 		f.Action = "failed: remove it: " + err.Error()
@@ -284,8 +284,8 @@ func supervisors() []supervisorProc {
 }
 
 type agentUser struct {
-	name, service string
-	uid           int
+	name, service, home string
+	uid                 int
 }
 
 // agentUsers lists the users of /etc/passwd that carry corral's mark.
@@ -307,7 +307,7 @@ func agentUsers() []agentUser {
 			continue
 		}
 		uid, _ := strconv.Atoi(fs[2])
-		out = append(out, agentUser{fs[0], svc, uid})
+		out = append(out, agentUser{fs[0], svc, fs[5], uid})
 	}
 	return out
 }

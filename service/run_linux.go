@@ -80,17 +80,30 @@ func SweepOneShot() []string {
 	return out
 }
 
-// exitCodeOf is the documented exit status for err: its provider code's,
-// 122 for a policy error, else 123 (the session could not be made).
+// exitCodeOf is the documented exit status for an error of provisioning.
 func exitCodeOf(err error) int {
 	var pe *provider.Error
-	if errors.As(err, &pe) {
-		return pe.Code.ExitCode()
-	}
-	var one *policy.Error
-	var many policy.Errors
-	if errors.As(err, &one) || errors.As(err, &many) {
-		return provider.CodePolicyRejected.ExitCode()
+	if errors.As(err, &pe) || isPolicyError(err) {
+		return codeOf(err).ExitCode()
 	}
 	return provider.CodeProvisionFailed.ExitCode()
+}
+
+// codeOf is err's provider code: its own, policy_rejected for a policy
+// error, else start_failed (the sandbox or its supervisor could not run).
+func codeOf(err error) provider.Code {
+	var pe *provider.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe.Code
+	case isPolicyError(err):
+		return provider.CodePolicyRejected
+	}
+	return provider.CodeStartFailed
+}
+
+func isPolicyError(err error) bool {
+	var one *policy.Error
+	var many policy.Errors
+	return errors.As(err, &one) || errors.As(err, &many)
 }

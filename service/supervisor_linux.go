@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
@@ -85,6 +87,7 @@ type supervisor struct {
 	stopping bool
 	stopCh   chan struct{}
 	kill     context.CancelFunc // ends the current run at once
+	early    syscall.Signal     // foreground: a signal that came before the workload started
 }
 
 // Supervise is the session's supervisor: started detached by `service
@@ -100,6 +103,9 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	rec, err := LoadRecord(s.p)
 	if err == nil && (rec.Start == nil || rec.Phase != PhaseReady) {
 		err = fmt.Errorf("service %s cannot start: phase %s, start spec present: %v", rec.Name, rec.Phase, rec.Start != nil)
+	}
+	if err == nil {
+		err = rec.Start.Validate()
 	}
 	if err != nil {
 		return s.fail(err)
@@ -162,7 +168,7 @@ func (s *supervisor) fail(err error) int {
 	s.status.State, s.status.Error = StateFailed, err.Error()
 	s.mu.Unlock()
 	s.write()
-	m := launchMsg{Error: err.Error(), Code: string(provider.CodeOf(err))}
+	m := launchMsg{Error: err.Error(), Code: string(codeOf(err))}
 	var pe *provider.Error
 	if errors.As(err, &pe) {
 		m.Layer, m.Error = pe.Layer, pe.Msg
@@ -173,7 +179,7 @@ func (s *supervisor) fail(err error) int {
 	s.tell(m)
 	fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
 	if s.o.Foreground != nil {
-		return provider.CodeOf(err).ExitCode()
+		return codeOf(err).ExitCode()
 	}
 	return 1
 }
@@ -190,6 +196,9 @@ func (s *supervisor) forwardSignals(sigs <-chan os.Signal) {
 			close(s.stopCh)
 		}
 		sb, kill := s.sb, s.kill
+		if sb == nil && s.early == 0 {
+			s.early = sig.(syscall.Signal)
+		}
 		s.mu.Unlock()
 		switch {
 		case sb == nil || n > 1:
@@ -295,7 +304,7 @@ func (s *supervisor) loop(ctx context.Context) int {
 		if time.Since(t0) > backoffReset {
 			backoff = backoffMin
 		}
-		fmt.Fprintf(os.Stderr, "corral service: workload ended (exit %d%s); restarting in %s\n", ex.Code, withSignal(ex.Signal), backoff)
+		fmt.Fprintf(os.Stderr, "corral service: workload ended (exit %d%s); restarting in %s\n", ex.Code, WithSignal(ex.Signal), backoff)
 		select {
 		case <-time.After(backoff):
 		case <-s.stopCh:
@@ -307,7 +316,8 @@ func (s *supervisor) loop(ctx context.Context) int {
 	}
 }
 
-func withSignal(sig string) string {
+// WithSignal is ", SIG" for a signal name, "" for none.
+func WithSignal(sig string) string {
 	if sig == "" {
 		return ""
 	}
@@ -344,8 +354,12 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	}
 	dirs, limits := sb.Cgroup()
 	s.mu.Lock()
+	if early := s.early; early != 0 {
+		s.mu.Unlock()
+		return Exit{Code: 128 + int(early), Signal: unix.SignalName(early), Reason: "signalled before the workload started", At: time.Now().UTC()}, nil
+	}
 	s.sb = sb
-	stopping := s.stopping && s.o.Foreground == nil
+	stopping := s.stopping
 	s.status.Layers, s.status.SandboxID, s.status.Init = sb.Layers(), sb.ID(), ProcOf(sb.InitPID())
 	s.status.CgroupDir, s.status.CgroupLimits = dirs, limits
 	s.mu.Unlock()
@@ -354,7 +368,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 		s.sb = nil
 		s.mu.Unlock()
 	}()
-	if stopping {
+	if stopping && s.o.Foreground == nil {
 		return Exit{Code: 143, Signal: "SIGTERM", Reason: "stopped before the workload started", At: time.Now().UTC()}, nil
 	}
 	wl := audit.Proc{CmdLine: s.st.Command, UID: s.rec.UID}
@@ -441,7 +455,7 @@ func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
 		return
 	}
 	for {
-		r := Check(s.st, sb.DialServed)
+		r := Check(s.st, func(port int) (net.Conn, error) { return sb.DialServed(port, 2*time.Second) })
 		s.mu.Lock()
 		current := s.sb == sb
 		if current {
@@ -470,7 +484,7 @@ func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
 func Check(st *StartSpec, dial func(port int) (net.Conn, error)) Probe {
 	r := Probe{OK: true, At: time.Now().UTC()}
 	var parts []string
-	if st.ReadyPort != 0 {
+	if st.ReadyPort != 0 && dial != nil {
 		c, err := dial(st.ReadyPort)
 		if err != nil {
 			r.OK = false
@@ -481,7 +495,10 @@ func Check(st *StartSpec, dial func(port int) (net.Conn, error)) Probe {
 		}
 	}
 	if st.ReadyHTTP != "" {
-		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+		// Never follow a redirect: the workload answers this request, and
+		// a probe from the host must not become its way to other hosts.
+		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 		resp, err := c.Get(st.ReadyHTTP)
 		switch {
 		case err != nil:
@@ -539,7 +556,7 @@ func (s *supervisor) forward(l net.Listener, port int) {
 			if sb == nil {
 				return
 			}
-			up, err := sb.DialServed(port)
+			up, err := sb.DialServed(port, 10*time.Second)
 			if err != nil {
 				return
 			}

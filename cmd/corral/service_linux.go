@@ -446,7 +446,7 @@ func printStatus(w io.Writer, rec *service.Record, o statusOut) {
 		fmt.Fprintf(w, "  probe now:  %v (%s)\n", o.Probe.OK, o.Probe.Detail)
 	}
 	if st.LastExit != nil {
-		fmt.Fprintf(w, "  last exit:  %d%s at %s %s\n", st.LastExit.Code, sigSuffix(st.LastExit.Signal), st.LastExit.At.Local().Format(time.DateTime), st.LastExit.Reason)
+		fmt.Fprintf(w, "  last exit:  %d%s at %s %s\n", st.LastExit.Code, service.WithSignal(st.LastExit.Signal), st.LastExit.At.Local().Format(time.DateTime), st.LastExit.Reason)
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  error:      %s\n", st.Error)
@@ -468,13 +468,6 @@ func printStatus(w io.Writer, rec *service.Record, o statusOut) {
 	for _, m := range o.Warnings {
 		fmt.Fprintf(w, "  warning:    %s\n", m)
 	}
-}
-
-func sigSuffix(s string) string {
-	if s == "" {
-		return ""
-	}
-	return " (" + s + ")"
 }
 
 func newServiceStopCmd() *cobra.Command {
@@ -612,7 +605,7 @@ func newServiceDeprovisionCmd() *cobra.Command {
 		Short: "Remove a stopped session: autostart unit, agent user, home, logs, record",
 		Long: `Remove session NAME. Refused while it runs, and while its home holds state
 that no export has taken since the workload last ran (corral service export
-NAME > NAME.tar.zst), unless --force. An interrupted removal is finished by
+NAME -o NAME.tar.zst), unless --force. An interrupted removal is finished by
 corral service reconcile.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -696,6 +689,11 @@ func newServiceImportCmd() *cobra.Command {
 				return err
 			}
 			printProvisioned(rec)
+			// What the export brought is the caller's to check before a start.
+			fmt.Printf("policy from the export: %s (%s)\n", filepath.Join(filepath.Dir(rec.Home), "policy.yaml"), rec.PolicyHash)
+			if rec.Start != nil {
+				fmt.Printf("start command from the export: %s\n", strings.Join(rec.Start.Command, " "))
+			}
 			return nil
 		},
 	}

@@ -456,14 +456,17 @@ func RootIsCorral(mountinfo string) bool {
 
 // DialServed connects to port on the sandbox's own loopback, where the
 // workload listens (InitSpec.ServePorts), with a socket init made in the
-// sandbox's network namespace. Errors are the connect's (ECONNREFUSED
-// while nothing listens).
-func (s *Sandbox) DialServed(port int) (net.Conn, error) {
-	if s.sockets == nil || !slices.Contains(s.spec.ServePorts, port) {
+// sandbox's network namespace, giving up after timeout. Errors are the
+// connect's (ECONNREFUSED while nothing listens).
+func (s *Sandbox) DialServed(port int, timeout time.Duration) (net.Conn, error) {
+	if !slices.Contains(s.spec.ServePorts, port) {
 		return nil, fmt.Errorf("port %d is not served by sandbox %s", port, s.id)
 	}
 	s.sockMu.Lock()
 	fd, err := func() (int, error) {
+		if s.sockets == nil {
+			return -1, errors.New("the sandbox is stopped")
+		}
 		if _, err := s.sockets.Write([]byte{0}); err != nil {
 			return -1, err
 		}
@@ -484,10 +487,48 @@ func (s *Sandbox) DialServed(port int) (net.Conn, error) {
 	}
 	f := os.NewFile(uintptr(fd), "served")
 	defer f.Close()
-	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := connectTimeout(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}, timeout); err != nil {
 		return nil, fmt.Errorf("connect 127.0.0.1:%d in the sandbox: %w", port, err)
 	}
 	return net.FileConn(f)
+}
+
+// connectTimeout connects fd without blocking longer than timeout: a
+// non-blocking connect(2), poll(2) for writability, then SO_ERROR.
+func connectTimeout(fd int, sa unix.Sockaddr, timeout time.Duration) error {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return err
+	}
+	err := unix.Connect(fd, sa)
+	if err == nil {
+		return nil
+	}
+	if err != unix.EINPROGRESS {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(pfd, int(left.Milliseconds())+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil {
+				return err
+			} else if soerr != 0 {
+				return unix.Errno(soerr)
+			}
+			return nil
+		}
+	}
 }
 
 // Cgroup returns the sandbox's cgroup directories and the limit files
@@ -727,9 +768,12 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	if s.egress != nil {
 		s.egress.Close()
 	}
+	s.sockMu.Lock()
 	if s.sockets != nil {
 		s.sockets.Close()
+		s.sockets = nil
 	}
+	s.sockMu.Unlock()
 	if s.cg != nil {
 		if err := s.cg.Kill(); err != nil {
 			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
