@@ -42,12 +42,13 @@ hyperfine -N -r "$START_RUNS" --export-json "$tmp/start.json" \
 
 mkdir -p "$repo/bench/results"
 out=${OUT:-$repo/bench/results/service-$(date +%Y-%m-%d-%H%M%S).md}
-python3 - "$tmp/oneshot.json" "$tmp/start.json" >"$out" <<'PY'
-import json, statistics, sys, subprocess, os
+commit=$(git -C "$repo" rev-parse --short HEAD)
+python3 - "$tmp/oneshot.json" "$tmp/start.json" "$commit" >"$out" <<'PY'
+import json, statistics, sys, os
 def med(path):
     return {r["command"]: statistics.median(r["times"]) * 1000 for r in json.load(open(path))["results"]}
 one, start = med(sys.argv[1]), med(sys.argv[2])
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+commit = sys.argv[3]
 print(f"# corral service benchmark\n\ncommit {commit}, {os.cpu_count()} CPUs, kernel {os.uname().release}, root\n")
 print("| command | median |\n|---|---:|")
 for k, v in list(one.items()) + list(start.items()):

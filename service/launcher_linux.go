@@ -163,7 +163,7 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 			}
 			return nil, withLogTail(&provider.Error{Code: provider.CodeTimeout, Msg: why + "; it was stopped"}, p)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

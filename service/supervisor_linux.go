@@ -447,13 +447,14 @@ func auditLayers(ls []provider.LayerStatus) []audit.Layer {
 	return out
 }
 
-// probe checks readiness until the workload's run ends: every 500 ms
-// until ready, then every probeEvery. Without a readiness check it
-// records nothing.
+// probe checks readiness until the workload's run ends: after 50 ms,
+// doubling to 500 ms, until ready, then every probeEvery. Without a
+// readiness check it records nothing.
 func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
 	if s.st.ReadyPort == 0 && s.st.ReadyHTTP == "" {
 		return
 	}
+	wait := 50 * time.Millisecond
 	for {
 		r := Check(s.st, func(port int) (net.Conn, error) { return sb.DialServed(port, 2*time.Second) })
 		s.mu.Lock()
@@ -466,8 +467,7 @@ func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
 			return
 		}
 		s.write()
-		wait := 500 * time.Millisecond
-		if r.OK {
+		if wait = min(2*wait, 500*time.Millisecond); r.OK {
 			wait = probeEvery
 		}
 		select {
