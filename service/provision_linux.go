@@ -294,7 +294,8 @@ func removeSession(rec *Record) error {
 			return err
 		}
 	}
-	for _, f := range []string{p.Policy(), p.Status(), p.Status() + ".tmp", p.PIDFile(), p.Record() + ".tmp", p.Record(), p.Lock()} {
+	tmps, _ := filepath.Glob(filepath.Join(p.Dir, ".*.tmp")) // left by a crash in atomicfile.Write
+	for _, f := range append(tmps, p.Policy(), p.Status(), p.PIDFile(), p.Record(), p.Lock()) {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/atomicfile"
 )
 
 // DirEnv relocates the base directory of every session.
@@ -250,39 +252,7 @@ func LoadRecord(p Paths) (*Record, error) {
 // the directory, so a crash leaves the old record or the new one.
 func (r *Record) Save() error {
 	r.Version = RecordVersion
-	return writeFileAtomic(Paths{r.Dir}.Record(), r, 0o600)
-}
-
-func writeFileAtomic(path string, v any, mode os.FileMode) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteJSON(Paths{r.Dir}.Record(), r, 0o600)
 }
 
 // Lock takes the session's lifecycle lock (flock on DIR/lock), waiting up

@@ -88,11 +88,15 @@ func Reconcile(dryRun bool) ([]Finding, error) {
 		bases = append(bases, rb)
 	}
 	var out []Finding
-	act := func(f Finding, do func() error) {
-		if dryRun {
+	act := func(f Finding, do func() error) { // do is nil for a finding that needs nothing done
+		switch {
+		case do == nil:
+		case dryRun:
 			f.Action = "would: " + f.Action
-		} else if err := do(); err != nil {
-			f.Action = "failed: " + f.Action + ": " + err.Error()
+		default:
+			if err := do(); err != nil {
+				f.Action = "failed: " + f.Action + ": " + err.Error()
+			}
 		}
 		out = append(out, f)
 	}
@@ -182,7 +186,7 @@ func reconcileDir(base string, names []string, ready map[string]bool, dryRun boo
 				act(Finding{name, "record", "deprovision was interrupted", "finish it"}, func() error { return finishRemoval(rec) })
 			case rec.Phase == PhaseReady:
 				ready[p.Dir] = true
-				out = append(out, repairReady(rec, st, dryRun)...)
+				repairReady(rec, st, act)
 			}
 		}
 		unlock()
@@ -190,26 +194,17 @@ func reconcileDir(base string, names []string, ready map[string]bool, dryRun boo
 	return out
 }
 
-// repairReady checks a ready session's resources.
-func repairReady(rec *Record, st *Status, dryRun bool) []Finding {
-	var out []Finding
-	do := func(f Finding, fn func() error) {
-		if dryRun {
-			f.Action = "would: " + f.Action
-		} else if err := fn(); err != nil {
-			f.Action = "failed: " + f.Action + ": " + err.Error()
-		}
-		out = append(out, f)
-	}
+// repairReady checks a ready session's resources, acting through act.
+func repairReady(rec *Record, st *Status, act func(Finding, func() error)) {
 	if rec.Mode == ModeSystem {
 		if _, err := user.Lookup(rec.User); err != nil {
-			do(Finding{rec.Name, "user", "agent user " + rec.User + " is missing", fmt.Sprintf("create it again with uid %d", rec.UID)}, func() error {
+			act(Finding{rec.Name, "user", "agent user " + rec.User + " is missing", fmt.Sprintf("create it again with uid %d", rec.UID)}, func() error {
 				return recreateUser(rec)
 			})
 		}
 	}
 	if _, err := os.Lstat(rec.Home); errors.Is(err, os.ErrNotExist) {
-		do(Finding{rec.Name, "dir", "home " + rec.Home + " is missing", "create it empty"}, func() error {
+		act(Finding{rec.Name, "dir", "home " + rec.Home + " is missing", "create it empty"}, func() error {
 			if err := os.Mkdir(rec.Home, 0o700); err != nil {
 				return err
 			}
@@ -221,9 +216,8 @@ func repairReady(rec *Record, st *Status, dryRun bool) []Finding {
 		if rec.Desired == "running" {
 			f.Action = "none: wanted running; corral service start " + rec.Name + " (autostart does at boot)"
 		}
-		out = append(out, f)
+		act(f, nil)
 	}
-	return out
 }
 
 // orphanDir handles a session dir without a record: removed when its home

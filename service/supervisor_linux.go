@@ -21,6 +21,7 @@ import (
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/atomicfile"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
@@ -231,7 +232,7 @@ func (s *supervisor) write() {
 	s.status.Updated = time.Now().UTC()
 	st := s.status
 	s.mu.Unlock()
-	if err := writeFileAtomic(s.p.Status(), st, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(s.p.Status(), st, 0o644); err != nil {
 		fmt.Fprintf(os.Stderr, "corral service: status: %v\n", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/atomicfile"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -104,45 +105,7 @@ func (s store) write(rec *Record) error {
 		rec.Created = now
 	}
 	rec.Updated = now
-	b, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(s.dir, "."+rec.LocalID+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o600); err != nil && runtime.GOOS != "windows" {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path(rec.LocalID)); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(s.dir); err == nil {
-		_ = d.Sync() // not supported on every OS; the rename is what matters
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteJSON(s.path(rec.LocalID), rec, 0o600)
 }
 
 func (s store) read(id string) (*Record, error) {
