@@ -142,11 +142,16 @@ func AutostartWarnings(rec *Record) (unit string, warnings []string) {
 	if err != nil {
 		return "", nil
 	}
+	if rec.Mode == ModeUser {
+		// The agent is the caller's own uid: it owns the unit by design;
+		// what keeps it out is the sandbox (the unit is in no grant of the
+		// default policy), which the posture checks report.
+		return unit, nil
+	}
 	paths := []string{unit, dir}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "ExecStart="); ok {
-			exe := strings.Trim(strings.Fields(v)[0], `"`)
-			paths = append(paths, exe, filepath.Dir(exe))
+			paths = append(paths, execPath(v), filepath.Dir(execPath(v)))
 		}
 	}
 	for _, p := range paths {
@@ -174,4 +179,25 @@ func writableBy(path string, uid, gid int) string {
 		return "world-writable"
 	}
 	return ""
+}
+
+// execPath is the program of an ExecStart= value as UnitText writes it:
+// the first word, or a double-quoted string with \\ and \" escapes.
+func execPath(v string) string {
+	if !strings.HasPrefix(v, `"`) {
+		return strings.Fields(v + " x")[0]
+	}
+	var b strings.Builder
+	for i := 1; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\' && i+1 < len(v):
+			i++
+			b.WriteByte(v[i])
+		case c == '"':
+			return b.String()
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -145,3 +145,19 @@ func TestEnsureBase(t *testing.T) {
 		t.Error("accepted a base that is a symlink")
 	}
 }
+
+func TestUnitTextQuotesAndExecPath(t *testing.T) {
+	rec := &Record{Name: "gw", Dir: "/var/lib/corral/services/gw"}
+	for _, exe := range []string{"/usr/local/bin/corral", `/opt/my tools/corral "x"`} {
+		text := UnitText(rec, exe, "multi-user.target")
+		var got string
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, "ExecStart="); ok {
+				got = execPath(v)
+			}
+		}
+		if got != exe {
+			t.Errorf("ExecStart program %q, want %q\n%s", got, exe, text)
+		}
+	}
+}
