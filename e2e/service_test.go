@@ -538,3 +538,29 @@ func TestServiceAutostart(t *testing.T) {
 		t.Errorf("disable left %s or %s", unit, link)
 	}
 }
+
+// A session's policy may not see the sessions' base directory (another
+// session's record, policy, logs or home), and a policy changed behind
+// corral's back since provision is not run.
+func TestServiceGuards(t *testing.T) {
+	eachIdent(t, func(t *testing.T, id *ident) {
+		s := newSvc(t, id)
+		s.must(t, "service", "provision", "g1", "--policy", writePolicy(t, id, policy{}))
+		r := s.run(t, "service", "provision", "g2", "--policy", writePolicy(t, id, policy{RO: []string{filepath.Join(s.dir, "g1")}}))
+		if r.code != 122 || !strings.Contains(r.stderr, "overlaps") {
+			t.Errorf("a policy granting another session's directory: %s", r)
+		}
+		if exists(filepath.Join(s.dir, "g2")) {
+			t.Error("the refused session was left behind")
+		}
+		pol := filepath.Join(s.dir, "g1", "policy.yaml")
+		text := readFile(t, pol)
+		if err := os.WriteFile(pol, []byte(strings.Replace(text, "pids: 512", "pids: 100", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = s.run(t, "service", "start", "g1", "--", "sleep", "60")
+		if r.code != 122 || !strings.Contains(r.stderr, "changed since the session was provisioned") {
+			t.Errorf("start with a policy changed since provision: %s", r)
+		}
+	})
+}

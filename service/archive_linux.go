@@ -53,7 +53,12 @@ type exportManifest struct {
 var (
 	secretName    = regexp.MustCompile(`(?i)(^|/)(id_[a-z0-9]+|.*\.(pem|key|p12|pfx)|\.env|\.netrc|\.npmrc|\.git-credentials|credentials(\.json)?|.*token.*|.*secret.*|auth[^/]*\.json)$`)
 	secretContent = regexp.MustCompile(`(?i)"?(token|secret|password|passwd|api[_-]?key|private[_-]?key|bearer)"?\s*[:=]`)
+	cacheDir      = regexp.MustCompile(`(^|/)\.?cache(/|$)`)
 )
+
+// secretScan is the size up to which a file's content is searched for
+// secrets (configuration files; not bundles, databases or caches).
+const secretScan = 64 << 10
 
 // Export writes session name's home, policy and start settings to w as
 // an export, and returns the paths (inside the export) of files that look
@@ -132,10 +137,11 @@ func Export(name string, w io.Writer, version string) (secrets []string, err err
 		}
 		defer f.Close()
 		var head bytes.Buffer
-		if _, err := io.Copy(tw, io.TeeReader(f, &limitedBuffer{&head, 1 << 20})); err != nil {
+		if _, err := io.Copy(tw, io.TeeReader(f, &limitedBuffer{&head, secretScan})); err != nil {
 			return err
 		}
-		if secretName.MatchString(rel) || secretContent.Match(head.Bytes()) {
+		// Config files are small; caches are not where secrets are kept.
+		if !cacheDir.MatchString(rel) && (secretName.MatchString(rel) || (fi.Size() <= secretScan && secretContent.Match(head.Bytes()))) {
 			secrets = append(secrets, h.Name)
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // UnitName is the systemd unit of session name.
@@ -30,8 +31,14 @@ func unitDir() (dir, wantedBy string, err error) {
 
 // UnitText is the unit that runs the launcher at boot (system) or logon
 // (user): Type=forking, since the launcher exits once the workload is up
-// and the supervisor it leaves is the main process (PIDFile).
+// and the supervisor it leaves is the main process (PIDFile); systemd
+// starts it again if the supervisor fails, and gives the launcher the
+// recorded ready timeout and the stop the recorded grace, plus a minute.
 func UnitText(rec *Record, exe, wantedBy string) string {
+	start := rec.Start
+	if start == nil {
+		start = &StartSpec{}
+	}
 	q := func(s string) string { // systemd.syntax(7) quoting
 		if strings.ContainsAny(s, " \t\"'\\$%") {
 			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$").Replace(s) + `"`
@@ -55,13 +62,15 @@ Type=forking
 %[3]sExecStart=%[4]s service start %[1]s
 ExecStop=%[4]s service stop %[1]s
 PIDFile=%[5]s
-TimeoutStartSec=300
-TimeoutStopSec=120
+TimeoutStartSec=%[7]d
+TimeoutStopSec=%[8]d
+Restart=on-failure
+RestartSec=10
 KillMode=mixed
 
 [Install]
 WantedBy=%[6]s
-`, rec.Name, exe, env, q(exe), q(Paths{rec.Dir}.PIDFile()), wantedBy)
+`, rec.Name, exe, env, q(exe), q(Paths{rec.Dir}.PIDFile()), wantedBy, int(start.Timeout().Seconds())+60, int(time.Duration(start.StopGrace).Seconds())+60)
 }
 
 // EnableAutostart writes the unit (0644, the caller's) and enables it the

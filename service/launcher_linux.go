@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -16,16 +17,11 @@ import (
 	"github.com/corral-sandbox/corral/provider"
 )
 
-// StartOptions tune the launcher's wait.
+// StartOptions tune the launcher.
 type StartOptions struct {
 	// Exe is the corral binary the supervisor runs (normally
 	// /proc/self/exe resolved).
 	Exe string
-	// ReadyTimeout bounds the wait for the first start and readiness.
-	ReadyTimeout time.Duration
-	// Settle is how long the workload must stay up (same process, no
-	// restart) before the launcher reports success.
-	Settle time.Duration
 }
 
 // Open loads session name's record.
@@ -124,7 +120,28 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	go func() { _, _ = cmd.Process.Wait() }() // reaped while we wait; re-parented once we exit
 	fault("start-after-supervisor")
 
-	msg, err := readLaunch(r, o.ReadyTimeout)
+	// An interrupted launcher (Ctrl-C, a closed SSH session) leaves no
+	// half-started service behind: it stops what it started.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	interrupted := func(sig os.Signal) (*Status, error) {
+		stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
+		return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: fmt.Sprintf("interrupted by %s while waiting for the workload: it was stopped", sig)}
+	}
+	type launched struct {
+		m   launchMsg
+		err error
+	}
+	lc := make(chan launched, 1)
+	go func() { m, err := readLaunch(r, rec.Start.Timeout()); lc <- launched{m, err} }()
+	var msg launchMsg
+	select {
+	case l := <-lc:
+		msg, err = l.m, l.err
+	case sig := <-sigs:
+		return interrupted(sig)
+	}
 	if err != nil || !msg.Started {
 		stopSupervisor(sup, 5*time.Second)
 		if err == nil {
@@ -132,7 +149,7 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 		}
 		return nil, withLogTail(err, p)
 	}
-	deadline := time.Now().Add(o.ReadyTimeout)
+	deadline := time.Now().Add(rec.Start.Timeout())
 	var since time.Time
 	for {
 		st, err := ReadStatus(p)
@@ -141,6 +158,13 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 		}
 		switch {
 		case !st.Live() || st.State != StateRunning || st.Restarts > 0 || st.Workload.PID != msg.PID || !st.Workload.Alive():
+			// Give the supervisor a moment to record how it ended.
+			for i := 0; i < 20 && st.LastExit == nil && st.Live(); i++ {
+				time.Sleep(50 * time.Millisecond)
+				if again, err := ReadStatus(p); err == nil {
+					st = again
+				}
+			}
 			stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
 			why := fmt.Sprintf("the workload did not stay up (state %s", st.State)
 			if st.LastExit != nil {
@@ -151,19 +175,23 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 			if since.IsZero() {
 				since = time.Now()
 			}
-			if time.Since(since) >= o.Settle {
+			if time.Since(since) >= time.Duration(rec.Start.Settle) {
 				return st, nil
 			}
 		}
 		if time.Now().After(deadline) {
 			stopSupervisor(sup, time.Duration(rec.Start.StopGrace)+5*time.Second)
-			why := "the workload was not ready within " + o.ReadyTimeout.String()
+			why := "the workload was not ready within " + rec.Start.Timeout().String()
 			if st.Ready != nil {
 				why += ": " + st.Ready.Detail
 			}
 			return nil, withLogTail(&provider.Error{Code: provider.CodeTimeout, Msg: why + "; it was stopped"}, p)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case sig := <-sigs:
+			return interrupted(sig)
+		}
 	}
 }
 
@@ -219,7 +247,7 @@ func lastLines(path string, n int) string {
 	if len(b) > 64<<10 {
 		b = b[len(b)-64<<10:]
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(Printable(string(b)), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -48,13 +49,15 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 		return nil, pol, err
 	}
 	var extra provider.LossReport
-	// The session directory is the supervisor's: its record, policy,
-	// status, lock and logs stay out of the workload's view entirely (a
-	// read-only view would still let it hold the lock or read the logs).
+	// The sessions' base directory is the supervisors': records,
+	// policies, status, locks, logs and the other sessions' homes stay
+	// out of the workload's view entirely (a read-only view would still
+	// let it hold a lock or read another agent's state).
+	base := filepath.Dir(rec.Dir)
 	for _, g := range res.Grants {
-		if g.Access != policy.AccessDeny && (g.Path == rec.Dir || strings.HasPrefix(rec.Dir, g.Path+"/") || strings.HasPrefix(g.Path, rec.Dir+"/")) {
+		if g.Access != policy.AccessDeny && (g.Path == base || strings.HasPrefix(base, g.Path+"/") || strings.HasPrefix(g.Path, base+"/")) {
 			extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
-				Message: fmt.Sprintf("%s (%s) overlaps the session directory %s, which must stay out of the workload's view (its record, status and logs): grant something narrower", g.Path, g.Access, rec.Dir)})
+				Message: fmt.Sprintf("%s (%s) overlaps %s, where the sessions' records, status, logs and homes are, which must stay out of the workload's view: grant something narrower", g.Path, g.Access, base)})
 		}
 	}
 	res.Grants = append(res.Grants, policy.PathGrant{Path: rec.Home, Access: policy.AccessReadWrite, Dir: true, Field: "service home"})

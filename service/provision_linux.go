@@ -143,16 +143,12 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	}
 	fault("provision-after-dirs")
 	plan, pol, err := Plan(ctx, rec, nil)
-	if err != nil {
-		return undo(err)
+	if err != nil { // name the caller's policy, not the session's copy about to go
+		return undo(&provider.Error{Code: codeOf(err), Msg: strings.ReplaceAll(err.Error(), p.Policy(), shownPolicy(o))})
 	}
 	if plan.Loss.HasErrors() {
 		err := Rejected(pol, plan.Loss)
-		name := o.PolicyName
-		if name == "" {
-			name = o.PolicyFile
-		}
-		err.Msg = strings.ReplaceAll(err.Msg, p.Policy(), name)
+		err.Msg = strings.ReplaceAll(err.Msg, p.Policy(), shownPolicy(o))
 		return undo(err)
 	}
 	rec.PolicyHash = plan.Policy.Hash
@@ -161,6 +157,13 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 		return undo(err)
 	}
 	return rec, nil
+}
+
+func shownPolicy(o ProvisionOptions) string {
+	if o.PolicyName != "" {
+		return o.PolicyName
+	}
+	return o.PolicyFile
 }
 
 // Rejected is provider.Rejected with each error placed in the policy file
@@ -179,23 +182,40 @@ func Rejected(p *policy.Policy, loss provider.LossReport) *provider.Error {
 	return &provider.Error{Code: provider.CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
 }
 
-// ensureBase makes the base directory: 0755 for root (agent users
-// traverse it), 0700 otherwise. Then no other user may control any
-// directory on the way to it: each must be a real directory owned by the
-// caller or root, writable by no one else — except root's sticky
-// directories such as /tmp above the caller's own — so that nothing can
-// be swapped under corral between a check and a use. The base itself
-// must be the caller's.
+// ensureBase makes the base directory: 0711 for root (agent users
+// traverse it to their homes; no one lists the sessions), 0700 otherwise.
+// No other user may control any directory on the way to it: each must be
+// a real directory owned by the caller or root, writable by no one else —
+// except root's sticky directories such as /tmp above the caller's own —
+// so that nothing can be swapped under corral between a check and a use;
+// for root each must also let others through (agent users reach their
+// homes). The existing part of the path is checked before anything is
+// made. The base itself must be the caller's.
 func ensureBase(base string) error {
 	mode := os.FileMode(0o700)
 	if os.Getuid() == 0 {
-		mode = 0o755
+		mode = 0o711
+	}
+	existing := base
+	for {
+		if _, err := os.Lstat(existing); err == nil || existing == "/" {
+			break
+		}
+		existing = filepath.Dir(existing)
+	}
+	if err := checkDirs(base, existing); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(base, mode); err != nil {
 		return err
 	}
+	return checkDirs(base, base)
+}
+
+// checkDirs checks from up to / (see ensureBase).
+func checkDirs(base, from string) error {
 	uid := uint32(os.Getuid())
-	for d := base; ; d = filepath.Dir(d) {
+	for d := from; ; d = filepath.Dir(d) {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(d, &st); err != nil {
 			return err
@@ -210,6 +230,8 @@ func ensureBase(base string) error {
 			return fmt.Errorf("service directory %s is owned by uid %d, not yours (%d): remove it", base, st.Uid, uid)
 		case st.Uid != uid && st.Uid != 0, shared && !(sticky && d != base):
 			return fmt.Errorf("service directory %s: %s is controlled by another user (owner %d, mode %o): put the sessions elsewhere (%s)", base, d, st.Uid, st.Mode&0o7777, DirEnv)
+		case uid == 0 && st.Mode&0o001 == 0:
+			return fmt.Errorf("service directory %s: %s (mode %o) does not let agent users through to their homes: chmod o+x it, or put the sessions elsewhere (%s)", base, d, st.Mode&0o7777, DirEnv)
 		}
 		if d == "/" {
 			return nil

@@ -116,6 +116,22 @@ type StartSpec struct {
 	Publish []Publish `json:"publish,omitempty"`
 	// StopGrace is how long a stop waits after SIGTERM before SIGKILL.
 	StopGrace Duration `json:"stop_grace"`
+	// ReadyTimeout bounds the launcher's wait for the start and readiness
+	// (0: DefaultReadyTimeout); Settle is how long the workload must then
+	// stay the same process (0: none).
+	ReadyTimeout Duration `json:"ready_timeout,omitempty"`
+	Settle       Duration `json:"settle,omitempty"`
+}
+
+// DefaultReadyTimeout is the launcher's wait when none is recorded.
+const DefaultReadyTimeout = 120 * time.Second
+
+// Timeout is the launcher's wait for s.
+func (s *StartSpec) Timeout() time.Duration {
+	if s.ReadyTimeout > 0 {
+		return time.Duration(s.ReadyTimeout)
+	}
+	return DefaultReadyTimeout
 }
 
 // Publish is one published port: Host ("127.0.0.1:18789", loopback only)
@@ -322,16 +338,26 @@ func (s *StartSpec) Validate() error {
 	if s.ReadyPort < 0 || s.ReadyPort > 65535 {
 		return fmt.Errorf("start: ready port %d: want 1-65535", s.ReadyPort)
 	}
-	if s.StopGrace < 0 {
-		return fmt.Errorf("start: stop grace %s is negative", time.Duration(s.StopGrace))
+	if s.StopGrace < 0 || s.ReadyTimeout < 0 || s.Settle < 0 {
+		return fmt.Errorf("start: stop grace %s, ready timeout %s, settle %s: none may be negative", time.Duration(s.StopGrace), time.Duration(s.ReadyTimeout), time.Duration(s.Settle))
 	}
 	if s.ReadyHTTP != "" {
 		u, err := url.Parse(s.ReadyHTTP)
+		if err == nil && u.Port() != "" {
+			if port, perr := strconv.Atoi(u.Port()); perr != nil || port < 1 || port > 65535 {
+				err = errors.New("bad port")
+			}
+		}
 		if err != nil || u.Scheme != "http" || !loopbackHost(u.Hostname()) {
 			return fmt.Errorf("start: ready URL %q: want http://LOOPBACK-ADDRESS:PORT/... (a published port), nothing beyond this host", s.ReadyHTTP)
 		}
 	}
+	seen := map[string]bool{}
 	for _, p := range s.Publish {
+		if seen[p.Host] {
+			return fmt.Errorf("start: %s is published twice", p.Host)
+		}
+		seen[p.Host] = true
 		host, port, err := net.SplitHostPort(p.Host)
 		n, perr := strconv.Atoi(port)
 		if err != nil || perr != nil || n < 1 || n > 65535 || !loopbackHost(host) {

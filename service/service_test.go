@@ -28,6 +28,9 @@ func TestStartSpecValidate(t *testing.T) {
 		"inner port":        func(s *StartSpec) { s.Publish = []Publish{{Host: "127.0.0.1:80", Port: 70000}} },
 		"ready URL remote":  func(s *StartSpec) { s.ReadyHTTP = "http://10.0.0.1/readyz" },
 		"ready URL https":   func(s *StartSpec) { s.ReadyHTTP = "https://127.0.0.1/readyz" },
+		"ready URL port":    func(s *StartSpec) { s.ReadyHTTP = "http://127.0.0.1:99999/readyz" },
+		"ready URL garbage": func(s *StartSpec) { s.ReadyHTTP = "http://[::1" },
+		"published twice":   func(s *StartSpec) { s.Publish = append(s.Publish, s.Publish[0]) },
 		"ready port":        func(s *StartSpec) { s.ReadyPort = -1 },
 		"negative grace":    func(s *StartSpec) { s.StopGrace = -1 },
 	} {
@@ -127,6 +130,15 @@ func TestExtractHomeModes(t *testing.T) {
 // No directory on the way to the base may be another user's or a symlink.
 func TestEnsureBase(t *testing.T) {
 	dir := t.TempDir()
+	closed := filepath.Join(dir, "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} { // testing makes them 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := ensureBase(filepath.Join(dir, "svc")); err != nil {
 		t.Fatalf("a fresh base: %v", err)
 	}
@@ -137,6 +149,12 @@ func TestEnsureBase(t *testing.T) {
 	os.Chmod(open, 0o777)
 	if err := ensureBase(filepath.Join(open, "svc")); err == nil {
 		t.Error("accepted a base under a world-writable directory")
+	}
+	if _, err := os.Lstat(filepath.Join(open, "svc")); err == nil {
+		t.Error("a refused base was created anyway")
+	}
+	if err := ensureBase(filepath.Join(closed, "svc")); (err == nil) != (os.Getuid() != 0) {
+		t.Errorf("a base under a 0700 directory (agent users cannot get through as root): %v", err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "svc"), filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ type supervisor struct {
 	st     *StartSpec
 	plan   *provider.Plan
 	launch *os.File // the launcher's pipe, until the first start is told
-	sink   *audit.Sink
+	sink   *auditLog
 
 	writeMu  sync.Mutex
 	mu       sync.Mutex
@@ -128,7 +128,7 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	s.write()
 	// For systemd's Type=forking (PIDFile=): the supervisor is the unit's
 	// main process.
-	_ = os.WriteFile(s.p.PIDFile(), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
+	_ = os.WriteFile(s.p.PIDFile(), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
 	defer os.Remove(s.p.PIDFile())
 	ctx := context.Background()
 	plan, pol, err := Plan(ctx, rec, rec.Start)
@@ -137,6 +137,9 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	}
 	if plan.Loss.HasErrors() {
 		return s.fail(Rejected(pol, plan.Loss))
+	}
+	if plan.Policy.Hash != rec.PolicyHash {
+		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s): corral does not run a policy it did not check; provision the session again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)})
 	}
 	if plan.Policy.Network == policy.NetworkHost && len(rec.Start.Publish) > 0 {
 		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode host: the workload's ports are the host's already; --publish applies to sessions with their own network (none or proxy)"})
@@ -156,10 +159,10 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	if o.AuditPath != "" {
 		auditPath = o.AuditPath
 	}
-	if s.sink, err = audit.Open(auditPath); err != nil {
+	if s.sink, err = openAuditLog(auditPath, o.AuditPath == ""); err != nil {
 		return s.fail(err)
 	}
-	defer s.sink.Close()
+	defer s.sink.close()
 	return s.loop(ctx)
 }
 
@@ -178,7 +181,7 @@ func (s *supervisor) fail(err error) int {
 		}
 	}
 	s.tell(m)
-	fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
+	s.logf("%v", err)
 	if s.o.Foreground != nil {
 		return codeOf(err).ExitCode()
 	}
@@ -213,6 +216,16 @@ func (s *supervisor) forwardSignals(sigs <-chan os.Signal) {
 	}
 }
 
+// logf writes one line to the supervisor's stderr: supervisor.log, with
+// a UTC timestamp; the caller's terminal in the foreground.
+func (s *supervisor) logf(format string, args ...any) {
+	prefix := "corral service: "
+	if s.o.Foreground == nil {
+		prefix = time.Now().UTC().Format(time.RFC3339) + " " + prefix
+	}
+	fmt.Fprintf(os.Stderr, prefix+format+"\n", args...)
+}
+
 func (s *supervisor) tell(m launchMsg) {
 	if s.launch == nil {
 		return
@@ -232,8 +245,8 @@ func (s *supervisor) write() {
 	s.status.Updated = time.Now().UTC()
 	st := s.status
 	s.mu.Unlock()
-	if err := atomicfile.WriteJSON(s.p.Status(), st, 0o644); err != nil {
-		fmt.Fprintf(os.Stderr, "corral service: status: %v\n", err)
+	if err := atomicfile.WriteJSON(s.p.Status(), st, 0o600); err != nil {
+		s.logf("status: %v", err)
 	}
 }
 
@@ -305,7 +318,7 @@ func (s *supervisor) loop(ctx context.Context) int {
 		if time.Since(t0) > backoffReset {
 			backoff = backoffMin
 		}
-		fmt.Fprintf(os.Stderr, "corral service: workload ended (exit %d%s); restarting in %s\n", ex.Code, WithSignal(ex.Signal), backoff)
+		s.logf("workload ended (exit %d%s); restarting in %s", ex.Code, WithSignal(ex.Signal), backoff)
 		select {
 		case <-time.After(backoff):
 		case <-s.stopCh:
@@ -381,7 +394,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	probeDone := make(chan struct{})
 	spec := provider.ExecSpec{Args: s.st.Command, Started: func(pid int) {
 		wl.PID = pid
-		_ = s.sink.Emit(audit.Launch(info, wl))
+		s.sink.emit(audit.Launch(info, wl), false)
 		s.set(func(st *Status) {
 			st.Workload, st.State, st.Started = ProcOf(pid), StateRunning, time.Now().UTC()
 		})
@@ -409,7 +422,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 		case <-s.stopCh:
 			select {
 			case <-time.After(time.Duration(s.st.StopGrace)):
-				fmt.Fprintf(os.Stderr, "corral service: the workload did not end within %s of SIGTERM: killing it\n", time.Duration(s.st.StopGrace))
+				s.logf("the workload did not end within %s of SIGTERM: killing it", time.Duration(s.st.StopGrace))
 				cancel()
 			case <-runCtx.Done():
 			}
@@ -423,7 +436,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	if err != nil && ex.Reason == "" {
 		ex.Reason = err.Error()
 	}
-	_ = s.sink.Emit(audit.Terminate(info, wl, audit.Exit{Code: es.Code, Signal: es.Signal, Killed: runCtx.Err() != nil, Reason: ex.Reason, Duration: time.Since(t0)}))
+	s.sink.emit(audit.Terminate(info, wl, audit.Exit{Code: es.Code, Signal: es.Signal, Killed: runCtx.Err() != nil, Reason: ex.Reason, Duration: time.Since(t0)}), false)
 	var pe *provider.Error
 	if errors.As(err, &pe) && pe.Code == provider.CodeExecFailed && wl.PID == 0 {
 		return ex, &provider.Error{Code: provider.CodeExecFailed, Msg: ex.Reason} // never ran: not worth restarting
@@ -436,8 +449,8 @@ func (s *supervisor) logEgress(info audit.RunInfo, d egress.Decision) {
 	if d.Addr.IsValid() {
 		ip = d.Addr.Addr().String()
 	}
-	_ = s.sink.Emit(audit.Egress(info, audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
-		Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}))
+	s.sink.emit(audit.Egress(info, audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
+		Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}), true)
 }
 
 func auditLayers(ls []provider.LayerStatus) []audit.Layer {
@@ -516,7 +529,7 @@ func Check(st *StartSpec, dial func(port int) (net.Conn, error)) Probe {
 			resp.Body.Close()
 		}
 	}
-	r.Detail = strings.Join(parts, "; ")
+	r.Detail = Printable(strings.Join(parts, "; ")) // the workload wrote part of it
 	return r
 }
 
@@ -539,7 +552,17 @@ func (s *supervisor) publish() ([]net.Listener, error) {
 	return ls, nil
 }
 
+// A published port carries at most maxForwards connections at a time
+// (more are closed at once), and once one side of a connection has
+// closed, the other gets halfCloseGrace to finish: a workload that never
+// closes its end cannot pile up the supervisor's descriptors.
+const (
+	maxForwards    = 1024
+	halfCloseGrace = 30 * time.Second
+)
+
 func (s *supervisor) forward(l net.Listener, port int) {
+	slots := make(chan struct{}, maxForwards)
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -549,7 +572,14 @@ func (s *supervisor) forward(l net.Listener, port int) {
 			}
 			return
 		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
 		go func() {
+			defer func() { <-slots }()
 			defer c.Close()
 			s.mu.Lock()
 			sb := s.sb
@@ -566,7 +596,10 @@ func (s *supervisor) forward(l net.Listener, port int) {
 			go func() { _, _ = io.Copy(up, c); closeWrite(up); done <- struct{}{} }()
 			go func() { _, _ = io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
 			<-done
-			<-done
+			select {
+			case <-done:
+			case <-time.After(halfCloseGrace):
+			}
 		}()
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -225,11 +227,12 @@ running, 122 policy rejected, 124 not ready in time, 125 could not start.`,
 			}
 			var spec *service.StartSpec
 			changed := false
-			for _, f := range []string{"ready-port", "ready-http", "publish", "restart", "stop-grace"} {
+			for _, f := range []string{"ready-port", "ready-http", "publish", "restart", "stop-grace", "ready-timeout", "settle"} {
 				changed = changed || cmd.Flags().Changed(f)
 			}
 			if len(command) > 0 {
-				spec = &service.StartSpec{Command: command, Restart: restart, ReadyPort: readyPort, ReadyHTTP: readyHTTP, StopGrace: service.Duration(grace)}
+				spec = &service.StartSpec{Command: command, Restart: restart, ReadyPort: readyPort, ReadyHTTP: readyHTTP, StopGrace: service.Duration(grace),
+					ReadyTimeout: service.Duration(readyTimeout), Settle: service.Duration(settle)}
 				switch restart {
 				case "always", "on-failure", "never":
 				default:
@@ -251,20 +254,10 @@ running, 122 policy rejected, 124 not ready in time, 125 could not start.`,
 			} else if changed {
 				return fmt.Errorf("flags such as --publish go with a command: corral service start %s [flags] -- COMMAND (without one, the last start's settings run again)", name)
 			}
-			exe, err := selfExe()
-			if err != nil {
-				return err
+			if readyTimeout <= 0 || settle < 0 {
+				return fmt.Errorf("--ready-timeout must be positive and --settle not negative")
 			}
-			st, err := service.Start(context.Background(), name, spec, service.StartOptions{Exe: exe, ReadyTimeout: readyTimeout, Settle: settle})
-			if err != nil {
-				return err
-			}
-			ready := ""
-			if st.Ready != nil {
-				ready = "; ready: " + st.Ready.Detail
-			}
-			fmt.Printf("service %s running: supervisor pid %d, workload pid %d%s\n", name, st.Supervisor.PID, st.Workload.PID, ready)
-			return nil
+			return startAndReport(name, spec)
 		},
 	}
 	f := c.Flags()
@@ -284,6 +277,13 @@ func parsePublish(s string) (service.Publish, error) {
 		return service.Publish{}, fmt.Errorf("--publish %q: %s (want [HOST:]PORT[:INNER], HOST a loopback address such as 127.0.0.1 or [::1])", s, why)
 	}
 	host, rest := "127.0.0.1", s
+	if strings.Count(s, ":") > 2 && !strings.HasPrefix(s, "[") {
+		return bad("an IPv6 address goes in brackets: [::1]:PORT")
+	}
+	if strings.HasPrefix(s, "localhost:") {
+		s = "127.0.0.1" + strings.TrimPrefix(s, "localhost")
+		rest = s
+	}
 	if strings.HasPrefix(s, "[") { // [::1]:PORT[:INNER]
 		i := strings.Index(s, "]")
 		if i < 0 || i+1 >= len(s) || s[i+1] != ':' {
@@ -412,8 +412,18 @@ func probeNow(st *service.StartSpec) service.Probe {
 			parts = append(parts, fmt.Sprintf("published %s: %v", p.Host, err))
 			continue
 		}
+		// The supervisor accepts on the host side and closes at once when
+		// nothing listens inside: an immediate EOF tells them apart from a
+		// server that waits for the client to speak.
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, rerr := c.Read(make([]byte, 1))
 		c.Close()
-		parts = append(parts, fmt.Sprintf("published %s accepts connections", p.Host))
+		if errors.Is(rerr, io.EOF) {
+			r.OK = false
+			parts = append(parts, fmt.Sprintf("published %s: nothing answers on port %d inside", p.Host, p.Port))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("published %s reaches port %d inside", p.Host, p.Port))
 	}
 	r.Detail = strings.Join(parts, "; ")
 	return r
@@ -487,8 +497,7 @@ func newServiceStopCmd() *cobra.Command {
 }
 
 func newServiceRestartCmd() *cobra.Command {
-	var readyTimeout, settle time.Duration
-	c := &cobra.Command{
+	return &cobra.Command{
 		Use:   "restart NAME",
 		Short: "Stop, then start with the last start's command and settings",
 		Args:  cobra.ExactArgs(1),
@@ -496,21 +505,27 @@ func newServiceRestartCmd() *cobra.Command {
 			if _, err := service.Stop(args[0]); err != nil {
 				return err
 			}
-			exe, err := selfExe()
-			if err != nil {
-				return err
-			}
-			st, err := service.Start(context.Background(), args[0], nil, service.StartOptions{Exe: exe, ReadyTimeout: readyTimeout, Settle: settle})
-			if err != nil {
-				return err
-			}
-			fmt.Printf("service %s running: supervisor pid %d, workload pid %d\n", args[0], st.Supervisor.PID, st.Workload.PID)
-			return nil
+			return startAndReport(args[0], nil)
 		},
 	}
-	c.Flags().DurationVar(&readyTimeout, "ready-timeout", 120*time.Second, "how long to wait for the start and readiness")
-	c.Flags().DurationVar(&settle, "settle", 2*time.Second, "how long the workload must stay up once ready")
-	return c
+}
+
+// startAndReport runs the launcher and says what is running.
+func startAndReport(name string, spec *service.StartSpec) error {
+	exe, err := selfExe()
+	if err != nil {
+		return err
+	}
+	st, err := service.Start(context.Background(), name, spec, service.StartOptions{Exe: exe})
+	if err != nil {
+		return err
+	}
+	ready := ""
+	if st.Ready != nil {
+		ready = "; ready: " + st.Ready.Detail
+	}
+	fmt.Printf("service %s running: supervisor pid %d, workload pid %d%s\n", name, st.Supervisor.PID, st.Workload.PID, ready)
+	return nil
 }
 
 func newServiceLogsCmd() *cobra.Command {
@@ -528,7 +543,11 @@ func newServiceLogsCmd() *cobra.Command {
 			if sup {
 				path = p.SupLog()
 			}
-			return service.Tail(cmd.Context(), path, os.Stdout, follow)
+			var w io.Writer = os.Stdout
+			if term.IsTerminal(int(os.Stdout.Fd())) {
+				w = service.PrintableWriter{W: os.Stdout} // the workload's bytes must not drive the terminal
+			}
+			return service.Tail(cmd.Context(), path, w, follow)
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what is written (across rotation) until interrupted")
@@ -643,6 +662,15 @@ standard error. Keep the export as you would keep those secrets.`,
 				}
 				defer f.Close()
 				w = f
+				// Interrupted, the partial file goes, as on an error.
+				sigs := make(chan os.Signal, 1)
+				signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				defer signal.Stop(sigs)
+				go func() {
+					sig := <-sigs
+					os.Remove(out)
+					os.Exit(128 + int(sig.(syscall.Signal)))
+				}()
 			}
 			secrets, err := service.Export(args[0], w, version)
 			if err != nil {
@@ -720,17 +748,30 @@ and kept. --dry-run only lists.`,
 			if err != nil {
 				return err
 			}
+			failed := 0
+			for _, f := range fs {
+				if strings.HasPrefix(f.Action, "failed:") {
+					failed++
+				}
+			}
 			if output == "json" {
 				if fs == nil {
 					fs = []service.Finding{}
 				}
-				return writeJSON(fs)
+				if err := writeJSON(fs); err != nil {
+					return err
+				}
+			} else {
+				if len(fs) == 0 {
+					fmt.Println("nothing to reconcile")
+				}
+				for _, f := range fs {
+					fmt.Printf("%s %s: %s -> %s\n", f.Resource, f.Service, f.Finding, f.Action)
+				}
 			}
-			if len(fs) == 0 {
-				fmt.Println("nothing to reconcile")
-			}
-			for _, f := range fs {
-				fmt.Printf("%s %s: %s -> %s\n", f.Resource, f.Service, f.Finding, f.Action)
+			if failed > 0 {
+				fmt.Fprintf(os.Stderr, "corral: %d repairs failed\n", failed)
+				return exitError{code: 1}
 			}
 			return nil
 		},
