@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -199,6 +200,9 @@ func Import(ctx context.Context, name string, r io.Reader) (*Record, error) {
 			if err := json.Unmarshal(b, &man); err != nil {
 				return nil, fmt.Errorf("import: %s: %w", want, err)
 			}
+			if man.Version != 1 {
+				return nil, fmt.Errorf("import: export version %d: this corral reads version 1", man.Version)
+			}
 		} else {
 			pol = b
 		}
@@ -266,7 +270,13 @@ func extractHome(tr *tar.Reader, home string, uid, gid int) error {
 		}
 		return nil
 	}
+	// Never past the file system's free space, less 1 GiB for the rest of
+	// the host.
 	budget := int64(maxHome)
+	var fsst unix.Statfs_t
+	if unix.Statfs(home, &fsst) == nil {
+		budget = min(budget, int64(fsst.Bavail)*int64(fsst.Bsize)-1<<30)
+	}
 	for n := 0; ; n++ {
 		if n > maxEntries {
 			return fmt.Errorf("import: more than %d entries", maxEntries)
@@ -302,7 +312,7 @@ func extractHome(tr *tar.Reader, home string, uid, gid int) error {
 			var k int64
 			k, err = io.CopyN(f, tr, budget+1)
 			if budget -= k; budget < 0 {
-				err = fmt.Errorf("the home is over %d GiB", maxHome>>30)
+				err = fmt.Errorf("the home is larger than %d MiB, the most this import may write (64 GiB, and the free space less 1 GiB)", (budget+k)>>20)
 			} else if errors.Is(err, io.EOF) {
 				err = nil
 			}

@@ -433,11 +433,17 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	es, err := sb.Exec(runCtx, spec)
 	close(probeDone)
 	ex := Exit{Code: es.Code, Signal: es.Signal, Reason: es.Reason, At: time.Now().UTC()}
-	if err != nil && ex.Reason == "" {
+	var pe *provider.Error
+	switch {
+	case ex.Reason != "":
+	case runCtx.Err() != nil && ctx.Err() == nil:
+		ex.Reason = "killed by the supervisor (stop grace expired, or a second signal)"
+	case errors.As(err, &pe):
+		ex.Reason = pe.Msg
+	case err != nil:
 		ex.Reason = err.Error()
 	}
 	s.sink.emit(audit.Terminate(info, wl, audit.Exit{Code: es.Code, Signal: es.Signal, Killed: runCtx.Err() != nil, Reason: ex.Reason, Duration: time.Since(t0)}), false)
-	var pe *provider.Error
 	if errors.As(err, &pe) && pe.Code == provider.CodeExecFailed && wl.PID == 0 {
 		return ex, &provider.Error{Code: provider.CodeExecFailed, Msg: ex.Reason} // never ran: not worth restarting
 	}
