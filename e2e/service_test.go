@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-sandbox/corral/internal/procstat"
 )
 
 // svc is one identity's service state directory (CORRAL_SERVICE_DIR) and
@@ -312,13 +314,8 @@ func TestServiceLifecycle(t *testing.T) {
 // zombie waiting for a parent to reap it (a re-parented process whose
 // new parent does not reap, as in some containers).
 func running(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+	st, err := procstat.Read(pid)
+	return err == nil && st.Running()
 }
 
 func waitStatus(t *testing.T, s *svc, name string, ok func(svcStatus) bool) svcStatus {

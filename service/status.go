@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -41,38 +41,17 @@ func (p Proc) Alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	st, state, err := procStat(p.PID)
-	return err == nil && st == p.Start && state != "Z" && state != "X"
-}
-
-// procStat reads a process's start time and state (/proc/PID/stat fields
-// 22 and 3, proc(5)). The command name (field 2) may hold spaces and ')',
-// so fields are counted from the last ')'.
-func procStat(pid int) (start uint64, state string, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, "", err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, "", errors.New("malformed stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, "", errors.New("malformed stat")
-	}
-	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 is the 20th after the name
-	return start, f[0], err
+	st, err := procstat.Read(p.PID)
+	return err == nil && st.StartTicks == p.Start && st.Running()
 }
 
 // ProcOf returns pid's identity, or a zero Proc when it is gone.
 func ProcOf(pid int) Proc {
-	st, _, err := procStat(pid)
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return Proc{}
 	}
-	return Proc{PID: pid, Start: st}
+	return Proc{PID: pid, Start: st.StartTicks}
 }
 
 // Exit is how one run of the workload ended.

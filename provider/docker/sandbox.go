@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -379,22 +380,10 @@ func pidNS() string {
 	return l
 }
 
-// startTime reads field 22 of /proc/PID/stat; 0 when the process is gone.
+// startTime is the process's start time (procstat); 0 when it is gone.
 func startTime(pid int) uint64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := strings.LastIndexByte(string(data), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
+	st, _ := procstat.Read(pid)
+	return st.StartTicks
 }
 
 func (s *Sandbox) ID() string { return s.id }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/procstat"
 )
 
 // runPID parses the group names Sweep may remove, "run-<supervisor pid>-...".
@@ -132,20 +134,7 @@ func supervisorAlive(pid int, dir string) bool {
 // procStart returns when pid started: /proc/<pid>/stat field 22 (starttime,
 // in USER_HZ=100 ticks since boot, proc(5)) plus btime from /proc/stat.
 func procStart(pid int) (time.Time, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return time.Time{}, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return time.Time{}, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 20 {
-		return time.Time{}, false
-	}
-	ticks, err := strconv.ParseInt(f[19], 10, 64)
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return time.Time{}, false
 	}
@@ -153,7 +142,7 @@ func procStart(pid int) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return bt.Add(time.Duration(ticks) * (time.Second / 100)), true
+	return bt.Add(time.Duration(st.StartTicks) * (time.Second / 100)), true
 }
 
 func bootTime() (time.Time, bool) {
