@@ -356,7 +356,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	if err := sb.Start(ctx); err != nil {
 		return Exit{}, err
 	}
-	info := audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: auditLayers(sb.Layers())}
+	info := audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: audit.LayersOf(sb.Layers())}
 	var proxy *egress.Proxy
 	if l := sb.EgressListener(); l != nil {
 		proxy, err = s.o.NewProxy(s.plan.Policy.Egress, func(d egress.Decision) { s.logEgress(info, d) })
@@ -451,20 +451,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 }
 
 func (s *supervisor) logEgress(info audit.RunInfo, d egress.Decision) {
-	ip := ""
-	if d.Addr.IsValid() {
-		ip = d.Addr.Addr().String()
-	}
-	s.sink.emit(audit.Egress(info, audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
-		Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}), true)
-}
-
-func auditLayers(ls []provider.LayerStatus) []audit.Layer {
-	var out []audit.Layer
-	for _, l := range ls {
-		out = append(out, audit.Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
-	}
-	return out
+	s.sink.emit(audit.Egress(info, audit.EgressOf(d)), true)
 }
 
 // probe checks readiness until the workload's run ends: after 50 ms,

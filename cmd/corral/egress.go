@@ -76,10 +76,6 @@ const (
 )
 
 func (l *egressLog) record(d egress.Decision) {
-	ip := ""
-	if d.Addr.IsValid() {
-		ip = d.Addr.Addr().String()
-	}
 	l.mu.Lock()
 	write := l.events < maxAuditEvents
 	if write {
@@ -102,8 +98,7 @@ func (l *egressLog) record(d egress.Decision) {
 	}
 	l.mu.Unlock()
 	if write {
-		_ = l.sink.Emit(audit.Egress(l.info(), audit.EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method,
-			Host: d.Host, Port: d.Port, IP: ip, URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}))
+		_ = l.sink.Emit(audit.Egress(l.info(), audit.EgressOf(d)))
 	}
 }
 

@@ -213,7 +213,7 @@ func runMain(o runOpts, args []string) error {
 		mu.Lock()
 		sb = s
 		info.SandboxID = s.ID()
-		info.Layers = auditLayers(s.Layers())
+		info.Layers = audit.LayersOf(s.Layers())
 		mu.Unlock()
 		if o.verbose {
 			printLayers(os.Stderr, "corral: ", s.Layers())
@@ -329,14 +329,6 @@ func openAudit(path string) (*audit.Sink, error) {
 		return nil, err // "audit: open PATH: ..." names the flag's value
 	}
 	return s, nil
-}
-
-func auditLayers(ls []provider.LayerStatus) []audit.Layer {
-	var out []audit.Layer
-	for _, l := range ls {
-		out = append(out, audit.Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
-	}
-	return out
 }
 
 // printLayers prints one line per layer, each line starting with prefix.

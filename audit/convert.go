@@ -1,0 +1,25 @@
+package audit
+
+import (
+	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// LayersOf is the layers in force, as events record them.
+func LayersOf(ls []provider.LayerStatus) []Layer {
+	var out []Layer
+	for _, l := range ls {
+		out = append(out, Layer{Layer: string(l.Layer), Requirement: string(l.Required), State: string(l.State), Detail: l.Detail})
+	}
+	return out
+}
+
+// EgressOf is one decision of the egress proxy, as Egress records it.
+func EgressOf(d egress.Decision) EgressDecision {
+	ip := ""
+	if d.Addr.IsValid() {
+		ip = d.Addr.Addr().String()
+	}
+	return EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method, Host: d.Host, Port: d.Port, IP: ip,
+		URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint}
+}
