@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/corral-sandbox/corral/policy"
 )
 
 // Code is a stable failure code. The set is closed: every error a provider
@@ -91,6 +93,23 @@ func Rejected(r LossReport) *Error {
 		msgs = append(msgs, fmt.Sprintf("%s: %s", l.Field, l.Message))
 	}
 	return &Error{Code: CodePolicyRejected, Msg: strings.Join(msgs, "; ")}
+}
+
+// RejectedIn is Rejected with each error placed in p's file
+// (file:line:col of its field, policy.Policy.Position) when it has one;
+// p may be nil.
+func RejectedIn(p *policy.Policy, r LossReport) *Error {
+	var msgs []string
+	for _, l := range r.Errors() {
+		m := l.Field + ": " + l.Message
+		if p != nil {
+			if pos := p.Position(l.Field); pos != "" {
+				m = pos + ": " + m
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	return &Error{Code: CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
 }
 
 // CodeOf returns the Code of err, CodeInternal when err carries none.

@@ -147,7 +147,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 		return undo(&provider.Error{Code: codeOf(err), Msg: strings.ReplaceAll(err.Error(), p.Policy(), shownPolicy(o))})
 	}
 	if plan.Loss.HasErrors() {
-		err := Rejected(pol, plan.Loss)
+		err := provider.RejectedIn(pol, plan.Loss)
 		err.Msg = strings.ReplaceAll(err.Msg, p.Policy(), shownPolicy(o))
 		return undo(err)
 	}
@@ -164,22 +164,6 @@ func shownPolicy(o ProvisionOptions) string {
 		return o.PolicyName
 	}
 	return o.PolicyFile
-}
-
-// Rejected is provider.Rejected with each error placed in the policy file
-// (file:line:col of its field) when it has a position.
-func Rejected(p *policy.Policy, loss provider.LossReport) *provider.Error {
-	var msgs []string
-	for _, l := range loss.Errors() {
-		m := l.Field + ": " + l.Message
-		if p != nil {
-			if pos := p.Position(l.Field); pos != "" {
-				m = pos + ": " + m
-			}
-		}
-		msgs = append(msgs, m)
-	}
-	return &provider.Error{Code: provider.CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
 }
 
 // ensureBase makes the base directory: 0711 for root (agent users

@@ -136,7 +136,7 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 		return s.fail(err)
 	}
 	if plan.Loss.HasErrors() {
-		return s.fail(Rejected(pol, plan.Loss))
+		return s.fail(provider.RejectedIn(pol, plan.Loss))
 	}
 	if plan.Policy.Hash != rec.PolicyHash {
 		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s): corral does not run a policy it did not check; provision the session again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)})

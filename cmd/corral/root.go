@@ -103,20 +103,6 @@ func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
 	return p.Resolve(policy.Context{Home: home, Workdir: workdir, Environ: os.Environ()})
 }
 
-// rejected is provider.Rejected with each error placed in the policy file
-// (file:line:col of its field) when the policy came from one.
-func rejected(p *policy.Policy, loss provider.LossReport) error {
-	var msgs []string
-	for _, l := range loss.Errors() {
-		m := l.Field + ": " + l.Message
-		if pos := p.Position(l.Field); pos != "" {
-			m = pos + ": " + m
-		}
-		msgs = append(msgs, m)
-	}
-	return &provider.Error{Code: provider.CodePolicyRejected, Msg: strings.Join(msgs, "\n  ")}
-}
-
 // selectProvider picks the provider named, or with "auto" the first
 // (strongest) available one whose mapping has no error. It never falls back
 // to a weaker provider once one rejected the policy, and never runs
@@ -139,7 +125,7 @@ func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provid
 		plan, loss := p.Map(ctx, r)
 		if loss.HasErrors() {
 			// policy_rejected is final: never retried on another provider.
-			return p, plan, rejected(r.Policy, loss)
+			return p, plan, provider.RejectedIn(r.Policy, loss)
 		}
 		return p, plan, nil
 	}
