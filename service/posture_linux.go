@@ -71,7 +71,7 @@ func Posture(rec *Record, st *Status, req policy.Layers, network policy.NetworkM
 	}
 	pid := strconv.Itoa(wl.PID)
 	add("workload", VerdictOK, "pid %d running since %s", wl.PID, st.Started.Format("2006-01-02T15:04:05Z"))
-	fields, err := procStatus(wl.PID)
+	fields, err := linux.ProcStatus(wl.PID)
 	if err != nil {
 		add("workload", VerdictFail, "read /proc/%s/status: %v", pid, err)
 		return checks, false
@@ -88,27 +88,13 @@ func Posture(rec *Record, st *Status, req policy.Layers, network policy.NetworkM
 	} else {
 		add("identity", VerdictFail, "Uid %q Gid %q Groups %q, want the agent's %d:%d and no supplementary groups", fields["Uid"], fields["Gid"], fields["Groups"], rec.UID, rec.GID)
 	}
-	var same, differ []string
-	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup", "net"} {
-		mine, _ := os.Readlink("/proc/self/ns/" + ns)
-		theirs, err := os.Readlink("/proc/" + pid + "/ns/" + ns)
-		switch {
-		case err != nil:
-			same = append(same, ns+" (unreadable)")
-		case mine != theirs:
-			differ = append(differ, ns)
-		case ns != "net" || network != policy.NetworkHost:
-			same = append(same, ns)
-		}
+	differ, same, err := linux.Namespaces(wl.PID, network != policy.NetworkHost)
+	if err != nil {
+		same = append(same, err.Error())
 	}
-	caps := ""
-	for _, c := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
-		if strings.Trim(fields[c], "0") != "" {
-			caps += fmt.Sprintf(" %s=%s", c, fields[c])
-		}
-	}
-	nsOK := len(same) == 0 && caps == "" && fields["NoNewPrivs"] == "1"
-	nsBad := fmt.Sprintf("namespaces shared with the host: %v; capabilities:%s; NoNewPrivs %q", same, caps, fields["NoNewPrivs"])
+	caps := linux.HeldCapabilities(fields)
+	nsOK := len(same) == 0 && len(caps) == 0 && fields["NoNewPrivs"] == "1"
+	nsBad := fmt.Sprintf("namespaces shared with the host: %v; capabilities held: %v; NoNewPrivs %q", same, caps, fields["NoNewPrivs"])
 	layer(policy.LayerNamespaces, nsOK, fmt.Sprintf("own %s namespaces, no capabilities, NoNewPrivs 1 (/proc/%s)", strings.Join(differ, ", "), pid), nsBad)
 	layer(policy.LayerSeccomp, fields["Seccomp"] == "2", fmt.Sprintf("Seccomp 2 (filter), %s filters (/proc/%s/status)", fields["Seccomp_filters"], pid),
 		fmt.Sprintf("Seccomp is %q in /proc/%s/status, want 2 (filter)", fields["Seccomp"], pid))
@@ -125,19 +111,6 @@ func Posture(rec *Record, st *Status, req policy.Layers, network policy.NetworkM
 		layer(policy.LayerLandlock, false, "", fmt.Sprintf("%sthe supervisor recorded it as %s", ll, s))
 	}
 	return checks, ok
-}
-
-func procStatus(pid int) (map[string]string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		out[k] = strings.TrimSpace(v)
-	}
-	return out, nil
 }
 
 // checkCgroup checks that pid is in one of the recorded cgroup dirs

@@ -353,36 +353,23 @@ func (s *Sandbox) verify() error {
 		return &provider.Error{Code: provider.CodeStartFailed, Layer: string(l), Msg: "verification failed: " + msg}
 	}
 	pid := strconv.Itoa(s.initPID)
-	var differ []string
-	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "cgroup", "net"} {
-		mine, _ := os.Readlink("/proc/self/ns/" + ns)
-		theirs, err := os.Readlink("/proc/" + pid + "/ns/" + ns)
-		if err != nil {
-			return fail(policy.LayerNamespaces, "read ns/%s: %v", ns, err)
-		}
-		if mine != theirs {
-			differ = append(differ, ns)
-		} else if ns != "net" || s.spec.NewNet {
-			return fail(policy.LayerNamespaces, "%s namespace is the host's", ns)
-		}
+	differ, shared, err := Namespaces(s.initPID, s.spec.NewNet)
+	if err != nil {
+		return fail(policy.LayerNamespaces, "%v", err)
+	}
+	if len(shared) > 0 {
+		return fail(policy.LayerNamespaces, "%s namespace is the host's", shared[0])
 	}
 	s.setLayer(policy.LayerNamespaces, provider.LayerActive, "own "+strings.Join(differ, ", ")+" namespaces (checked in /proc/"+pid+"/ns)")
-	st, err := os.ReadFile("/proc/" + pid + "/status")
+	fields, err := ProcStatus(s.initPID)
 	if err != nil {
 		return fail(policy.LayerNamespaces, "read status: %v", err)
-	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(string(st), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		fields[k] = strings.TrimSpace(v)
 	}
 	if os.Getuid() == 0 && fields["Groups"] != "" {
 		return fail(policy.LayerNamespaces, "supplementary groups %q reached the sandbox", fields["Groups"])
 	}
-	for _, c := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
-		if strings.Trim(fields[c], "0") != "" {
-			return fail(policy.LayerNamespaces, "%s is %s, want no capabilities", c, fields[c])
-		}
+	if held := HeldCapabilities(fields); len(held) > 0 {
+		return fail(policy.LayerNamespaces, "%s, want no capabilities", strings.Join(held, " "))
 	}
 	if fields["NoNewPrivs"] != "1" {
 		return fail(policy.LayerNamespaces, "NoNewPrivs is %q", fields["NoNewPrivs"])
