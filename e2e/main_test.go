@@ -376,18 +376,24 @@ func (r run) command(ctx context.Context) *exec.Cmd {
 	args = append(args, "--")
 	args = append(args, r.args...)
 	cmd := exec.CommandContext(ctx, corralBin, args...)
-	cmd.Env = append([]string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=" + r.id.home,
-		"LANG=C",
-	}, r.env...)
-	cmd.Dir = baseDir
-	if r.id.uid != os.Geteuid() {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(r.id.uid), Gid: uint32(r.id.gid), Groups: append([]uint32{}, r.id.groups...)}}
-	}
+	asIdent(cmd, r.id, r.env)
 	cmd.ExtraFiles = r.extra
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
+}
+
+// asIdent makes cmd run as id from baseDir with corral's usual
+// environment (PATH, HOME=id's, LANG=C) plus env.
+func asIdent(cmd *exec.Cmd, id *ident, env []string) {
+	cmd.Env = append([]string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + id.home,
+		"LANG=C",
+	}, env...)
+	cmd.Dir = baseDir
+	if id.uid != os.Geteuid() {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(id.uid), Gid: uint32(id.gid), Groups: append([]uint32{}, id.groups...)}}
+	}
 }
 
 // corral runs corral and waits for it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,22 +194,10 @@ func procsOfUID(uid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) == uid && e.Name()[0] >= '0' && e.Name()[0] <= '9' {
-			if pid := atoiOr(e.Name()); pid > 0 && running(pid) {
-				out = append(out, pid)
-			}
+		pid, err := strconv.Atoi(e.Name())
+		if err == nil && syscall.Stat("/proc/"+e.Name(), &st) == nil && int(st.Uid) == uid && running(pid) {
+			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-func atoiOr(s string) int {
-	n := 0
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return -1
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }

@@ -52,12 +52,7 @@ func (s *svc) cleanup(t *testing.T) {
 func (s *svc) run(t *testing.T, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(s.bin, args...)
-	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + s.id.home,
-		"LANG=C", "CORRAL_SERVICE_DIR=" + s.dir}, s.env...)
-	cmd.Dir = baseDir
-	if s.id.uid != os.Geteuid() {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.id.uid), Gid: uint32(s.id.gid), Groups: []uint32{}}}
-	}
+	asIdent(cmd, s.id, append([]string{"CORRAL_SERVICE_DIR=" + s.dir}, s.env...))
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -68,7 +68,7 @@ func Provision(ctx context.Context, o ProvisionOptions) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--policy: %w", err)
 	}
-	if _, err := policy.Load(o.PolicyFile); err != nil { // file:line errors before anything exists
+	if _, err := policy.Parse(polBytes, o.PolicyFile); err != nil { // file:line errors before anything exists
 		return nil, err
 	}
 	base := o.Base
