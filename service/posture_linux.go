@@ -4,6 +4,7 @@ package service
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
+	"github.com/corral-sandbox/corral/provider/linux/cgroup"
 )
 
 // Verdict is one posture check's outcome.
@@ -136,21 +138,13 @@ func checkCgroup(pid int, st *Status) (bool, string) {
 			return false, fmt.Sprintf("pid %d is not in %s (/proc/%d/cgroup: %s)", pid, d, pid, strings.TrimSpace(string(b)))
 		}
 	}
-	var ev, bad []string
-	for f, want := range st.CgroupLimits {
-		got, err := os.ReadFile(f)
-		g := strings.TrimSpace(string(got))
-		switch {
-		case err != nil:
-			bad = append(bad, err.Error())
-		case g != want:
-			bad = append(bad, fmt.Sprintf("%s is %q, want %q", f, g, want))
-		default:
-			ev = append(ev, fmt.Sprintf("%s=%s", f[strings.LastIndex(f, "/")+1:], g))
-		}
+	got, err := cgroup.VerifyLimits(st.CgroupLimits)
+	if err != nil {
+		return false, err.Error()
 	}
-	if len(bad) > 0 {
-		return false, strings.Join(bad, "; ")
+	var ev []string
+	for _, f := range slices.Sorted(maps.Keys(got)) {
+		ev = append(ev, f+"="+got[f])
 	}
 	return true, fmt.Sprintf("in %s; %s (read back)", strings.Join(st.CgroupDir, ", "), strings.Join(ev, " "))
 }

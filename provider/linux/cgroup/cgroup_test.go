@@ -222,7 +222,7 @@ func TestLimitsVerify(t *testing.T) {
 		}
 	}
 	// Tampering is detected.
-	for _, p := range g.files {
+	for p := range g.want {
 		if filepath.Base(p) == "pids.max" {
 			if err := writeFile(p, "17"); err != nil {
 				t.Fatal(err)

@@ -36,7 +36,6 @@ type Group struct {
 	dirs    map[string]string // controller ("memory", "pids", "cpu", "freezer") -> dir; v2: "" -> dir
 	order   []string          // created directories, in creation order
 	want    map[string]string // file -> expected content, for Verify
-	files   []string          // Verify order
 	fd      int
 
 	mu      sync.Mutex
@@ -114,7 +113,6 @@ func cpuQuota(cores float64) (int64, error) {
 func (g *Group) expect(dir, file, v string) {
 	p := filepath.Join(dir, file)
 	g.want[p] = v
-	g.files = append(g.files, p)
 }
 
 // newV2 creates the group on the unified hierarchy following plan (see
@@ -356,18 +354,23 @@ func (g *Group) FD() (fd int, ok bool) {
 // Verify reads the limit files back and returns them as evidence, keyed by
 // file name (e.g. "memory.max": "268435456", "cpu.max": "200000 100000").
 // It fails if any differs from what New wrote.
-func (g *Group) Verify() (map[string]string, error) {
+func (g *Group) Verify() (map[string]string, error) { return VerifyLimits(g.want) }
+
+// VerifyLimits reads each limit file of want (full path -> value written,
+// as Limits returns) and returns what it holds, keyed by file name; it
+// fails naming every file that is unreadable or holds something else.
+func VerifyLimits(want map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	var bad []string
-	for _, p := range g.files {
+	for _, p := range slices.Sorted(maps.Keys(want)) {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return out, fileErr("read", p, err)
 		}
 		got := strings.TrimSpace(string(b))
 		out[filepath.Base(p)] = got
-		if got != g.want[p] {
-			bad = append(bad, fmt.Sprintf("%s is %q, want %q", p, got, g.want[p]))
+		if got != want[p] {
+			bad = append(bad, fmt.Sprintf("%s is %q, want %q", p, got, want[p]))
 		}
 	}
 	if len(bad) > 0 {
