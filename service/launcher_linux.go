@@ -45,7 +45,7 @@ func Open(name string) (Paths, *Record, error) {
 // wait: the record is read once the lock is held, so no stale copy of it
 // is saved.
 func openLocked(name string, wait time.Duration) (Paths, *Record, func(), error) {
-	p, _, err := Open(name)
+	p, _, err := Open(name) // exists, before Lock creates a lock file in its directory
 	if err != nil {
 		return p, nil, nil, err
 	}
