@@ -7,7 +7,7 @@ import (
 )
 
 // Hash returns "sha256:<hex>" of the canonical JSON of p: p with every
-// default made explicit (Protected, Env.Pass, IncludeWorkdir, network mode,
+// default made explicit (Protected, Env.Pass, IncludeWorkdir, git mode, network mode,
 // one entry per layer) and marshalled with encoding/json (struct fields in
 // declaration order, map keys sorted, sizes in bytes, durations as Go
 // duration strings). Formatting, comments, key order and YAML-versus-JSON do
@@ -32,6 +32,12 @@ func canonicalJSON(p *Policy) []byte {
 	}
 	if c.Network.Mode == "" {
 		c.Network.Mode = NetworkNone
+	}
+	if c.Network.UnixSockets == "" {
+		c.Network.UnixSockets = DefaultUnixSockets
+	}
+	if c.Filesystem.Git == "" {
+		c.Filesystem.Git = GitReadOnly
 	}
 	layers := Layers{}
 	for _, l := range AllLayers {

@@ -211,6 +211,12 @@ func (p *Policy) validate() []*Error {
 		}
 	}
 
+	switch fsys.Git {
+	case "", GitReadOnly, GitCommit:
+	default:
+		add(p.errAt("filesystem.git", fmt.Sprintf("unknown git mode %q", fsys.Git), "use read-only (all of .git read-only) or commit (the agent can commit; hooks and config stay read-only)"))
+	}
+
 	switch p.Network.Mode {
 	case "", NetworkNone, NetworkHost, NetworkProxy:
 	default:
@@ -219,6 +225,9 @@ func (p *Policy) validate() []*Error {
 			hint = "did you mean " + strconv.Quote(s) + "? " + hint
 		}
 		add(p.errAt("network.mode", fmt.Sprintf("unknown network mode %q", p.Network.Mode), hint))
+	}
+	for _, e := range p.validateUnixSockets() {
+		add(e)
 	}
 	for _, e := range p.validateNetwork() {
 		add(e)

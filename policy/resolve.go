@@ -55,13 +55,27 @@ type Resolved struct {
 	// target, when inside a read-write root, is made read-only, but the
 	// link itself could be replaced). A workload could create or replace
 	// them. For the loss report.
-	Skipped []string    `json:"skipped_protected,omitempty"`
-	Env     []string    `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
-	Network NetworkMode `json:"network"` // never empty
-	Egress  Network     `json:"egress"`  // the network section as written: the proxy's rules (mode proxy)
-	Limits  Limits      `json:"limits"`
-	Layers  Layers      `json:"layers"`
-	RunAs   string      `json:"run_as_user,omitempty"`
+	Skipped []string `json:"skipped_protected,omitempty"`
+	// Placeholders are protected paths absent when the policy was
+	// resolved, at the top of a read-write root (or the first missing
+	// component of a longer entry: ".config" for ".config/corral"):
+	// providers create each empty for the run, bind it read-only so that
+	// the workload cannot create the name, and remove it afterwards
+	// (internal/placeholder). Sorted, unique.
+	Placeholders []Placeholder `json:"placeholders,omitempty"`
+	Env          []string      `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
+	Network      NetworkMode   `json:"network"` // never empty
+	Egress       Network       `json:"egress"`  // the network section as written: the proxy's rules (mode proxy)
+	Limits       Limits        `json:"limits"`
+	Layers       Layers        `json:"layers"`
+	RunAs        string        `json:"run_as_user,omitempty"`
+}
+
+// Placeholder is one absent protected path (see Resolved.Placeholders).
+type Placeholder struct {
+	Path  string `json:"path"`  // canonical parent + the missing name
+	Dir   bool   `json:"dir"`   // an empty directory, else an empty file
+	Field string `json:"field"` // the protected entry, e.g. "filesystem.protected[3]"
 }
 
 // Resolve makes p concrete for the caller described by ctx. It runs
@@ -130,9 +144,10 @@ func DangerousForWrite(p string) bool {
 type resolver struct {
 	p         *Policy
 	ctx       Context
-	home      string // clean ctx.Home
-	homeCanon string // canonical home, or home if it cannot be resolved
-	workdir   string // canonical workdir
+	written   []writtenPath // every grant's path as written (expanded), for checkLinks
+	home      string        // clean ctx.Home
+	homeCanon string        // canonical home, or home if it cannot be resolved
+	workdir   string        // canonical workdir
 	grants    map[string]*PathGrant
 	errs      []*Error
 }
@@ -180,7 +195,11 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	if len(r.errs) > 0 {
 		return nil, r.errs
 	}
-	skipped := r.protect()
+	r.checkLinks()
+	if len(r.errs) > 0 {
+		return nil, r.errs
+	}
+	skipped, placeholders := r.protect()
 	if len(r.errs) > 0 {
 		return nil, r.errs
 	}
@@ -200,18 +219,19 @@ func (r *resolver) run() (*Resolved, []*Error) {
 		layers[k] = v
 	}
 	return &Resolved{
-		Policy:  p,
-		Hash:    Hash(p),
-		Home:    r.home,
-		Workdir: r.workdir,
-		Grants:  grants,
-		Skipped: skipped,
-		Env:     resolveEnv(p.Process.Env, r.ctx.Environ),
-		Network: mode,
-		Egress:  p.Network,
-		Limits:  p.Process.Limits,
-		Layers:  layers,
-		RunAs:   p.Process.RunAsUser,
+		Policy:       p,
+		Hash:         Hash(p),
+		Home:         r.home,
+		Workdir:      r.workdir,
+		Grants:       grants,
+		Skipped:      skipped,
+		Placeholders: placeholders,
+		Env:          resolveEnv(p.Process.Env, r.ctx.Environ),
+		Network:      mode,
+		Egress:       p.Network,
+		Limits:       p.Process.Limits,
+		Layers:       layers,
+		RunAs:        p.Process.RunAsUser,
 	}, nil
 }
 
@@ -302,6 +322,7 @@ func (r *resolver) addRule(field string, rule PathRule, access Access) {
 	if !ok {
 		return
 	}
+	r.written = append(r.written, writtenPath{field: field, path: written, rule: rule.Path})
 	canon, err := filepath.EvalSymlinks(written)
 	if err != nil {
 		if missing(err) {
@@ -336,6 +357,117 @@ func (r *resolver) addWorkdir() {
 		return
 	}
 	r.put(PathGrant{Path: r.workdir, Access: AccessReadWrite, Dir: true, Field: field})
+}
+
+// writtenPath is one grant's path before symlinks are resolved.
+type writtenPath struct{ field, path, rule string }
+
+// maxLinks bounds the symlinks followed in one path, as the kernel's
+// MAXSYMLINKS (40, path_resolution(7)).
+const maxLinks = 40
+
+// checkLinks refuses every grant whose path as written is, or passes
+// through, a symlink that someone other than the policy's author could
+// have made or replaced: a grant is the author's decision, and a link
+// planted by a workload (in this run's writable trees or an earlier run's)
+// or by another user would silently redirect it. Trusted links are owned
+// by root and live in a root-owned directory that no one else can write
+// and that no read-write grant of this policy covers (merged-/usr /lib ->
+// usr/lib, a symlinked /home). The working directory as given is checked
+// the same way.
+func (r *resolver) checkLinks() {
+	paths := r.written
+	if r.ctx.Workdir != "" {
+		paths = append(paths, writtenPath{field: "filesystem.include_workdir", path: filepath.Clean(r.ctx.Workdir)})
+	}
+	for _, w := range paths {
+		link, target, why := r.plantedLink(w.path)
+		if link == "" {
+			continue
+		}
+		canon, err := filepath.EvalSymlinks(w.path)
+		if err != nil {
+			canon = target
+		}
+		hint := fmt.Sprintf("grant the target explicitly: write %q instead of %q, after checking that it is what you meant", canon, w.rule)
+		if w.field == "filesystem.include_workdir" {
+			hint = fmt.Sprintf("run corral in the real directory (-C %s), after checking that it is what you meant", canon)
+		}
+		r.fail(w.field, fmt.Sprintf("%s passes through the symlink %s -> %s, which %s: a grant never follows a link someone else could have planted", w.path, link, target, why), hint, nil)
+	}
+}
+
+// plantedLink walks path component by component, as path resolution
+// does, and returns the first symlink on the way that is not trusted (see
+// checkLinks), its target and why; link is "" when there is none or the
+// platform cannot tell (ownerOf).
+func (r *resolver) plantedLink(path string) (link, target, why string) {
+	todo := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+	cur := "/"
+	for links := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", "", "" // missing or unreadable: resolution reports it
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		t, err := os.Readlink(next)
+		if err != nil {
+			return "", "", ""
+		}
+		if why := r.untrustedLink(cur, fi); why != "" {
+			return next, t, why
+		}
+		if links++; links > maxLinks {
+			return "", "", ""
+		}
+		if filepath.IsAbs(t) {
+			cur = "/"
+		}
+		todo = append(strings.Split(strings.TrimPrefix(t, "/"), "/"), todo...)
+	}
+	return "", "", ""
+}
+
+// untrustedLink says why the symlink described by fi, in directory dir
+// (canonical), could have been planted by someone else, or "".
+func (r *resolver) untrustedLink(dir string, fi fs.FileInfo) string {
+	uid, _, ok := ownerOf(fi)
+	if !ok {
+		return ""
+	}
+	if uid != 0 {
+		return fmt.Sprintf("is owned by uid %d, not root", uid)
+	}
+	di, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Sprintf("lives in %s, which cannot be inspected (%v)", dir, unwrapPath(err))
+	}
+	duid, perm, _ := ownerOf(di)
+	switch {
+	case duid != 0:
+		return fmt.Sprintf("lives in %s, a directory owned by uid %d, not root", dir, duid)
+	case perm&0o022 != 0:
+		return fmt.Sprintf("lives in %s, a directory others can write (mode %04o)", dir, perm)
+	}
+	for _, g := range r.grants {
+		if g.Access == AccessReadWrite && under(dir, g.Path) {
+			return fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links", dir, g.Path, g.Field)
+		}
+	}
+	return ""
 }
 
 // checkTarget applies the host checks to one grant: written is the expanded
@@ -409,8 +541,34 @@ func (r *resolver) effective(q string) *PathGrant {
 	}
 }
 
-// protect turns the protected entries into ro grants and returns the
-// protected paths that could not be bound (sorted, unique).
+// protectedEntry is one entry of the effective protected list and the
+// index of the entry as written that it comes from.
+type protectedEntry struct {
+	path  string
+	index int
+}
+
+// protectedEntries is the effective protected list: DefaultProtected
+// when none is written, with ".git" replaced by GitCommitProtected in git
+// commit mode.
+func (p *Policy) protectedEntries() []protectedEntry {
+	entries := p.Filesystem.Protected
+	if entries == nil {
+		entries = DefaultProtected
+	}
+	var out []protectedEntry
+	for i, e := range entries {
+		if p.Filesystem.Git == GitCommit && filepath.Clean(e) == ".git" {
+			for _, c := range GitCommitProtected {
+				out = append(out, protectedEntry{c, i})
+			}
+		} else {
+			out = append(out, protectedEntry{e, i})
+		}
+	}
+	return out
+}
+
 // inProtected reports whether canonical path p is at or inside protected
 // entry e: a relative entry anywhere along p (".git" in /w/.git/objects),
 // an absolute one (expanded) above it.
@@ -429,11 +587,11 @@ func inProtected(p, e string, r *resolver) bool {
 	return strings.HasSuffix(p, "/"+e) || strings.Contains(p+"/", "/"+e+"/")
 }
 
-func (r *resolver) protect() []string {
-	entries := r.p.Filesystem.Protected
-	if entries == nil {
-		entries = DefaultProtected
-	}
+// protect turns the protected entries into ro grants, returning the
+// protected paths that could not be bound (symlinks; sorted, unique) and
+// the placeholders for the absent ones inside read-write areas.
+func (r *resolver) protect() ([]string, []Placeholder) {
+	entries := r.p.protectedEntries()
 	var roots []string
 	for _, g := range r.grants {
 		if g.Access != AccessReadWrite {
@@ -441,10 +599,10 @@ func (r *resolver) protect() []string {
 		}
 		// A read-write grant inside a protected path (cd ~/.ssh; a
 		// workdir in .git/) would make it writable: refused.
-		for i, e := range entries {
-			if inProtected(g.Path, e, r) {
-				r.fail(g.Field, fmt.Sprintf("read-write access to %s is inside the protected path %s", g.Path, e),
-					"grant a directory outside it, or remove the entry from filesystem.protected (protected["+strconv.Itoa(i)+"])", nil)
+		for _, e := range entries {
+			if inProtected(g.Path, e.path, r) {
+				r.fail(g.Field, fmt.Sprintf("read-write access to %s is inside the protected path %s", g.Path, e.path),
+					"grant a directory outside it, or remove the entry from filesystem.protected (protected["+strconv.Itoa(e.index)+"])", nil)
 			}
 		}
 		if g.Dir {
@@ -453,11 +611,16 @@ func (r *resolver) protect() []string {
 	}
 	sort.Strings(roots)
 	skipped := map[string]bool{}
+	holders := map[string]Placeholder{}
 	var adds []PathGrant
 	try := func(field, joined string) {
 		if _, err := os.Lstat(joined); err != nil {
 			if missing(err) {
-				skipped[joined] = true
+				if ph, ok := r.placeholder(field, joined); ok {
+					if _, dup := holders[ph.Path]; !dup {
+						holders[ph.Path] = ph
+					}
+				}
 			} else {
 				r.fail(field, fmt.Sprintf("cannot inspect protected path %s: %v", joined, unwrapPath(err)), "check its permissions", err)
 			}
@@ -481,6 +644,13 @@ func (r *resolver) protect() []string {
 			}
 			return
 		}
+		if canon != joined {
+			// The target is protected too, whatever grant it is under
+			// (a ~/.bashrc linking into a granted ~/dotfiles), but the
+			// link is what tools open, and a link in a writable
+			// directory can be replaced.
+			skipped[joined] = true
+		}
 		if g.Access != AccessReadWrite {
 			return // already read-only or denied
 		}
@@ -490,14 +660,10 @@ func (r *resolver) protect() []string {
 			return
 		}
 		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: fi.IsDir(), Field: field})
-		if canon != joined {
-			// The target is read-only, but the link is what tools open,
-			// and a link in a writable directory can be replaced.
-			skipped[joined] = true
-		}
 	}
-	for i, e := range entries {
-		field := fmt.Sprintf("filesystem.protected[%d]", i)
+	for _, pe := range entries {
+		e := pe.path
+		field := fmt.Sprintf("filesystem.protected[%d]", pe.index)
 		if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "~") || strings.HasPrefix(e, "{workdir}") {
 			abs, ok := r.expand(field, e)
 			if ok {
@@ -509,6 +675,14 @@ func (r *resolver) protect() []string {
 			try(field, filepath.Join(root, e))
 		}
 	}
+	// A repository's configured hooks directory runs like .git/hooks.
+	if r.protectsGit(entries) {
+		for _, root := range roots {
+			if hp := hooksPath(root, r.home); hp != "" {
+				try("filesystem.protected (core.hooksPath of "+filepath.Join(root, ".git/config")+")", hp)
+			}
+		}
+	}
 	for _, g := range adds {
 		r.put(g)
 	}
@@ -518,9 +692,99 @@ func (r *resolver) protect() []string {
 	}
 	sort.Strings(out)
 	if len(out) == 0 {
-		return nil
+		out = nil
 	}
-	return out
+	var phs []Placeholder
+	for _, ph := range holders {
+		if g := r.effective(ph.Path); g != nil && g.Access == AccessReadWrite {
+			phs = append(phs, ph)
+		}
+	}
+	sort.Slice(phs, func(i, j int) bool { return phs[i].Path < phs[j].Path })
+	return out, phs
+}
+
+// protectsGit reports whether entries keep .git's hooks read-only.
+func (r *resolver) protectsGit(entries []protectedEntry) bool {
+	for _, e := range entries {
+		if c := filepath.Clean(e.path); c == ".git" || c == ".git/hooks" {
+			return true
+		}
+	}
+	return false
+}
+
+// placeholder returns the placeholder that keeps the absent protected
+// path joined from being created: the first missing component below its
+// nearest existing ancestor, when that ancestor is a directory the
+// workload can write. The kind follows the name (fileLike).
+func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
+	first := joined
+	parent := filepath.Dir(joined)
+	for {
+		if _, err := os.Lstat(parent); err == nil {
+			break
+		}
+		if parent == "/" {
+			return Placeholder{}, false
+		}
+		first, parent = parent, filepath.Dir(parent)
+	}
+	canon, err := filepath.EvalSymlinks(parent)
+	if err != nil {
+		return Placeholder{}, false
+	}
+	if fi, err := os.Stat(canon); err != nil || !fi.IsDir() {
+		return Placeholder{}, false
+	}
+	if g := r.effective(canon); g == nil || g.Access != AccessReadWrite {
+		return Placeholder{}, false // invisible or read-only: nothing can be created
+	}
+	name := filepath.Base(first)
+	return Placeholder{Path: filepath.Join(canon, name), Dir: first != joined || !fileLike(name), Field: field}, true
+}
+
+// fileLike reports whether a protected name is conventionally a file
+// (".bashrc", ".mcp.json", ".npmrc"), so that its placeholder is an empty
+// file tools read as empty configuration; other names (".git", ".vscode")
+// get an empty directory.
+func fileLike(name string) bool {
+	n := strings.TrimPrefix(name, ".")
+	switch {
+	case strings.Contains(n, "."), strings.HasSuffix(n, "rc"), strings.HasSuffix(n, "profile"),
+		strings.HasPrefix(n, "bash_"), strings.HasPrefix(n, "zlog"), n == "zshenv", n == "gitmodules", n == "gitconfig",
+		n == "config", n == "commondir":
+		return true
+	}
+	return false
+}
+
+// hooksPath returns the canonical hooks directory that the repository at
+// root configures with core.hooksPath (relative to root, or absolute, "~"
+// expanded with home), or "".
+func hooksPath(root, home string) string {
+	data, err := os.ReadFile(filepath.Join(root, ".git", "config"))
+	if err != nil {
+		return ""
+	}
+	var hp string
+	for _, v := range ParseGitConfig(data) {
+		if v.Key == "core.hookspath" {
+			hp = v.Value // the last one wins, as in git
+		}
+	}
+	switch {
+	case hp == "":
+		return ""
+	case hp == "~" || strings.HasPrefix(hp, "~/"):
+		if home == "" {
+			return ""
+		}
+		hp = filepath.Join(home, hp[1:])
+	case !filepath.IsAbs(hp):
+		hp = filepath.Join(root, hp)
+	}
+	return filepath.Clean(hp)
 }
 
 // depth is the number of components of a clean absolute path ("/" is 0).
@@ -594,14 +858,18 @@ func resolveEnv(env Env, environ []string) []string {
 // ".bashrc"): the names a provider also keeps read-only where they appear
 // deeper inside a read-write tree.
 func (r *Resolved) ProtectedNames() map[string]bool {
-	entries := DefaultProtected
-	if r.Policy != nil && r.Policy.Filesystem.Protected != nil {
-		entries = r.Policy.Filesystem.Protected
+	p := r.Policy
+	if p == nil {
+		p = &Policy{}
 	}
 	names := map[string]bool{}
-	for _, e := range entries {
+	for _, pe := range p.protectedEntries() {
+		e := pe.path
 		if e != "" && !strings.ContainsAny(e, "/~{") {
 			names[e] = true
+		}
+		if strings.HasPrefix(e, ".git/") {
+			names[".git"] = true // git commit mode: a nested repository stays read-only whole
 		}
 	}
 	return names

@@ -185,14 +185,19 @@ func TestSymlinkFollowsTarget(t *testing.T) {
 	real := filepath.Join(e.home, "data", "real")
 	mkdirs(t, real)
 	touch(t, filepath.Join(real, "file"))
-	if err := os.Symlink(real, filepath.Join(e.work, "link")); err != nil {
+	// A link in a root-owned directory no grant makes writable is the
+	// author's (as root; TestPlantedLinkRefused covers the others).
+	if os.Getuid() != 0 {
+		t.Skip("needs root: trusted links are root's")
+	}
+	if err := os.Symlink(real, filepath.Join(e.home, "link")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := parse(t, "filesystem:\n  read_only: [\"{workdir}/link\", \"{workdir}/link/file\"]\n").Resolve(e.ctx())
+	r, err := parse(t, "filesystem:\n  read_only: [~/link, ~/link/file]\n").Resolve(e.ctx())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := grantOf(r, filepath.Join(e.work, "link")); ok {
+	if _, ok := grantOf(r, filepath.Join(e.home, "link")); ok {
 		t.Error("grant kept the symlink path")
 	}
 	g, ok := grantOf(r, real)
@@ -314,7 +319,7 @@ func TestProtectedDefaults(t *testing.T) {
 	gitDir := filepath.Join(e.work, ".git")
 	for path, field := range map[string]string{
 		gitDir:                          "filesystem.protected[0]",
-		filepath.Join(other, ".bashrc"): "filesystem.protected[1]",
+		filepath.Join(other, ".bashrc"): "filesystem.protected[3]",
 	} {
 		g, ok := grantOf(r, path)
 		if !ok || g.Access != AccessReadOnly || g.Field != field {
@@ -333,10 +338,23 @@ func TestProtectedDefaults(t *testing.T) {
 	if _, ok := grantOf(r, outside); ok {
 		t.Error("symlink target outside the rw roots was granted")
 	}
-	for _, want := range []string{filepath.Join(e.work, ".bashrc"), filepath.Join(e.work, ".ssh"), filepath.Join(other, ".git")} {
-		if !slices.Contains(r.Skipped, want) {
-			t.Errorf("Skipped lacks %s: %v", want, r.Skipped)
+	if !slices.Contains(r.Skipped, filepath.Join(e.work, ".ssh")) {
+		t.Errorf("Skipped lacks the symlinked .ssh: %v", r.Skipped)
+	}
+	// Absent names become placeholders of the right kind, one per root.
+	for _, want := range []Placeholder{
+		{Path: filepath.Join(e.work, ".bashrc"), Field: "filesystem.protected[3]"},
+		{Path: filepath.Join(other, ".git"), Dir: true, Field: "filesystem.protected[0]"},
+		{Path: filepath.Join(e.work, ".mcp.json"), Field: "filesystem.protected[15]"},
+		{Path: filepath.Join(e.work, ".vscode"), Dir: true, Field: "filesystem.protected[21]"},
+		{Path: filepath.Join(e.work, ".config"), Dir: true, Field: "filesystem.protected[29]"},
+	} {
+		if !slices.Contains(r.Placeholders, want) {
+			t.Errorf("Placeholders lack %+v: %+v", want, r.Placeholders)
 		}
+	}
+	if slices.ContainsFunc(r.Placeholders, func(ph Placeholder) bool { return ph.Path == gitDir || strings.HasPrefix(ph.Path, e.home+"/.") }) {
+		t.Errorf("placeholder for an existing name or outside the rw roots: %+v", r.Placeholders)
 	}
 	if slices.Contains(r.Skipped, hooks) || slices.Contains(r.Skipped, filepath.Join(e.home, ".bashrc")) {
 		t.Errorf("Skipped has existing or home paths: %v", r.Skipped)
@@ -371,8 +389,8 @@ func TestProtectedNeverExposes(t *testing.T) {
 	if _, ok := grantOf(r, filepath.Join(e.home, "elsewhere")); ok {
 		t.Error("absolute protected path outside the grants became visible")
 	}
-	if !slices.Contains(r.Skipped, filepath.Join(e.work, "missing")) {
-		t.Errorf("Skipped = %v", r.Skipped)
+	if !slices.Contains(r.Placeholders, Placeholder{Path: filepath.Join(e.work, "missing"), Dir: true, Field: "filesystem.protected[2]"}) {
+		t.Errorf("Placeholders = %+v", r.Placeholders)
 	}
 	// An absolute protected path inside the workdir becomes ro.
 	mkdirs(t, filepath.Join(e.work, "keep"))
@@ -522,6 +540,119 @@ func TestReadWriteInsideProtectedRefused(t *testing.T) {
 		_, err := Default().Resolve(Context{Home: e.home, Workdir: wd})
 		if got := only(t, err); !strings.Contains(got.Msg, "inside the protected path") {
 			t.Errorf("workdir %s: %v", wd, got)
+		}
+	}
+}
+
+// A grant through a link that the workload or another user could have
+// planted is refused, naming the link, its target and what to write; the
+// same link in a directory only root can write is followed.
+func TestPlantedLinkRefused(t *testing.T) {
+	e := newEnv(t)
+	host := filepath.Join(e.home, "host", ".config")
+	mkdirs(t, filepath.Join(host, "autostart"))
+	if err := os.Symlink(host, filepath.Join(e.work, "cache")); err != nil { // planted by an earlier run
+		t.Fatal(err)
+	}
+	src := "filesystem:\n  read_write: [\"{workdir}/cache\"]\n  read_only: [\"{workdir}/cache/autostart\"]\n  deny: [{path: \"{workdir}/cache/x\", optional: true}]\n"
+	_, err := parse(t, src).Resolve(e.ctx())
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 3 {
+		t.Fatalf("want three errors (rw, ro and deny through the link, the deny although its target is missing), got %v", err)
+	}
+	for _, want := range []string{"p.yaml:3:16", "filesystem.read_write[0]", "symlink " + filepath.Join(e.work, "cache") + " -> " + host, "read-write grant", `write "` + host + `"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	// Granting the target explicitly works.
+	if _, err := parse(t, "filesystem:\n  read_write: [\""+host+"\"]\n").Resolve(e.ctx()); err != nil {
+		t.Errorf("explicit target: %v", err)
+	}
+	// A link owned by another user, or in a directory others can write,
+	// is refused wherever it is; the workdir given through one too.
+	other := filepath.Join(e.home, "shared")
+	mkdirs(t, other)
+	if err := os.Chmod(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.work, filepath.Join(other, "w")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Default().Resolve(Context{Home: e.home, Workdir: filepath.Join(other, "w")}); err == nil || !strings.Contains(err.Error(), "others can write") {
+		t.Errorf("workdir through a link in a world-writable directory: %v", err)
+	}
+	if os.Getuid() == 0 {
+		if err := os.Lchown(filepath.Join(e.work, "cache"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parse(t, src).Resolve(e.ctx()); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Errorf("link owned by nobody: %v", err)
+		}
+	}
+}
+
+// core.hooksPath names a hooks directory as dangerous as .git/hooks.
+func TestHooksPathProtected(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.work, ".git"), filepath.Join(e.work, ".husky", "_"))
+	if err := os.WriteFile(filepath.Join(e.work, ".git", "config"), []byte("[core]\n\tbare = false\n[core]\n\thooksPath = .husky/_ ; husky\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := parse(t, "filesystem:\n  protected: [.git/hooks]\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, ".husky", "_")); !ok || g.Access != AccessReadOnly || !strings.Contains(g.Field, "core.hooksPath") {
+		t.Errorf("hooksPath grant = %+v, %v", g, ok)
+	}
+}
+
+// In git commit mode the repository's data is writable and what runs
+// commands is not; a missing part gets a placeholder.
+func TestGitCommitMode(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.work, ".git", "hooks"), filepath.Join(e.work, ".git", "objects"))
+	touch(t, filepath.Join(e.work, ".git", "config"))
+	r, err := parse(t, "filesystem:\n  git: commit\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := grantOf(r, filepath.Join(e.work, ".git")); ok {
+		t.Errorf(".git has a grant of its own in commit mode: %+v", g)
+	}
+	for _, p := range []string{".git/hooks", ".git/config"} {
+		if g, ok := grantOf(r, filepath.Join(e.work, p)); !ok || g.Access != AccessReadOnly {
+			t.Errorf("%s: %+v, %v", p, g, ok)
+		}
+	}
+	if !slices.Contains(r.Placeholders, Placeholder{Path: filepath.Join(e.work, ".git", "info"), Dir: true, Field: "filesystem.protected[0]"}) {
+		t.Errorf("no placeholder for .git/info: %+v", r.Placeholders)
+	}
+	if !r.ProtectedNames()[".git"] {
+		t.Error("nested repositories are not kept read-only in commit mode")
+	}
+	if _, err := Parse([]byte("version: 1\nfilesystem:\n  git: yes\n"), "p.yaml"); err == nil || !strings.Contains(err.Error(), "p.yaml:3:8") {
+		t.Errorf("bad git mode: %v", err)
+	}
+}
+
+func TestParseGitConfig(t *testing.T) {
+	src := "# c\n[core]\n\tfsmonitor = \"touch /tmp/x\" # run\n[filter \"lfs\"]\n\tsmudge = a \\\n b\n[includeIf \"gitdir:~/w/\"]\n path = x\n[remote.origin]\n url = u\n[alias] st = status\n"
+	got := ParseGitConfig([]byte(src))
+	want := []GitVar{
+		{Key: "core.fsmonitor", Value: "touch /tmp/x", Line: 3},
+		{Key: "filter.lfs.smudge", Value: "a  b", Line: 5},
+		{Key: "includeif.gitdir:~/w/.path", Value: "x", Line: 8},
+		{Key: "remote.origin.url", Value: "u", Line: 10},
+		{Key: "alias.st", Value: "status", Line: 11},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	for _, v := range got {
+		if GitCommandKey(v.Key) != (v.Key != "remote.origin.url" && v.Key != "alias.st") {
+			t.Errorf("GitCommandKey(%s) = %v", v.Key, GitCommandKey(v.Key))
 		}
 	}
 }

@@ -127,7 +127,20 @@ type Filesystem struct {
 	// Resolved.Skipped. Nil means DefaultProtected; an empty list disables
 	// protection (so this field is never omitted from JSON).
 	Protected []string `json:"protected" yaml:"protected"`
+	// Git says how much of a repository's .git directory the workload may
+	// change: GitReadOnly (the default, also when empty) keeps all of it
+	// read-only; GitCommit lets it commit (GitCommitProtected lists what
+	// stays read-only). It has effect only while ".git" is protected.
+	Git GitMode `json:"git,omitempty" yaml:"git"`
 }
+
+// GitMode is the filesystem.git setting.
+type GitMode string
+
+const (
+	GitReadOnly GitMode = "read-only" // all of .git read-only
+	GitCommit   GitMode = "commit"    // objects, refs, index and logs writable; hooks, config, info, modules read-only
+)
 
 // PathRule is one path grant. In YAML it is either a plain string or a
 // mapping {path: P, optional: true}. A missing path is an error unless
@@ -158,14 +171,22 @@ type Network struct {
 	AllowPrivate []Endpoint `json:"allow_private,omitempty" yaml:"allow_private"`
 	// Hosts maps names to IP literals, consulted by the proxy before DNS.
 	Hosts map[string]string `json:"hosts,omitempty" yaml:"hosts"`
+	// UnixSockets is whether the workload may make unix sockets that
+	// reach others by name (UnixSocketsDeny, UnixSocketsAllow); empty
+	// means DefaultUnixSockets. It applies in every mode.
+	UnixSockets UnixSockets `json:"unix_sockets,omitempty" yaml:"unix_sockets"`
 }
 
-// Endpoint is a host with ports. Host is an exact name, a "*." wildcard in
-// the first label ("*.example.com"), an IP literal or a CIDR. Empty Ports
-// means 80 and 443 (for allow_private: any port).
+// Endpoint is a host with ports. Host is an exact name, a wildcard first
+// label ("*.example.com": exactly one label below example.com;
+// "**.example.com": one or more), an IP literal or a CIDR. Empty Ports
+// means 80 and 443 (for allow_private: any port). SingleLabel must be set
+// for an allow entry whose host is a single label other than localhost
+// ("intranet"); deny entries never need it.
 type Endpoint struct {
-	Host  string `json:"host" yaml:"host"`
-	Ports []int  `json:"ports,omitempty" yaml:"ports"`
+	Host        string `json:"host" yaml:"host"`
+	Ports       []int  `json:"ports,omitempty" yaml:"ports"`
+	SingleLabel bool   `json:"single_label,omitempty" yaml:"single_label"`
 }
 
 // Process is the process section: environment, identity and limits.
