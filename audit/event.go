@@ -309,6 +309,8 @@ func (e *Classification) setSeverity(id int) {
 		e.Severity = "Informational"
 	case SeverityMedium:
 		e.Severity = "Medium"
+	case SeverityHigh:
+		e.Severity = "High"
 	default:
 		e.Severity = "Unknown"
 	}

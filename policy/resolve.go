@@ -875,6 +875,18 @@ func (r *Resolved) ProtectedNames() map[string]bool {
 	return names
 }
 
+// WritableRoots are the directories the workload can write: the
+// read-write grants that are directories, parents before children.
+func (r *Resolved) WritableRoots() []string {
+	var out []string
+	for _, g := range r.Grants {
+		if g.Access == AccessReadWrite && g.Dir {
+			out = append(out, g.Path)
+		}
+	}
+	return out
+}
+
 // Covering is the most specific grant of r for path (path itself or a
 // directory above it), or the zero PathGrant.
 func (r *Resolved) Covering(path string) PathGrant {

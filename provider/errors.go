@@ -23,6 +23,7 @@ const (
 	CodeStale           Code = "stale"            // state changed underneath (compare-and-swap lost)
 	CodeTimeout         Code = "timeout"          // an operation's deadline passed
 	CodeInternal        Code = "internal"         // a bug
+	CodePlanted         Code = "planted"          // the workload left files that run code later (corral run --strict-tree)
 )
 
 // exitCodes maps each Code to the exit status of the corral command. They
@@ -31,6 +32,7 @@ const (
 // timeout(1); 125 and 127 follow env(1), chroot(1) and docker run ("could
 // not start", "command not found"). Documented in docs/exit-codes.md.
 var exitCodes = map[Code]int{
+	CodePlanted:         116,
 	CodeStale:           117,
 	CodeNotFound:        118,
 	CodeStopFailed:      119,

@@ -12,12 +12,14 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -28,7 +30,7 @@ func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
 
 type runOpts struct {
 	policy, provider, workdir, audit, image string
-	tty, verbose                            bool
+	tty, verbose, strictTree                bool
 	preserveFDs                             int
 }
 
@@ -46,7 +48,8 @@ no network, a scrubbed environment and resource limits.
 Exit status: the command's own (128+N when killed by signal N), 124 when the
 policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 121 unavailable, 122 policy rejected, 123 provision failed, 125 start failed,
-127 command not found.`,
+127 command not found; with --strict-tree, 116 when the command planted
+files that would run code outside the sandbox (they are always reported).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("missing command: corral run [flags] -- COMMAND [ARG...]")
@@ -81,6 +84,7 @@ policy's timeout expired, or one of Corral's codes (docs/exit-codes.md):
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print the layers in force and the loss report to stderr")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass N extra fds (3..3+N-1) to the command")
+	f.BoolVar(&o.strictTree, "strict-tree", false, "exit 116 when the command left files in a read-write tree that would make a host tool run code (a nested repository, a shell rc file, IDE or agent configuration)")
 	return c
 }
 
@@ -209,6 +213,7 @@ func runMain(o runOpts, args []string) error {
 			}
 		}()
 	}
+	since := planted.Now() // what changes after this is the workload's (planted.Scan)
 	st, err := provider.Run(ctx, prov, plan, spec, func(s provider.Sandbox) {
 		mu.Lock()
 		sb = s
@@ -262,11 +267,15 @@ func runMain(o runOpts, args []string) error {
 		_ = sink.Emit(audit.Terminate(info, workload, ex))
 		mu.Unlock()
 	}
+	found := checkPlanted(res, since, sink, info, o.strictTree)
 	if err != nil {
 		if by != "" {
 			return exitError{code: st.Code}
 		}
 		return err
+	}
+	if found > 0 && o.strictTree {
+		return &provider.Error{Code: provider.CodePlanted, Msg: fmt.Sprintf("--strict-tree: the command left %d planted path(s) (listed above; it exited %d)", found, st.Code)}
 	}
 	if st.Reason != "" {
 		fmt.Fprintf(os.Stderr, "corral: %s\n", st.Reason)
@@ -278,6 +287,18 @@ func runMain(o runOpts, args []string) error {
 		return exitError{code: st.Code}
 	}
 	return nil
+}
+
+// checkPlanted scans the run's read-write trees for what the workload
+// planted for later (internal/planted), warns on stderr and records each
+// finding in the audit log; it returns how many there were.
+func checkPlanted(res *policy.Resolved, since time.Time, sink *audit.Sink, info audit.RunInfo, strict bool) int {
+	found := planted.Scan(res, since)
+	planted.Warn(os.Stderr, found)
+	for _, f := range found {
+		_ = sink.Emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict))
+	}
+	return len(found)
 }
 
 func uidOf(plan *provider.Plan) int {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/internal/procstat"
+	"github.com/corral-sandbox/corral/internal/placeholder"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -66,6 +67,8 @@ type Sandbox struct {
 
 	mu      sync.Mutex
 	stopped bool
+
+	placeholders *placeholder.Set // absent protected names, held while the container may exist
 }
 
 // stateBase is where per-sandbox state dirs live: /run/corral/docker as
@@ -159,6 +162,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	if err := s.prepareState(); err != nil {
 		return fail(err)
 	}
+	// Before the container is created: its binds mount them read-only.
+	ph, err := placeholder.Acquire(plan.Policy.Placeholders)
+	if err != nil {
+		return fail(err)
+	}
+	s.placeholders = ph
 	cfg, hcfg, err := s.containerConfig(h.bin)
 	if err != nil {
 		return fail(err)
@@ -724,6 +733,9 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 		if _, err := s.cli.ContainerRemove(ctx, s.cid, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			first = provider.Errorf(provider.CodeStopFailed, "docker: remove container %s: %v", s.id, err)
 		}
+	}
+	if first == nil { // never while the container may still have them mounted
+		s.placeholders.Release()
 	}
 	for _, l := range []*net.UnixListener{s.control, s.egress} {
 		if l != nil {

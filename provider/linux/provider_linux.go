@@ -297,7 +297,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		}
 	}
 	if len(missing) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist, so nothing is bound over them (a workload that creates one can write it): %s", len(missing), strings.Join(missing, ", "))
+		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected paths are dangling symlinks, so nothing is bound over them (a workload can replace them): %s", strings.Join(missing, ", "))
+	}
+	if n := len(r.Placeholders); n > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the run, so the workload cannot create it, and removed afterwards: %s", n, placeholderList(r.Placeholders))
 	}
 	if !r.Visible("/usr/bin") {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (a read_only list replaces the default one: keep /usr, /etc and the other system directories in it; see corral policy default)")
@@ -367,15 +370,24 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
 	}
-	if h.landlockABI < 9 {
-		// LANDLOCK_ACCESS_FS_RESOLVE_UNIX arrived with ABI 9.
-		add(provider.SeverityInfo, "filesystem", "filesystem", "Landlock ABI %d cannot restrict connect() on unix socket files: the sockets found in granted directories (outside the system directories) when the run starts are hidden, but one created there during the run could be connected to", h.landlockABI)
-	}
+	// network.unix_sockets deny: a socket a host process makes in a
+	// granted directory during the run (Landlock does not cover it).
+	spec.SeccompDenyUnix = r.UnixSockets() == policy.UnixSocketsDeny
+	loss = append(loss, provider.UnixSocketsLoss(r, spec.Seccomp, h.landlockABI))
 	if spec.Landlock.Enabled && h.landlockABI < 6 {
 		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)
 	}
 	plan := &provider.Plan{Provider: Name, Policy: r, Layers: layers, Details: spec, Loss: loss}
 	return plan, loss
+}
+
+// placeholderList is the placeholders' paths, comma-separated.
+func placeholderList(phs []policy.Placeholder) string {
+	ps := make([]string, len(phs))
+	for i, ph := range phs {
+		ps[i] = ph.Path
+	}
+	return strings.Join(ps, ", ")
 }
 
 // credentialPaths are well-known credential stores under a home directory
@@ -516,6 +528,11 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 				ll.RWFiles = append(ll.RWFiles, g.Path)
 			}
 		}
+	}
+	// Absent protected names: the placeholders Provision creates, bound
+	// read-only so the workload cannot create them.
+	for _, ph := range r.Placeholders {
+		ms = append(ms, MountSpec{Kind: MountBind, Path: ph.Path, Source: ph.Path, Dir: ph.Dir, ReadOnly: true, Field: ph.Field + " (absent: placeholder)"})
 	}
 	ms = append(ms, pins(ms)...)
 	ms = append(ms, rootSymlinks(r.Grants, granted)...)

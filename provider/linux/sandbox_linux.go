@@ -25,10 +25,21 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/placeholder"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
 )
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // FaultEnv is provider.FaultEnv.
 const FaultEnv = provider.FaultEnv
@@ -54,6 +65,8 @@ type Sandbox struct {
 
 	sockMu  sync.Mutex
 	sockets *os.File // ServePorts: init's socket factory (socketFactory)
+
+	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
 }
 
 // EgressListener returns the listener the egress proxy must serve (network
@@ -76,6 +89,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	_, _ = rand.Read(rb[:])
 	sb := &Sandbox{id: fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])), plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
+	// Before init is cloned: its mount tree binds them read-only.
+	if ph, err := placeholder.Acquire(plan.Policy.Placeholders); err != nil {
+		return nil, provider.LayerError(provider.CodeProvisionFailed, "mounts", err)
+	} else {
+		sb.placeholders = ph
+	}
 	if spec.Cgroup {
 		// Created in the background while init is cloned and starts;
 		// Start waits for it (cgroupReady) before anything can run.
@@ -769,10 +788,15 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Deprovision removes the cgroup.
+// Deprovision removes the cgroup and the placeholders no other run holds
+// (once init is gone: removing one still mounted inside would detach it
+// there).
 func (s *Sandbox) Deprovision(ctx context.Context) error {
 	if s.swept != nil {
 		<-s.swept
+	}
+	if s.exited == nil || isClosed(s.exited) {
+		s.placeholders.Release()
 	}
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {

@@ -157,7 +157,16 @@ func (m *mapper) filesystem() {
 		}
 	}
 	if len(r.Skipped) > 0 {
-		m.add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so no read-only grant covers them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks, so no read-only grant covers the link (a workload can replace it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	}
+	if len(r.Placeholders) > 0 {
+		// MXC's filesystem policy is ACLs on existing paths; Corral
+		// cannot hold an absent name in it.
+		absent := make([]string, len(r.Placeholders))
+		for i, ph := range r.Placeholders {
+			absent[i] = ph.Path
+		}
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected names do not exist, and MXC cannot keep a name that does not exist from being created: a workload can create them inside the read-write grants: %s", len(absent), strings.Join(absent, ", "))
 	}
 	if len(fs.ReadonlyPaths)+len(fs.ReadwritePaths)+len(fs.DeniedPaths) > 0 {
 		m.req.Filesystem = fs

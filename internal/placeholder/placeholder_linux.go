@@ -1,0 +1,247 @@
+// Package placeholder keeps protected names that do not exist yet from
+// being created at the top of a read-write tree. A mount needs a name to
+// mount on, and a name absent on the host cannot be covered, so for the
+// run Corral creates each one empty on the host (a file or a directory),
+// marks it, locks it, and the provider binds it read-only into the
+// sandbox; afterwards the last run holding it removes it, so the host tree
+// is left as it was.
+//
+// Concurrent runs over one tree share placeholders: each holds a shared
+// flock(2) on every placeholder it uses, and only a run that can take the
+// lock exclusively removes one (removing a name that another sandbox has
+// mounted would detach that mount there, lifting its protection). The
+// mark (an xattr) lets a later run adopt one that a killed corral left
+// behind, and remove it in turn; a placeholder is removed only while it
+// is still empty, marked and the same inode, so nothing a person put there
+// meanwhile is lost.
+package placeholder
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// Mark is the extended attribute that marks a placeholder.
+const Mark = "user.corral.placeholder"
+
+// Set is the placeholders one sandbox holds, from Acquire to Release.
+type Set struct {
+	held []held
+}
+
+type held struct {
+	path   string
+	dir    bool
+	fd     int // the placeholder, open, with a shared flock
+	parent int // O_PATH fd of its parent
+	ino    uint64
+	dev    uint64
+	ours   bool // created or adopted as a placeholder (removable), not a real file that appeared meanwhile
+}
+
+// Acquire creates (or adopts) every placeholder and locks it shared. On
+// error nothing it made is left behind. Paths are canonical (policy
+// Resolve made them), and are opened without following any symlink.
+func Acquire(phs []policy.Placeholder) (*Set, error) {
+	s := &Set{}
+	for _, ph := range phs {
+		h, err := acquire(ph)
+		if err != nil {
+			s.Release()
+			return nil, fmt.Errorf("placeholder for protected %s (%s): %w", ph.Path, ph.Field, err)
+		}
+		s.held = append(s.held, h)
+	}
+	return s, nil
+}
+
+func acquire(ph policy.Placeholder) (held, error) {
+	parent, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(ph.Path), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return held{}, fmt.Errorf("open parent: %w", err)
+	}
+	name := filepath.Base(ph.Path)
+	// A few tries: a run that is removing the same placeholder may unlink
+	// it between our open and our lock.
+	for try := 0; try < 5; try++ {
+		h, retry, err := take(parent, name, ph.Dir)
+		if err == nil {
+			h.path, h.dir, h.parent = ph.Path, ph.Dir, parent
+			return h, nil
+		}
+		if !retry {
+			unix.Close(parent)
+			return held{}, err
+		}
+	}
+	unix.Close(parent)
+	return held{}, errors.New("it kept being removed by another run")
+}
+
+// take creates name in parent (or opens what is there), locks it shared
+// and checks it is still the name's inode.
+func take(parent int, name string, dir bool) (h held, retry bool, err error) {
+	created := false
+	if dir {
+		if err := unix.Mkdirat(parent, name, 0o755); err == nil {
+			created = true
+		} else if err != unix.EEXIST {
+			return h, false, fmt.Errorf("mkdir: %w", err)
+		}
+	} else {
+		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+		if err == nil {
+			created = true
+			unix.Close(fd)
+		} else if err != unix.EEXIST {
+			return h, false, fmt.Errorf("create: %w", err)
+		}
+	}
+	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	if dir {
+		flags |= unix.O_DIRECTORY
+	}
+	fd, err := unix.Openat(parent, name, flags, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return h, true, err
+		}
+		// Something else is there now (a symlink, a fifo, a file where
+		// a directory was meant): the provider's bind will cover what
+		// exists, or fail; nothing here is ours to remove.
+		return h, false, fmt.Errorf("open: %w", err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		unix.Close(fd)
+		return h, false, fmt.Errorf("flock: %w", err)
+	}
+	var st, now unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return h, false, err
+	}
+	if err := unix.Fstatat(parent, name, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Ino != st.Ino || now.Dev != st.Dev {
+		unix.Close(fd)
+		return h, true, errors.New("replaced while being locked")
+	}
+	h = held{fd: fd, ino: st.Ino, dev: st.Dev}
+	switch {
+	case created:
+		// Unmarked (a filesystem without user xattrs) it still is ours to
+		// remove, but another run cannot adopt it.
+		_ = unix.Fsetxattr(fd, Mark, []byte("1"), 0)
+		h.ours = true
+	default:
+		h.ours = marked(fd) && empty(fd, dir)
+	}
+	return h, false, nil
+}
+
+// marked reports whether fd carries the placeholder mark.
+func marked(fd int) bool {
+	buf := make([]byte, 8)
+	n, err := unix.Fgetxattr(fd, Mark, buf)
+	return err == nil && n == 1 && buf[0] == '1'
+}
+
+// empty reports whether fd is an empty file or a directory with no entries.
+func empty(fd int, dir bool) bool {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false
+	}
+	if !dir {
+		return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == 0
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	buf := make([]byte, 4096)
+	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(dup)
+	for {
+		n, err := unix.Getdents(dup, buf)
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		if len(names) > 0 { // ParseDirent skips . and ..
+			return false
+		}
+	}
+}
+
+// Release removes every placeholder no other run still holds, if it is
+// still empty, marked and the same inode, and closes everything. It is
+// safe to call on a nil or already released Set.
+func (s *Set) Release() {
+	if s == nil {
+		return
+	}
+	for _, h := range s.held {
+		h.release()
+	}
+	s.held = nil
+}
+
+func (h held) release() {
+	defer unix.Close(h.parent)
+	defer unix.Close(h.fd)
+	if !h.ours {
+		return
+	}
+	// Exclusive only when no other run holds it shared.
+	if err := unix.Flock(h.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return
+	}
+	var now unix.Stat_t
+	if err := unix.Fstatat(h.parent, filepath.Base(h.path), &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Ino != h.ino || now.Dev != h.dev {
+		return
+	}
+	if !empty(h.fd, h.dir) {
+		return // someone put something there: theirs now
+	}
+	flags := 0
+	if h.dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	_ = unix.Unlinkat(h.parent, filepath.Base(h.path), flags)
+}
+
+// Paths lists the placeholders held (for reports).
+func (s *Set) Paths() []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(s.held))
+	for i, h := range s.held {
+		out[i] = h.path
+	}
+	return out
+}
+
+// Is reports whether path is a placeholder (marked and empty): the tree
+// scan after a run does not report those as planted.
+func Is(path string, dir bool) bool {
+	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
+	fd, err := unix.Open(path, flags, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return marked(fd) && empty(fd, dir)
+}

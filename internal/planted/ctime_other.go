@@ -1,0 +1,15 @@
+//go:build !unix
+
+package planted
+
+import (
+	"io/fs"
+	"time"
+)
+
+// ctime is the modification time here: Windows has no inode change time
+// that a workload cannot set (Scan's premise), so this is weaker.
+func ctime(fi fs.FileInfo) time.Time { return fi.ModTime() }
+
+// Now is the time to pass to Scan, taken before the workload starts.
+func Now() time.Time { return time.Now().Add(-time.Second) }

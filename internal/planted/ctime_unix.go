@@ -1,0 +1,31 @@
+//go:build unix
+
+package planted
+
+import (
+	"io/fs"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ctime is the inode change time of fi (an Lstat result).
+func ctime(fi fs.FileInfo) time.Time {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Ctim.Unix())
+	}
+	return fi.ModTime()
+}
+
+// Now is the time to pass to Scan, taken before the workload starts: the
+// kernel's coarse real-time clock, from which inode times are taken
+// (current_time() in fs/inode.c), so any later change has a ctime at or
+// after it; the fine clock can be a tick ahead and miss a change.
+func Now() time.Time {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &ts); err != nil {
+		return time.Now().Add(-10 * time.Millisecond)
+	}
+	return time.Unix(ts.Unix())
+}

@@ -1,0 +1,321 @@
+// Package planted finds what a workload left in its read-write trees that
+// would make a host tool run code later, outside the sandbox: a repository
+// created in a subdirectory (whose config can set core.fsmonitor, filter
+// drivers, hooks...), a .git file pointing elsewhere, a protected name
+// (.bashrc, .vscode/, .mcp.json, ...) created or changed below the top of a
+// tree, where no placeholder or bind could pre-empt it. It runs after the
+// workload, on the host, and looks only at entries whose inode change time
+// (ctime) is not older than the run: ctime cannot be set by the workload
+// (utimensat(2) sets it to now), and creating, writing, renaming or linking
+// a file all update it (inode(7)).
+package planted
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/corral-sandbox/corral/internal/placeholder"
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// Kinds of Finding.
+const (
+	KindRepository = "git-repository" // a .git directory created or changed (config, hooks, ...)
+	KindGitFile    = "git-file"       // a .git file ("gitdir: ...") created or changed
+	KindProtected  = "protected-name" // another protected name created or changed
+	KindUnscanned  = "unscanned"      // a part of a tree the scan could not read, or the entry budget ran out
+)
+
+// Finding is one planted path.
+type Finding struct {
+	Path string   `json:"path"` // host path
+	Kind string   `json:"kind"`
+	Keys []string `json:"keys,omitempty"` // git configuration keys that run commands, "key = value"
+	What string   `json:"what"`           // one line for people
+}
+
+// String is the finding as a warning line.
+func (f Finding) String() string {
+	s := printable(f.Path) + ": " + f.What
+	if len(f.Keys) > 0 {
+		s += " (" + strings.Join(f.Keys, "; ") + ")"
+	}
+	return s
+}
+
+// Limit bounds the entries examined per scan.
+const Limit = 1_000_000
+
+// Scan walks r's writable roots and returns what was created or changed
+// since (from Now, taken before the workload started) under a protected
+// name (r.ProtectedNames, single components such as ".bashrc") at any
+// depth, every .git created or changed, and the parts it could not read.
+// Paths that r keeps read-only (a protected name bound at the start) are
+// not looked at; symlinks are not followed; placeholders
+// (internal/placeholder) are not findings.
+func Scan(r *policy.Resolved, since time.Time) []Finding {
+	s := &scan{r: r, names: r.ProtectedNames(), since: since, budget: Limit}
+	var done []string
+	for _, root := range r.WritableRoots() {
+		if slices.ContainsFunc(done, func(d string) bool { return root == d || strings.HasPrefix(root, d+"/") }) {
+			continue // walked with its parent
+		}
+		done = append(done, root)
+		s.walk(root)
+	}
+	sort.Slice(s.out, func(i, j int) bool { return s.out[i].Path < s.out[j].Path })
+	return s.out
+}
+
+type scan struct {
+	r      *policy.Resolved
+	names  map[string]bool
+	since  time.Time
+	budget int
+	out    []Finding
+}
+
+func (s *scan) add(f Finding) { s.out = append(s.out, f) }
+
+// changed reports whether the entry at p was created or changed during
+// the run (and returns its Lstat).
+func (s *scan) changed(p string) (fs.FileInfo, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return nil, false
+	}
+	return fi, !ctime(fi).Before(s.since)
+}
+
+func (s *scan) walk(root string) {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if _, ch := s.changed(p); ch || p == root {
+				s.add(Finding{Path: p, Kind: KindUnscanned, What: "could not be scanned for planted files: " + unwrap(err).Error()})
+			}
+			return nil
+		}
+		if s.budget--; s.budget < 0 {
+			s.add(Finding{Path: root, Kind: KindUnscanned, What: fmt.Sprintf("has more than %d entries: the rest was not scanned for planted files", Limit)})
+			return fs.SkipAll
+		}
+		name := d.Name()
+		switch {
+		case p == root:
+			return nil
+		case s.r.Covering(p).Access != policy.AccessReadWrite:
+			if d.IsDir() {
+				return fs.SkipDir // read-only or hidden: not the workload's to change
+			}
+		case name == ".git":
+			s.git(p, d)
+			if d.IsDir() {
+				return fs.SkipDir // objects are data
+			}
+		case s.names[name]:
+			s.protected(p, d)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.add(Finding{Path: root, Kind: KindUnscanned, What: "could not be scanned for planted files: " + err.Error()})
+	}
+}
+
+// gitParts are the files and directories of a .git directory that make
+// git run commands or read configuration (gitrepository-layout(5)).
+var gitParts = []string{"config", "config.worktree", "hooks", "info", "commondir", "modules", "worktrees"}
+
+// git examines a .git directory or file.
+func (s *scan) git(p string, d fs.DirEntry) {
+	if !d.IsDir() {
+		fi, ch := s.changed(p)
+		if !ch || placeholder.Is(p, false) {
+			return
+		}
+		what := "a .git file was created or changed: git follows it to another repository"
+		if fi.Mode().IsRegular() {
+			if data, err := os.ReadFile(p); err == nil {
+				what += ": " + printable(strings.TrimSpace(string(data)))
+			}
+		}
+		s.add(Finding{Path: p, Kind: KindGitFile, What: what})
+		return
+	}
+	var parts []string
+	_, dirChanged := s.changed(p)
+	for _, part := range gitParts {
+		pp := filepath.Join(p, part)
+		fi, ch := s.changed(pp)
+		if fi == nil {
+			continue
+		}
+		if fi.IsDir() {
+			ch = ch || s.anyChanged(pp)
+		}
+		if ch {
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) == 0 && !dirChanged {
+		return
+	}
+	if len(parts) == 0 && placeholder.Is(p, true) {
+		return
+	}
+	keys := commandKeys(filepath.Join(p, "config"))
+	keys = append(keys, commandKeys(filepath.Join(p, "config.worktree"))...)
+	what := "a repository was created or changed"
+	if len(parts) > 0 {
+		what += "; changed: " + strings.Join(parts, ", ")
+	}
+	if hooks := s.hooks(filepath.Join(p, "hooks")); len(hooks) > 0 {
+		what += "; hooks: " + strings.Join(hooks, ", ")
+	}
+	s.add(Finding{Path: p, Kind: KindRepository, Keys: keys, What: what})
+}
+
+// anyChanged reports whether anything below dir changed (bounded by the
+// budget).
+func (s *scan) anyChanged(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if s.budget--; s.budget < 0 || err != nil {
+			found = found || err != nil
+			return fs.SkipAll
+		}
+		if _, ch := s.changed(p); ch {
+			found = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return found
+}
+
+// hooks lists the hooks in dir that git would run (executable, not a
+// *.sample), changed during the run.
+func (s *scan) hooks(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".sample") {
+			continue
+		}
+		fi, ch := s.changed(filepath.Join(dir, e.Name()))
+		if ch && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// protected examines a protected name other than .git.
+func (s *scan) protected(p string, d fs.DirEntry) {
+	var changed []string
+	if _, ch := s.changed(p); ch {
+		changed = append(changed, ".")
+	}
+	if d.IsDir() {
+		_ = filepath.WalkDir(p, func(q string, e fs.DirEntry, err error) error {
+			if s.budget--; s.budget < 0 {
+				return fs.SkipAll
+			}
+			if err != nil || q == p {
+				return nil
+			}
+			if _, ch := s.changed(q); ch {
+				rel, _ := filepath.Rel(p, q)
+				changed = append(changed, rel)
+			}
+			return nil
+		})
+	}
+	if len(changed) == 0 || (len(changed) == 1 && changed[0] == "." && placeholder.Is(p, d.IsDir())) {
+		return
+	}
+	what := "a protected name was created or changed"
+	if inner := slices.DeleteFunc(changed, func(c string) bool { return c == "." }); len(inner) > 0 {
+		if len(inner) > 8 {
+			inner = append(inner[:8], "...")
+		}
+		what += "; inside it: " + printable(strings.Join(inner, ", "))
+	}
+	var keys []string
+	if n := d.Name(); n == ".gitconfig" || n == ".gitmodules" {
+		keys = commandKeys(p)
+	}
+	s.add(Finding{Path: p, Kind: KindProtected, Keys: keys, What: what})
+}
+
+// commandKeys lists the variables of the git configuration file at p that
+// make git run commands (policy.GitCommandKey), as "key = value".
+func commandKeys(p string) []string {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	data := make([]byte, 1<<20) // configuration is small; a huge one is read in part
+	n, _ := f.Read(data)
+	var out []string
+	for _, v := range policy.ParseGitConfig(data[:n]) {
+		if policy.GitCommandKey(v.Key) {
+			out = append(out, printable(v.Key+" = "+v.Value))
+		}
+	}
+	return out
+}
+
+// printable makes workload-written text safe for a terminal: control
+// characters become \xNN, and it is cut at 200 bytes.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			fmt.Fprintf(&b, `\x%02x`, r)
+		} else {
+			b.WriteRune(r)
+		}
+		if b.Len() > 200 {
+			b.WriteString("...")
+			break
+		}
+	}
+	return b.String()
+}
+
+func unwrap(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Warn writes one warning line per finding to w, and how to act on them.
+func Warn(w io.Writer, fs []Finding) {
+	for _, f := range fs {
+		fmt.Fprintf(w, "corral: warning: planted for later: %s\n", f)
+	}
+	if len(fs) > 0 {
+		fmt.Fprintf(w, "corral: warning: %d path(s) above could make git, a shell, an IDE or an agent run code outside the sandbox: inspect them before you use the tree (--strict-tree makes this fail the run)\n", len(fs))
+	}
+}
