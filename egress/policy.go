@@ -10,9 +10,11 @@ import (
 
 // Rule is one endpoint pattern of a Policy.
 //
-// Host is an exact DNS name ("api.example.com"), a wildcard in the first
-// label ("*.example.com": one or more labels below example.com, never
-// example.com itself), an IP literal or a CIDR ("10.0.0.0/8", "::1/128").
+// Host is an exact DNS name ("api.example.com"), a wildcard as the whole
+// first label ("*.example.com": exactly one label below example.com, so
+// a.example.com but not a.b.example.com; "**.example.com": one or more
+// labels below it; neither matches example.com itself), an IP literal or a
+// CIDR ("10.0.0.0/8", "::1/128").
 // Names compare case-insensitively and a trailing dot is ignored. A name
 // rule never matches an IP-literal target and an IP/CIDR rule never matches
 // a name.
@@ -42,14 +44,15 @@ type Policy struct {
 type ruleKind int
 
 const (
-	kindName ruleKind = iota
-	kindWildcard
+	kindName         ruleKind = iota
+	kindWildcard              // "*.": exactly one label
+	kindDeepWildcard          // "**.": one or more labels
 	kindPrefix
 )
 
 type compiledRule struct {
 	kind   ruleKind
-	name   string // kindName: the name; kindWildcard: ".example.com"
+	name   string // kindName: the name; kindWildcard, kindDeepWildcard: ".example.com"
 	prefix netip.Prefix
 	ports  []int // nil: default (see Rule)
 	text   string
@@ -60,10 +63,12 @@ type compiledPolicy struct {
 	hosts                map[string]netip.Addr
 }
 
-// Validate reports the first problem in p: bare "*", "*.tld" (a wildcard
-// whose rest has fewer than two labels), '*' outside the first label, bad
-// names, bad IPs or CIDRs, ports outside 1..65535, Hosts values that are not
-// IP literals and AllowPrivate entries that are not IPs/CIDRs.
+// Validate reports the first problem in p: bare "*" or "**", "*.tld" and
+// "**.tld" (a wildcard whose rest has fewer than two labels), a first label
+// that holds '*' but is neither "*" nor "**" ("***", "*x", "x*"), '*' outside
+// the first label ("a.*.example.com", "*.*.example.com"), bad names, bad IPs
+// or CIDRs, ports outside 1..65535, Hosts values that are not IP literals and
+// AllowPrivate entries that are not IPs/CIDRs.
 func (p Policy) Validate() error {
 	_, err := compilePolicy(p)
 	return err
@@ -151,30 +156,9 @@ func compileRule(r Rule, ipOnly bool) (compiledRule, error) {
 	if ipOnly {
 		return c, errors.New("must be an IP literal or CIDR")
 	}
-	if h == "*" {
-		return c, errors.New("bare '*' is not allowed; list the hosts")
-	}
 	h = strings.TrimSuffix(h, ".")
-	if strings.HasPrefix(h, "*.") {
-		rest := h[2:]
-		if strings.Contains(rest, "*") {
-			return c, errors.New("wildcard allowed only as the whole first label")
-		}
-		n, err := canonicalName(rest)
-		if err != nil {
-			return c, err
-		}
-		if isNumericName(n) {
-			return c, errors.New("wildcard over a numeric name")
-		}
-		if strings.Count(n, ".") < 1 {
-			return c, errors.New("wildcard over a top-level domain (*.tld) is not allowed")
-		}
-		c.kind, c.name, c.text = kindWildcard, "."+n, "*."+n
-		return c, nil
-	}
 	if strings.Contains(h, "*") {
-		return c, errors.New("wildcard allowed only as the whole first label")
+		return compileWildcard(c, h)
 	}
 	n, err := canonicalName(h)
 	if err != nil {
@@ -184,6 +168,40 @@ func compileRule(r Rule, ipOnly bool) (compiledRule, error) {
 		return c, errors.New("non-canonical IP literal or numeric top-level label")
 	}
 	c.kind, c.name, c.text = kindName, n, n
+	return c, nil
+}
+
+// compileWildcard compiles a name rule h holding a '*': "*." or "**." as
+// the whole first label, over a name of at least two labels.
+func compileWildcard(c compiledRule, h string) (compiledRule, error) {
+	first, rest, _ := strings.Cut(h, ".")
+	switch {
+	case first == "*":
+		c.kind = kindWildcard
+	case first == "**":
+		c.kind = kindDeepWildcard
+	case strings.Contains(first, "*"):
+		return c, errors.New("a wildcard must be the whole first label: \"*.\" (one label) or \"**.\" (any depth)")
+	default:
+		return c, errors.New("wildcard allowed only as the whole first label")
+	}
+	if rest == "" {
+		return c, errors.New("a bare wildcard is not allowed; list the hosts")
+	}
+	if strings.Contains(rest, "*") {
+		return c, errors.New("wildcard allowed only as the whole first label (write \"**.\" for any depth)")
+	}
+	n, err := canonicalName(rest)
+	if err != nil {
+		return c, err
+	}
+	if isNumericName(n) {
+		return c, errors.New("wildcard over a numeric name")
+	}
+	if !strings.Contains(n, ".") {
+		return c, errors.New("wildcard over a top-level domain (*.tld) is not allowed")
+	}
+	c.name, c.text = "."+n, first+"."+n
 	return c, nil
 }
 
@@ -217,6 +235,9 @@ func (c *compiledRule) matchTarget(host string, ip netip.Addr) bool {
 	case kindName:
 		return !ip.IsValid() && host == c.name
 	case kindWildcard:
+		label, ok := strings.CutSuffix(host, c.name)
+		return !ip.IsValid() && ok && label != "" && !strings.Contains(label, ".")
+	case kindDeepWildcard:
 		return !ip.IsValid() && len(host) > len(c.name) && strings.HasSuffix(host, c.name)
 	default:
 		return ip.IsValid() && c.prefix.Contains(ip)
@@ -234,8 +255,15 @@ func (c *compiledRule) describe(section string, i, port int) string {
 	return section + "[" + strconv.Itoa(i) + "] " + hostPort(c.text, port)
 }
 
+// allowHint is the policy line that would allow host:port. A single-label
+// name other than localhost needs single_label: true (the policy refuses
+// it otherwise).
 func allowHint(host string, port int) string {
-	return "network.allow: [{host: " + host + ", ports: [" + strconv.Itoa(port) + "]}]"
+	extra := ""
+	if _, err := netip.ParseAddr(host); err != nil && !strings.Contains(host, ".") && host != "localhost" {
+		extra = ", single_label: true"
+	}
+	return "network.allow: [{host: " + host + ", ports: [" + strconv.Itoa(port) + "]" + extra + "}]"
 }
 
 func privateHint(a netip.Addr, port int) string {

@@ -66,7 +66,7 @@ func TestAbsoluteFormAllowedAndDecision(t *testing.T) {
 func TestP19ResolverOnlyForAllowedNames(t *testing.T) {
 	up := startUpstream(t, "127.0.0.2", http.HandlerFunc(hello))
 	pol := basicPolicy(up.port)
-	pol.Allow = append(pol.Allow, Rule{Host: "dns.allowed.test", Ports: []int{up.port}})
+	pol.Allow = append(pol.Allow, Rule{Host: "dns.allowed.test", Ports: []int{up.port}}, Rule{Host: "**.allowed.test", Ports: []int{up.port, 443}})
 	pol.Deny = []Rule{{Host: "*.blocked.allowed.test"}}
 	delete(pol.Hosts, "b.allowed.test")
 	tp := startProxy(t, Config{Policy: pol})
@@ -521,13 +521,15 @@ func TestCredential(t *testing.T) {
 func TestDenyBeatsAllowAndWildcards(t *testing.T) {
 	up := startUpstream(t, "127.0.0.2", http.HandlerFunc(hello))
 	pol := Policy{
-		Allow:        []Rule{{Host: "*.allowed.test", Ports: []int{up.port}}},
+		Allow:        []Rule{{Host: "*.allowed.test", Ports: []int{up.port}}, {Host: "**.deep.test", Ports: []int{up.port}}},
 		Deny:         []Rule{{Host: "bad.allowed.test"}, {Host: "127.0.0.0/8", Ports: []int{1}}},
 		AllowPrivate: []Rule{{Host: "127.0.0.0/8"}},
-		Hosts:        map[string]string{"ok.allowed.test": "127.0.0.2", "bad.allowed.test": "127.0.0.2", "allowed.test": "127.0.0.2", "a.b.allowed.test": "127.0.0.2"},
+		Hosts: map[string]string{"ok.allowed.test": "127.0.0.2", "bad.allowed.test": "127.0.0.2", "allowed.test": "127.0.0.2", "a.b.allowed.test": "127.0.0.2",
+			"a.deep.test": "127.0.0.2", "a.b.deep.test": "127.0.0.2", "deep.test": "127.0.0.2"},
 	}
 	tp := startProxy(t, Config{Policy: pol})
-	for host, want := range map[string]int{"ok.allowed.test": 200, "a.b.allowed.test": 200, "bad.allowed.test": 403, "allowed.test": 403, "xallowed.test": 403} {
+	for host, want := range map[string]int{"ok.allowed.test": 200, "a.b.allowed.test": 403, "bad.allowed.test": 403, "allowed.test": 403, "xallowed.test": 403,
+		"a.deep.test": 200, "a.b.deep.test": 200, "deep.test": 403} {
 		c := dialProxy(t, tp.addr)
 		resp, body := c.get(t, "http://"+host+":"+itoa(up.port)+"/", "")
 		if resp.StatusCode != want {

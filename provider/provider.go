@@ -12,9 +12,10 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -265,18 +266,40 @@ const FaultEnv = "CORRAL_FAULT_LAYER"
 const ProxyPort = 3128
 
 // ProxyEnv returns the variables that point common clients at the egress
-// proxy: curl, wget, git, pip, Python, Go and npm read the *_PROXY pair
-// (both cases); Node's fetch needs NODE_USE_ENV_PROXY=1 (Node ≥ 22.?);
-// npm also reads npm_config_*. NO_PROXY is empty so nothing bypasses it
-// (bypassing would fail anyway: there is no other route).
+// proxy at 127.0.0.1:port: curl, wget, git, pip, Python, Go and npm read
+// the *_PROXY pair (both cases), and so does grpc-go (HTTPS_PROXY, through
+// net/http's ProxyFromEnvironment); gRPC's C-core (C++, Python's grpcio,
+// Ruby, PHP) reads grpc_proxy before https_proxy, and GRPC_PROXY, the
+// upper-case spelling, is set too; gcloud's proxy properties come from
+// CLOUDSDK_PROXY_TYPE, CLOUDSDK_PROXY_ADDRESS and CLOUDSDK_PROXY_PORT; Node's
+// fetch needs NODE_USE_ENV_PROXY=1 (Node 22.21+, 24+); npm also reads
+// npm_config_*. NO_PROXY is empty so nothing bypasses it (bypassing would
+// fail anyway: there is no other route).
 func ProxyEnv(port int) []string {
-	u := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return ProxyEnvAuth(port, "", "")
+}
+
+// ProxyEnvAuth is ProxyEnv for a proxy that wants Basic credentials (the
+// mxc provider's, on the host's loopback): user and pass go into every
+// proxy URL and into gcloud's CLOUDSDK_PROXY_USERNAME and _PASSWORD. An
+// empty user gives ProxyEnv's variables.
+func ProxyEnvAuth(port int, user, pass string) []string {
+	pu := &url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if user != "" {
+		pu.User = url.UserPassword(user, pass)
+	}
+	u := pu.String()
 	var env []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GRPC_PROXY"} {
 		env = append(env, k+"="+u, strings.ToLower(k)+"="+u)
 	}
-	return append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
-		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
+	env = append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
+		"npm_config_proxy="+u, "npm_config_https_proxy="+u,
+		"CLOUDSDK_PROXY_TYPE=http", "CLOUDSDK_PROXY_ADDRESS=127.0.0.1", "CLOUDSDK_PROXY_PORT="+strconv.Itoa(port))
+	if user != "" {
+		env = append(env, "CLOUDSDK_PROXY_USERNAME="+user, "CLOUDSDK_PROXY_PASSWORD="+pass)
+	}
+	return env
 }
 
 // StateOf is the state of layer l in ls (LayerUnavailable when absent).

@@ -168,18 +168,6 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	return plan, plan.Loss
 }
 
-// proxyEnv points common clients at the egress proxy with this sandbox's
-// credential (user "corral", as egress.Config.Credential expects).
-func proxyEnv(port int, cred string) []string {
-	u := fmt.Sprintf("http://corral:%s@127.0.0.1:%d", cred, port)
-	var env []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
-		env = append(env, k+"="+u, strings.ToLower(k)+"="+u)
-	}
-	return append(env, "NO_PROXY=", "no_proxy=", "NODE_USE_ENV_PROXY=1",
-		"npm_config_proxy="+u, "npm_config_https_proxy="+u)
-}
-
 // envSecrets are the values a document injects into the workload: every
 // process.env value (variables passed from the caller and set by the
 // policy alike), except those of publicEnv, whose values are machine facts
@@ -272,7 +260,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		if req.Process == nil {
 			req.Process = &Process{}
 		}
-		req.Process.Env = provider.WithEnv(req.Process.Env, proxyEnv(port, sb.cred))
+		req.Process.Env = provider.WithEnv(req.Process.Env, provider.ProxyEnvAuth(port, "corral", sb.cred)) // user "corral", as egress.Config.Credential expects
 		sb.secrets = append(envSecrets(req), sb.cred)
 	}
 	return sb, nil
