@@ -26,6 +26,7 @@ import (
 	"connectrpc.com/connect"
 
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
@@ -212,22 +213,9 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 // connect errors: InvalidArgument for a bad policy, FailedPrecondition for
 // one the provider cannot enforce (the loss report's errors).
 func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
-	pol := policy.Default()
-	if yaml != "" {
-		var err error
-		if pol, err = policy.Parse([]byte(yaml), "policy"); err != nil {
-			return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
-		}
-	}
-	if image != "" && (pol.Docker == nil || pol.Docker.Image == "") {
-		pol.Docker = &policy.Docker{Image: image}
-		if err := pol.Validate(); err != nil {
-			return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
-		}
-	}
-	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	res, err := s.resolvePolicy(yaml, image, workdir)
 	if err != nil {
-		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
+		return nil, nil, nil, err
 	}
 	if res.Network == policy.NetworkProxy && s.cfg.NewProxy == nil {
 		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("network.mode proxy: this gateway has no egress proxy"))
@@ -237,6 +225,48 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
 	}
 	return res, plan, loss, nil
+}
+
+// resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).
+func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, error) {
+	pol := policy.Default()
+	if yaml != "" {
+		var err error
+		if pol, err = policy.Parse([]byte(yaml), "policy"); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	if image != "" && (pol.Docker == nil || pol.Docker.Image == "") {
+		pol.Docker = &policy.Docker{Image: image}
+		if err := pol.Validate(); err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+	}
+	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return res, nil
+}
+
+// checkPlanted reports what an exec planted in the sandbox's writable
+// trees (internal/planted) as events and on the exec's stderr. A policy
+// that no longer resolves (a planted link) is reported the same way: the
+// next start refuses it.
+func (s *Server) checkPlanted(id string, rec *store.Sandbox, since time.Time, send func(*gw.ExecSandboxResponse) error) {
+	var lines []string
+	res, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir)
+	if err != nil {
+		lines = append(lines, "the sandbox's policy no longer resolves, so its trees were not scanned and its next start will be refused: "+err.Error())
+	} else {
+		for _, f := range planted.Scan(res, since) {
+			lines = append(lines, "planted for later: "+f.String())
+		}
+	}
+	for _, l := range lines {
+		s.event(id, "planted", "%s", l)
+		_ = send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stderr{Stderr: []byte("corral: warning: " + l + "\n")}})
+	}
 }
 
 // bringUp provisions and starts plan's sandbox and serves its egress;
@@ -452,6 +482,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		started = func(int) { fault("exec-started") }
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
+	since := planted.Now()
 	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
 		Started: started})
 	stdout.Close()
@@ -479,6 +510,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		}
 		exit.Reason = err.Error()
 	}
+	s.checkPlanted(m.Id, &rec, since, send) // before the exit, after which the caller stops reading
 	if exit.Reason != "" {
 		s.event(m.Id, "exit", "%q: exit %d (%s)", m.Args, exit.Code, exit.Reason)
 	} else {

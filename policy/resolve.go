@@ -17,6 +17,10 @@ type Context struct {
 	Home    string   // the caller's home directory, absolute ("~" expands to it); may be empty if the policy does not use "~"
 	Workdir string   // the working directory, absolute, existing ("{workdir}" expands to it)
 	Environ []string // the caller's environment, "NAME=value" (os.Environ()); the first of duplicate names wins
+	// WritableHome grants the home itself read-write (field "service
+	// home"), as a service session's state: the workload's own tree,
+	// protected like any other read-write root.
+	WritableHome bool
 }
 
 // Access is the effective access to one path.
@@ -51,10 +55,11 @@ type Resolved struct {
 	// exist appear here as ro entries under their rw root.
 	Grants []PathGrant `json:"grants"`
 	// Skipped lists protected paths under read-write roots that could not be
-	// protected by a bind: they did not exist, or are symlinks (whose
-	// target, when inside a read-write root, is made read-only, but the
-	// link itself could be replaced). A workload could create or replace
-	// them. For the loss report.
+	// protected by a bind: symlinks (whose target, when inside a
+	// read-write root, is made read-only, but the link itself could be
+	// replaced), and absent paths whose directory is absent too (so no
+	// Placeholder holds them). A workload could create or replace them:
+	// for the loss report, and the scan after the run.
 	Skipped []string `json:"skipped_protected,omitempty"`
 	// Placeholders are protected paths absent when the policy was
 	// resolved, at the top of a read-write root (or the first missing
@@ -191,6 +196,9 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	}
 	if p.Filesystem.IncludeWorkdir == nil || *p.Filesystem.IncludeWorkdir {
 		r.addWorkdir()
+	}
+	if r.ctx.WritableHome && r.home != "" {
+		r.put(PathGrant{Path: r.homeCanon, Access: AccessReadWrite, Dir: true, Field: "service home"})
 	}
 	if len(r.errs) > 0 {
 		return nil, r.errs
@@ -620,6 +628,8 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 					if _, dup := holders[ph.Path]; !dup {
 						holders[ph.Path] = ph
 					}
+				} else if g := r.effective(filepath.Dir(joined)); g == nil || g.Access == AccessReadWrite {
+					skipped[joined] = true // its directory is missing too: reported after the run if made
 				}
 			} else {
 				r.fail(field, fmt.Sprintf("cannot inspect protected path %s: %v", joined, unwrapPath(err)), "check its permissions", err)
@@ -715,22 +725,13 @@ func (r *resolver) protectsGit(entries []protectedEntry) bool {
 }
 
 // placeholder returns the placeholder that keeps the absent protected
-// path joined from being created: the first missing component below its
-// nearest existing ancestor, when that ancestor is a directory the
-// workload can write. The kind follows the name (fileLike).
+// path joined from being created, when its directory exists and the
+// workload can write it. A longer entry whose directory is missing too
+// (".config/corral" without .config) gets none: holding the directory
+// would keep the workload out of all of it; the scan after the run
+// reports the entry if it was made. The kind follows the name (fileLike).
 func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
-	first := joined
-	parent := filepath.Dir(joined)
-	for {
-		if _, err := os.Lstat(parent); err == nil {
-			break
-		}
-		if parent == "/" {
-			return Placeholder{}, false
-		}
-		first, parent = parent, filepath.Dir(parent)
-	}
-	canon, err := filepath.EvalSymlinks(parent)
+	canon, err := filepath.EvalSymlinks(filepath.Dir(joined))
 	if err != nil {
 		return Placeholder{}, false
 	}
@@ -740,8 +741,8 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 	if g := r.effective(canon); g == nil || g.Access != AccessReadWrite {
 		return Placeholder{}, false // invisible or read-only: nothing can be created
 	}
-	name := filepath.Base(first)
-	return Placeholder{Path: filepath.Join(canon, name), Dir: first != joined || !fileLike(name), Field: field}, true
+	name := filepath.Base(joined)
+	return Placeholder{Path: filepath.Join(canon, name), Dir: !fileLike(name), Field: field}, true
 }
 
 // fileLike reports whether a protected name is conventionally a file

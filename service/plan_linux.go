@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/corral-sandbox/corral/policy"
@@ -44,7 +43,7 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	if rec.Owner != nil {
 		environ = os.Environ() // a one-shot run passes its caller's, as corral run does
 	}
-	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: environ})
+	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: environ, WritableHome: true})
 	if err != nil {
 		return nil, pol, err
 	}
@@ -55,15 +54,11 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	// let it hold a lock or read another agent's state).
 	base := filepath.Dir(rec.Dir)
 	for _, g := range res.Grants {
-		if g.Access != policy.AccessDeny && (g.Path == base || strings.HasPrefix(base, g.Path+"/") || strings.HasPrefix(g.Path, base+"/")) {
+		if g.Access != policy.AccessDeny && g.Field != "service home" && (g.Path == base || strings.HasPrefix(base, g.Path+"/") || strings.HasPrefix(g.Path, base+"/")) {
 			extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
 				Message: fmt.Sprintf("%s (%s) overlaps %s, where the sessions' records, status, logs and homes are, which must stay out of the workload's view: grant something narrower", g.Path, g.Access, base)})
 		}
 	}
-	res.Grants = append(res.Grants, policy.PathGrant{Path: rec.Home, Access: policy.AccessReadWrite, Dir: true, Field: "service home"})
-	sort.SliceStable(res.Grants, func(i, j int) bool {
-		return strings.Count(res.Grants[i].Path, "/") < strings.Count(res.Grants[j].Path, "/")
-	})
 	if res.Limits.Timeout > 0 && rec.Owner == nil {
 		extra = append(extra, provider.Loss{Severity: provider.SeverityInfo, Area: "process", Field: "process.limits.timeout",
 			Message: "a service runs until stopped: the timeout of " + res.Limits.Timeout.String() + " is not applied"})

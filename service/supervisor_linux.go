@@ -22,6 +22,7 @@ import (
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/internal/atomicfile"
+	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
@@ -78,6 +79,7 @@ type supervisor struct {
 	rec    *Record
 	st     *StartSpec
 	plan   *provider.Plan
+	runs   int      // sandboxes made so far (runOnce)
 	launch *os.File // the launcher's pipe, until the first start is told
 	sink   *auditLog
 
@@ -131,21 +133,9 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	_ = os.WriteFile(s.p.PIDFile(), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
 	defer os.Remove(s.p.PIDFile())
 	ctx := context.Background()
-	plan, pol, err := Plan(ctx, rec, rec.Start)
-	if err != nil {
+	if err := s.replan(ctx); err != nil {
 		return s.fail(err)
 	}
-	if plan.Loss.HasErrors() {
-		return s.fail(provider.RejectedIn(pol, plan.Loss))
-	}
-	if plan.Policy.Hash != rec.PolicyHash {
-		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s): corral does not run a policy it did not check; provision the session again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)})
-	}
-	if plan.Policy.Network == policy.NetworkHost && len(rec.Start.Publish) > 0 {
-		return s.fail(&provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode host: the workload's ports are the host's already; --publish applies to sessions with their own network (none or proxy)"})
-	}
-	s.plan = plan
-	s.status.Loss = plan.Loss
 	listeners, err := s.publish()
 	if err != nil {
 		return s.fail(err)
@@ -341,7 +331,19 @@ func WithSignal(sig string) string {
 // runOnce runs the workload in a fresh sandbox and returns how it ended.
 // The error is for a sandbox that could not be made or started.
 func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
+	if s.runs++; s.runs > 1 {
+		// The tree is the workload's: a link it planted in the last run
+		// must not redirect a grant in this one (policy checkLinks).
+		if err := s.replan(ctx); err != nil {
+			return Exit{}, err
+		}
+	}
 	p := linux.New()
+	since := planted.Now()
+	var info audit.RunInfo
+	// Deferred first, so it runs after the sandbox's Stop and Deprovision
+	// below (placeholders removed).
+	defer func() { s.checkPlanted(info, since) }()
 	raw, err := p.Provision(ctx, s.plan)
 	if err != nil {
 		return Exit{}, err
@@ -356,7 +358,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	if err := sb.Start(ctx); err != nil {
 		return Exit{}, err
 	}
-	info := audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: audit.LayersOf(sb.Layers())}
+	info = audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: audit.LayersOf(sb.Layers())}
 	var proxy *egress.Proxy
 	if l := sb.EgressListener(); l != nil {
 		proxy, err = s.o.NewProxy(s.plan.Policy.Egress, func(d egress.Decision) { s.logEgress(info, d) })
@@ -448,6 +450,41 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 		return ex, &provider.Error{Code: provider.CodeExecFailed, Msg: ex.Reason} // never ran: not worth restarting
 	}
 	return ex, nil
+}
+
+// replan resolves and maps the session's policy again, as at every start
+// of its workload: the home may have changed since (a planted link).
+func (s *supervisor) replan(ctx context.Context) error {
+	rec := s.rec
+	plan, pol, err := Plan(ctx, rec, rec.Start)
+	if err != nil {
+		return err
+	}
+	if plan.Loss.HasErrors() {
+		return provider.RejectedIn(pol, plan.Loss)
+	}
+	if plan.Policy.Hash != rec.PolicyHash {
+		return &provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s): corral does not run a policy it did not check; provision the session again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)}
+	}
+	if plan.Policy.Network == policy.NetworkHost && len(rec.Start.Publish) > 0 {
+		return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode host: the workload's ports are the host's already; --publish applies to sessions with their own network (none or proxy)"}
+	}
+	s.mu.Lock()
+	s.plan = plan
+	s.status.Loss = plan.Loss
+	s.mu.Unlock()
+	return nil
+}
+
+// checkPlanted reports what the last run planted in the session's
+// writable trees (internal/planted): in the supervisor's log (stderr of
+// a foreground run) and as findings in the audit log.
+func (s *supervisor) checkPlanted(info audit.RunInfo, since time.Time) {
+	found := planted.Scan(s.plan.Policy, since)
+	planted.Warn(os.Stderr, found)
+	for _, f := range found {
+		s.sink.emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, false), false)
+	}
 }
 
 func (s *supervisor) logEgress(info audit.RunInfo, d egress.Decision) {

@@ -71,6 +71,19 @@ func Scan(r *policy.Resolved, since time.Time) []Finding {
 		done = append(done, root)
 		s.walk(root)
 	}
+	// Protected paths nothing could hold (symlinks, absent with their
+	// directory), wherever they are.
+	for _, p := range r.Skipped {
+		if fi, ch := s.changed(p); ch && !slices.ContainsFunc(s.out, func(f Finding) bool { return f.Path == p }) {
+			what := "a protected path was created or replaced"
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				if t, err := os.Readlink(p); err == nil {
+					what += ": a symlink to " + printable(t)
+				}
+			}
+			s.add(Finding{Path: p, Kind: KindProtected, What: what})
+		}
+	}
 	sort.Slice(s.out, func(i, j int) bool { return s.out[i].Path < s.out[j].Path })
 	return s.out
 }

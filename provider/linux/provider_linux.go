@@ -297,7 +297,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		}
 	}
 	if len(missing) > 0 {
-		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected paths are dangling symlinks, so nothing is bound over them (a workload can replace them): %s", strings.Join(missing, ", "))
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths are absent with their directory, so no placeholder holds them (one the workload creates is reported after the run): %s", len(missing), strings.Join(missing, ", "))
 	}
 	if n := len(r.Placeholders); n > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the run, so the workload cannot create it, and removed afterwards: %s", n, placeholderList(r.Placeholders))

@@ -157,7 +157,7 @@ func (m *mapper) filesystem() {
 		}
 	}
 	if len(r.Skipped) > 0 {
-		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks, so no read-only grant covers the link (a workload can replace it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks or absent, so no read-only grant covers them (a workload can replace or create them): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
 	}
 	if len(r.Placeholders) > 0 {
 		// MXC's filesystem policy is ACLs on existing paths; Corral

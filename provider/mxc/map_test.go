@@ -140,9 +140,10 @@ func mapCases() []mapCase {
 			r: with(base, func(r *policy.Resolved) {
 				r.Grants = append(r.Grants, g(`C:\work\.git`, policy.AccessReadOnly, "filesystem.protected[0]"))
 				r.Skipped = []string{`C:\work\.envrc`}
+				r.Placeholders = []policy.Placeholder{{Path: `C:\work\.bashrc`, Field: "filesystem.protected[3]"}}
 			}),
 			want: map[string]string{"filesystem": `{"readonlyPaths":["C:\\work\\.git"],"readwritePaths":["C:\\work"]}`},
-			loss: []lossKey{{w, "filesystem", "filesystem.protected[0]"}, {i, "filesystem", "filesystem.protected"}}},
+			loss: []lossKey{{w, "filesystem", "filesystem.protected[0]"}, {w, "filesystem", "filesystem.protected"}, {w, "filesystem", "filesystem.protected"}}},
 		{name: "fs/pc/no-workdir", backend: pc, area: "filesystem",
 			r:    with(base, grants(g(`C:\tools`, policy.AccessReadOnly, "filesystem.read_only[0]"))),
 			want: map[string]string{"filesystem": `{"readonlyPaths":["C:\\tools"]}`, "process": `{"env":["PATH=C:\\Windows\\System32","TERM=xterm"]}`},
