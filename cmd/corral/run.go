@@ -84,7 +84,7 @@ files that would run code outside the sandbox (they are always reported).`,
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print the layers in force and the loss report to stderr")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass N extra fds (3..3+N-1) to the command")
-	f.BoolVar(&o.strictTree, "strict-tree", false, "exit 116 when the command left files in a read-write tree that would make a host tool run code (a nested repository, a shell rc file, IDE or agent configuration)")
+	f.BoolVar(&o.strictTree, "strict-tree", false, "exit 116 when the command left files in a read-write tree that would make a host tool run code (a nested repository, a shell rc file, IDE or agent configuration), and move each aside to NAME"+planted.QuarantineSuffix)
 	return c
 }
 
@@ -294,6 +294,9 @@ func runMain(o runOpts, args []string) error {
 // finding in the audit log; it returns how many there were.
 func checkPlanted(res *policy.Resolved, since time.Time, sink *audit.Sink, info audit.RunInfo, strict bool) int {
 	found := planted.Scan(res, since)
+	if strict {
+		found = planted.Disarm(found) // the run fails: nothing it planted stays armed
+	}
 	planted.Warn(os.Stderr, found)
 	for _, f := range found {
 		_ = sink.Emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict))

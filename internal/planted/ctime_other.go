@@ -4,6 +4,7 @@ package planted
 
 import (
 	"io/fs"
+	"os"
 	"time"
 )
 
@@ -13,3 +14,10 @@ func ctime(fi fs.FileInfo) time.Time { return fi.ModTime() }
 
 // Now is the time to pass to Scan, taken before the workload starts.
 func Now() time.Time { return time.Now().Add(-time.Second) }
+
+func renameNoReplace(from, to string) error {
+	if _, err := os.Lstat(to); err == nil {
+		return os.ErrExist
+	}
+	return os.Rename(from, to)
+}

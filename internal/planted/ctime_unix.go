@@ -29,3 +29,7 @@ func Now() time.Time {
 	}
 	return time.Unix(ts.Unix())
 }
+
+func renameNoReplace(from, to string) error {
+	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+}

@@ -332,3 +332,29 @@ func Warn(w io.Writer, fs []Finding) {
 		fmt.Fprintf(w, "corral: warning: %d path(s) above could make git, a shell, an IDE or an agent run code outside the sandbox: inspect them before you use the tree (--strict-tree makes this fail the run)\n", len(fs))
 	}
 }
+
+// QuarantineSuffix is appended to a planted path that Disarm moves aside.
+const QuarantineSuffix = ".corral-quarantine"
+
+// Disarm moves each planted path aside (PATH -> PATH.corral-quarantine,
+// never replacing anything; rename(2) does not follow the symlink it
+// moves), so that git, a shell or an IDE no longer finds it under the
+// name that runs it, and notes where it went in What. It is for after the
+// workload has ended (corral run --strict-tree). A path it cannot move
+// keeps its finding unchanged and the error is noted.
+func Disarm(fs []Finding) []Finding {
+	out := make([]Finding, len(fs))
+	for i, f := range fs {
+		out[i] = f
+		if f.Kind == KindUnscanned {
+			continue
+		}
+		to := f.Path + QuarantineSuffix
+		if err := renameNoReplace(f.Path, to); err != nil {
+			out[i].What += "; could not be moved aside: " + unwrap(err).Error()
+		} else {
+			out[i].What += "; moved aside to " + printable(to)
+		}
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+//go:build linux
+
+package placeholder
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+func TestAcquireRelease(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	phs := []policy.Placeholder{{Path: filepath.Join(w, ".bashrc")}, {Path: filepath.Join(w, ".vscode"), Dir: true}}
+	a, err := Acquire(phs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ph := range phs {
+		fi, err := os.Lstat(ph.Path)
+		if err != nil || fi.IsDir() != ph.Dir || !Is(ph.Path, ph.Dir) {
+			t.Fatalf("%s: %v %v", ph.Path, fi, err)
+		}
+	}
+	// A second run over the same tree adopts them; the first to end
+	// leaves them to the other (removing one the other has mounted would
+	// lift its protection there).
+	b, err := Acquire(phs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	for _, ph := range phs {
+		if !exists(ph.Path) {
+			t.Errorf("%s removed while another run holds it", ph.Path)
+		}
+	}
+	b.Release()
+	for _, ph := range phs {
+		if exists(ph.Path) {
+			t.Errorf("%s left behind", ph.Path)
+		}
+	}
+	b.Release() // idempotent
+	var nilSet *Set
+	nilSet.Release()
+}
+
+// What a person put in a placeholder meanwhile, or a real file that
+// appeared before it was made, is never removed.
+func TestReleaseKeepsOthers(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	dir := policy.Placeholder{Path: filepath.Join(w, ".idea"), Dir: true}
+	s, err := Acquire([]policy.Placeholder{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir.Path, "workspace.xml"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	if !exists(filepath.Join(dir.Path, "workspace.xml")) {
+		t.Error("a placeholder someone filled was removed")
+	}
+	real := filepath.Join(w, ".envrc")
+	if err := os.WriteFile(real, nil, 0o644); err != nil { // empty, unmarked: a real file
+		t.Fatal(err)
+	}
+	s, err = Acquire([]policy.Placeholder{{Path: real}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	if !exists(real) {
+		t.Error("a real (unmarked) file was removed")
+	}
+	// A placeholder a killed run left behind (empty, marked, unlocked)
+	// is adopted and removed.
+	left := policy.Placeholder{Path: filepath.Join(w, ".npmrc")}
+	if err := os.WriteFile(left.Path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(left.Path, Mark, []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Acquire([]policy.Placeholder{left})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release()
+	if exists(left.Path) {
+		t.Error("a placeholder left by a killed run was not removed")
+	}
+}
+
+// A symlink where a placeholder would go is not followed.
+func TestAcquireNoFollow(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	target := filepath.Join(t.TempDir(), "outside")
+	if err := os.Symlink(target, filepath.Join(w, ".bashrc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire([]policy.Placeholder{{Path: filepath.Join(w, ".bashrc")}}); err == nil {
+		t.Error("a symlink was taken for a placeholder")
+	}
+	if exists(target) {
+		t.Error("the symlink was followed")
+	}
+}

@@ -1,0 +1,124 @@
+//go:build linux
+
+package planted
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resolved is the default policy over workdir w.
+func resolved(t *testing.T, w string) *policy.Resolved {
+	t.Helper()
+	r, err := policy.Default().Resolve(policy.Context{Home: t.TempDir(), Workdir: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A tick of the coarse clock, so that what was written before Now is older.
+func tick() { time.Sleep(30 * time.Millisecond) }
+
+func TestScan(t *testing.T) {
+	w, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the run: the person's own nested repository with a command
+	// key, and an old .vscode.
+	write(t, filepath.Join(w, "old", ".git", "config"), "[core]\n\tfsmonitor = mine\n")
+	write(t, filepath.Join(w, "old", ".vscode", "settings.json"), "{}")
+	r := resolved(t, w)
+	tick()
+	since := Now()
+	// The run: a new repository with keys and a hook, a gitdir file, a
+	// nested rc file and IDE task, a plain file, and a file in the old
+	// .vscode.
+	write(t, filepath.Join(w, "sub", ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/x\n[filter \"a\"]\n\tsmudge = evil\n[user]\n\tname = x\n")
+	write(t, filepath.Join(w, "sub", ".git", "hooks", "post-checkout"), "#!/bin/sh\n")
+	if err := os.Chmod(filepath.Join(w, "sub", ".git", "hooks", "post-checkout"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(w, "wt", ".git"), "gitdir: /elsewhere\x1b[2J\n")
+	write(t, filepath.Join(w, "a", "b", ".bashrc"), "evil")
+	write(t, filepath.Join(w, "a", ".vscode", "tasks.json"), "{}")
+	write(t, filepath.Join(w, "plain.txt"), "data")
+	write(t, filepath.Join(w, "old", ".vscode", "tasks.json"), "{}")
+	got := Scan(r, since)
+	byPath := map[string]Finding{}
+	for _, f := range got {
+		byPath[strings.TrimPrefix(f.Path, w+"/")] = f
+	}
+	if len(byPath) != 5 {
+		t.Errorf("want 5 findings, got %d: %+v", len(got), got)
+	}
+	repo := byPath["sub/.git"]
+	if repo.Kind != KindRepository || !slices.Contains(repo.Keys, "core.fsmonitor = touch /tmp/x") || !slices.Contains(repo.Keys, "filter.a.smudge = evil") || len(repo.Keys) != 2 || !strings.Contains(repo.What, "post-checkout") {
+		t.Errorf("sub/.git: %+v", repo)
+	}
+	if f := byPath["wt/.git"]; f.Kind != KindGitFile || !strings.Contains(f.What, `gitdir: /elsewhere\x1b[2J`) {
+		t.Errorf("wt/.git: %+v", f)
+	}
+	if f := byPath["a/b/.bashrc"]; f.Kind != KindProtected {
+		t.Errorf("a/b/.bashrc: %+v", f)
+	}
+	if f := byPath["a/.vscode"]; f.Kind != KindProtected || !strings.Contains(f.What, "tasks.json") {
+		t.Errorf("a/.vscode: %+v", f)
+	}
+	if f := byPath["old/.vscode"]; !strings.Contains(f.What, "tasks.json") || strings.Contains(f.What, "settings.json") {
+		t.Errorf("old/.vscode: %+v", f)
+	}
+	if _, ok := byPath["old/.git"]; ok {
+		t.Error("the person's own old repository was reported")
+	}
+	// A later scan sees none of it; Disarm moves them aside.
+	tick()
+	if again := Scan(r, Now()); len(again) != 0 {
+		t.Errorf("a scan after nothing changed: %+v", again)
+	}
+	for _, f := range Disarm(got) {
+		if !strings.Contains(f.What, "moved aside") || exists(f.Path) || !exists(f.Path+QuarantineSuffix) {
+			t.Errorf("not disarmed: %+v", f)
+		}
+	}
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
+
+// An unreadable directory the workload made is reported, not skipped.
+func TestScanUnreadable(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root reads every directory")
+	}
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	r := resolved(t, w)
+	tick()
+	since := Now()
+	d := filepath.Join(w, "hidden")
+	write(t, filepath.Join(d, ".git", "config"), "[core]\n\tpager = x\n")
+	if err := os.Chmod(d, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(d, 0o755)
+	got := Scan(r, since)
+	if len(got) != 1 || got[0].Kind != KindUnscanned || got[0].Path != d {
+		t.Errorf("got %+v", got)
+	}
+}
