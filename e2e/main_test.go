@@ -266,7 +266,11 @@ func (p policy) yaml(id *ident) string {
 	if len(p.RW) > 0 {
 		b.WriteString("  read_write:\n")
 		for _, d := range p.RW {
-			fmt.Fprintf(&b, "    - %s\n", q(d))
+			if strings.HasPrefix(d, "{path:") { // a rule written out, e.g. optional
+				fmt.Fprintf(&b, "    - %s\n", d)
+			} else {
+				fmt.Fprintf(&b, "    - %s\n", q(d))
+			}
 		}
 	}
 	b.WriteString("  deny:\n")

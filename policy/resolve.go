@@ -622,7 +622,11 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 	holders := map[string]Placeholder{}
 	var adds []PathGrant
 	try := func(field, joined string) {
-		if _, err := os.Lstat(joined); err != nil {
+		_, err := os.Lstat(joined)
+		if err == nil && leftoverPlaceholder(joined) {
+			err = fs.ErrNotExist // another run's placeholder: held by this one too
+		}
+		if err != nil {
 			if missing(err) {
 				if ph, ok := r.placeholder(field, joined); ok {
 					if _, dup := holders[ph.Path]; !dup {

@@ -27,7 +27,7 @@ import (
 )
 
 // Mark is the extended attribute that marks a placeholder.
-const Mark = "user.corral.placeholder"
+const Mark = policy.PlaceholderMark
 
 // Set is the placeholders one sandbox holds, from Acquire to Release.
 type Set struct {
