@@ -200,10 +200,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	if r.ctx.WritableHome && r.home != "" {
 		r.put(PathGrant{Path: r.homeCanon, Access: AccessReadWrite, Dir: true, Field: "service home"})
 	}
-	if len(r.errs) > 0 {
-		return nil, r.errs
-	}
-	r.checkLinks()
+	r.checkLinks() // also when a rule failed otherwise: the link is the first thing to fix
 	if len(r.errs) > 0 {
 		return nil, r.errs
 	}

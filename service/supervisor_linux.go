@@ -44,6 +44,10 @@ type SupervisorOptions struct {
 	Foreground *Foreground
 	// AuditPath replaces DIR/log/audit.jsonl.
 	AuditPath string
+	// StrictTree, for a one-shot session, moves what the workload planted
+	// aside and makes the exit code 116 (provider.CodePlanted), as
+	// corral run --strict-tree.
+	StrictTree bool
 }
 
 // Foreground is the stdio of a foreground workload.
@@ -74,14 +78,15 @@ type launchMsg struct {
 }
 
 type supervisor struct {
-	o      SupervisorOptions
-	p      Paths
-	rec    *Record
-	st     *StartSpec
-	plan   *provider.Plan
-	runs   int      // sandboxes made so far (runOnce)
-	launch *os.File // the launcher's pipe, until the first start is told
-	sink   *auditLog
+	o       SupervisorOptions
+	p       Paths
+	rec     *Record
+	st      *StartSpec
+	plan    *provider.Plan
+	runs    int      // sandboxes made so far (runOnce)
+	planted int      // paths the workload planted, over all runs (checkPlanted)
+	launch  *os.File // the launcher's pipe, until the first start is told
+	sink    *auditLog
 
 	writeMu  sync.Mutex
 	mu       sync.Mutex
@@ -301,6 +306,10 @@ func (s *supervisor) loop(ctx context.Context) int {
 		})
 		if !restart {
 			if s.o.Foreground != nil {
+				if s.planted > 0 && s.o.StrictTree {
+					s.logf("--strict-tree: the workload left %d planted path(s) (listed above; it exited %d)", s.planted, ex.Code)
+					return provider.CodePlanted.ExitCode()
+				}
 				return ex.Code
 			}
 			return 0
@@ -481,9 +490,14 @@ func (s *supervisor) replan(ctx context.Context) error {
 // a foreground run) and as findings in the audit log.
 func (s *supervisor) checkPlanted(info audit.RunInfo, since time.Time) {
 	found := planted.Scan(s.plan.Policy, since)
+	strict := s.o.StrictTree && s.o.Foreground != nil
+	if strict {
+		found = planted.Disarm(found)
+	}
+	s.planted += len(found)
 	planted.Warn(os.Stderr, found)
 	for _, f := range found {
-		s.sink.emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, false), false)
+		s.sink.emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict), false)
 	}
 }
 

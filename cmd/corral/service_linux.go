@@ -61,6 +61,7 @@ func supervisorOptions(resolve func(ctx context.Context, host string) ([]netip.A
 
 func newServiceRunCmd() *cobra.Command {
 	var pol, workdir, auditPath string
+	var strictTree bool
 	c := &cobra.Command{
 		Use:   "run [--policy FILE] [-C DIR] -- COMMAND [ARG...]",
 		Short: "Run one command in a fresh, throwaway session, as a gateway would run",
@@ -104,6 +105,7 @@ Exit status as corral run's.`,
 			}
 			so := supervisorOptions(resolve)
 			so.AuditPath = auditPath
+			so.StrictTree = strictTree
 			code := service.Run(context.Background(), service.RunOptions{PolicyFile: file, PolicyName: shown, Workdir: workdir, Command: args, Supervisor: so})
 			if code != 0 {
 				return exitError{code: code}
@@ -116,6 +118,7 @@ Exit status as corral run's.`,
 	f.StringVarP(&pol, "policy", "p", "", "policy file (YAML or JSON); default: the built-in policy")
 	f.StringVarP(&workdir, "workdir", "C", "", "working directory (default: the session's home)")
 	f.StringVar(&auditPath, "audit", "", "append OCSF JSONL audit events to this file (default: the session's log, removed with it)")
+	f.BoolVar(&strictTree, "strict-tree", false, "exit 116 when the command planted files that would make a host tool run code, and move each aside (as corral run --strict-tree)")
 	return c
 }
 
