@@ -96,6 +96,8 @@ func Names() []string {
 //	alloc MB                "alloc MB MiB": how many MiB were allocated and touched
 //	forkbomb N              "forkbomb N": count started, first errno, pids
 //	fdflood                 "fdflood": count of /dev/null opened before the errno
+//	unixpair [ADDR...]      "socketpair TYPE" made; per ADDR, a socketpair end sent to or
+//	                        connected to the named unix socket (see probeUnixpair)
 //	busy N SECONDS          "busy N SECONDS": N spinning goroutines; wall and CPU time
 //	exit CODE               reports, then exits CODE
 //	kill SIGNAL             reports, then kills itself with SIGNAL (default action)

@@ -11,7 +11,7 @@ import (
 )
 
 // linuxOnly are the probes that need Linux; elsewhere they report that.
-var linuxOnly = []string{"spawn", "daemonize", "status", "status-chain", "tiocsti", "ptrace", "syscalls", "procfs", "fds", "forkbomb", "fdflood"}
+var linuxOnly = []string{"spawn", "daemonize", "status", "status-chain", "tiocsti", "ptrace", "syscalls", "procfs", "fds", "forkbomb", "fdflood", "unixpair"}
 
 func init() {
 	for _, n := range linuxOnly {

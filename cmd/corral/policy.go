@@ -118,7 +118,7 @@ func printPlan(plan *provider.Plan) {
 			home = "the real one, granted by " + g.Field
 		}
 	}
-	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (%s)\nnetwork:  %s\n", plan.Provider, r.Hash, r.Workdir, r.Home, home, r.Network)
+	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (%s)\nnetwork:  %s (unix sockets: %s)\n", plan.Provider, r.Hash, r.Workdir, r.Home, home, r.Network, r.UnixSockets())
 	l := r.Limits
 	timeout := "none"
 	if l.Timeout > 0 {

@@ -47,6 +47,11 @@ func (a *assembler) load32(off uint32) {
 	a.ins = append(a.ins, bpf.LoadAbsolute{Off: off, Size: 4})
 }
 
+// and32 sets A = A & mask.
+func (a *assembler) and32(mask uint32) {
+	a.ins = append(a.ins, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mask})
+}
+
 // ret returns the seccomp action v.
 func (a *assembler) ret(v uint32) {
 	a.ins = append(a.ins, bpf.RetConstant{Val: v})

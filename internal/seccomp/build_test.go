@@ -114,8 +114,10 @@ func vmRun(t *testing.T, vm *bpf.VM, d seccompData) uint32 {
 	return uint32(n)
 }
 
-func TestFilterSemanticsInVM(t *testing.T) {
-	prog, err := program(Options{})
+// filterVM is the filter built with o, in x/net/bpf's VM.
+func filterVM(t *testing.T, o Options) *bpf.VM {
+	t.Helper()
+	prog, err := program(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,15 +125,24 @@ func TestFilterSemanticsInVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(name string, args ...uint64) seccompData {
-		nr, ok := sysnums[name]
-		if !ok {
-			t.Fatalf("no number for %s", name)
-		}
-		d := seccompData{nr: nr, arch: auditArch}
-		copy(d.args[:], args)
-		return d
+	return vm
+}
+
+// callData is the seccomp_data of syscall name with args.
+func callData(t *testing.T, name string, args ...uint64) seccompData {
+	t.Helper()
+	nr, ok := sysnums[name]
+	if !ok {
+		t.Fatalf("no number for %s", name)
 	}
+	d := seccompData{nr: nr, arch: auditArch}
+	copy(d.args[:], args)
+	return d
+}
+
+func TestFilterSemanticsInVM(t *testing.T) {
+	vm := filterVM(t, Options{})
+	call := func(name string, args ...uint64) seccompData { return callData(t, name, args...) }
 	nrCall := func(nr uint32, args ...uint64) seccompData {
 		d := seccompData{nr: nr, arch: auditArch}
 		copy(d.args[:], args)

@@ -129,6 +129,55 @@ func (c familyAllow) emit(a *assembler, deny uint32) {
 
 func (c familyAllow) describe() string { return c.what }
 
+// unixRefused is the socket(2)/socketpair(2) check with network.unix_sockets:
+// deny. AF_UNIX gets action: always for socket(2), which is how a socket
+// that can name a path (or an abstract name) comes to be; for
+// socketpair(2) only when the type (argument 1, low word, without the
+// SOCK_NONBLOCK/SOCK_CLOEXEC flags) is not one of pairTypes. A connected
+// stream or seqpacket pair cannot be pointed anywhere else (connect gives
+// EISCONN, an address to sendmsg EISCONN or is ignored), but a datagram
+// pair can connect(2) or sendto(2) any named datagram socket. Other
+// families go to rest.
+type unixRefused struct {
+	action    uint32
+	pairTypes []uint32 // nil: socket(2), every AF_UNIX socket refused
+	rest      familyAllow
+	what      string
+}
+
+// sockTypeMask is SOCK_TYPE_MASK (include/linux/net.h).
+const sockTypeMask = 0xf
+
+func (c unixRefused) emit(a *assembler, deny uint32) {
+	unixSock := a.newLabel("unix")
+	a.load32(offArgLow(0))
+	a.jump(bpf.JumpEqual, unix.AF_UNIX, unixSock, "")
+	c.rest.emit(a, deny)
+	a.label(unixSock)
+	if len(c.pairTypes) > 0 {
+		allowed := a.newLabel("pair_ok")
+		a.load32(offArgLow(1))
+		a.and32(sockTypeMask)
+		for _, t := range c.pairTypes {
+			a.jump(bpf.JumpEqual, t, allowed, "")
+		}
+		a.ret(c.action)
+		a.label(allowed)
+		a.ret(retAllow)
+		return
+	}
+	a.ret(c.action)
+}
+
+func (c unixRefused) describe() string { return c.what }
+
+var (
+	unixSocketRule = unixRefused{action: retEPERM, rest: socketRule,
+		what: "AF_UNIX; " + socketRule.what}
+	unixPairRule = unixRefused{action: retEPERM, pairTypes: []uint32{unix.SOCK_STREAM, unix.SOCK_SEQPACKET}, rest: socketRule,
+		what: "AF_UNIX other than SOCK_STREAM/SOCK_SEQPACKET; " + socketRule.what}
+)
+
 // rule is one row of the filter table.
 type rule struct {
 	name     string // syscall name, a key of sysnums
@@ -257,6 +306,27 @@ type Options struct {
 	// file would give nobody more than the workload's own uid. Programs
 	// that need RESOLVE_BENEATH (OpenClaw's fs-safe) have no fallback.
 	AllowOpenat2 bool
+	// DenyUnixSockets (network.unix_sockets: deny) refuses socket(AF_UNIX)
+	// with EPERM, so the workload can neither connect to nor listen on a
+	// unix socket by path or abstract name, whoever made the socket and
+	// whenever; socketpair(AF_UNIX) keeps working for SOCK_STREAM and
+	// SOCK_SEQPACKET (pipes between processes) and is refused for
+	// SOCK_DGRAM, whose sockets can send to any named socket. Unix sockets
+	// the workload inherits are not affected.
+	DenyUnixSockets bool
+}
+
+// when is the check of rule r under o.
+func (o Options) when(r rule) check {
+	if o.DenyUnixSockets {
+		switch r.name {
+		case "socket":
+			return unixSocketRule
+		case "socketpair":
+			return unixPairRule
+		}
+	}
+	return r.when
 }
 
 func program(o Options) ([]bpf.Instruction, error) {
@@ -301,10 +371,10 @@ func program(o Options) ([]bpf.Instruction, error) {
 		}
 		next := a.newLabel("after_" + r.name)
 		a.jump(bpf.JumpEqual, nr, "", next)
-		if r.when == nil {
+		if when := o.when(r); when == nil {
 			a.ret(r.action)
 		} else {
-			r.when.emit(a, r.action)
+			when.emit(a, r.action)
 		}
 		a.label(next)
 	}

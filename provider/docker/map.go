@@ -92,6 +92,10 @@ type ShimSpec struct {
 	// command starts (Docker before API 1.42 ignores the exec's own size).
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// DenyUnixSockets is network.unix_sockets deny: the exec shim's
+	// seccomp filter refuses socket(AF_UNIX) (seccomp.Options). Init's
+	// own filter does not: it reaches the supervisor's sockets.
+	DenyUnixSockets bool `json:"deny_unix_sockets,omitempty"`
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral
@@ -259,9 +263,8 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	if !ll.Enabled {
 		add(provider.SeverityWarning, "filesystem", "layers.landlock", "without Landlock the image's directories the policy does not grant (/var, /root, /srv, ...) are readable inside; they hold the image's files, no host data")
 	}
-	if h.landlockABI < 9 {
-		add(provider.SeverityInfo, "filesystem", "filesystem", "Landlock ABI %d cannot restrict connect() on unix socket files: a socket in a granted directory could be connected to", h.landlockABI)
-	}
+	spec.Shim.DenyUnixSockets = r.UnixSockets() == policy.UnixSocketsDeny
+	loss = append(loss, provider.UnixSocketsLoss(r, spec.Shim.Seccomp, h.landlockABI))
 
 	if r.Limits.Pids > 0 {
 		spec.Shim.Nproc = 0 // the pids cgroup counts the container, RLIMIT_NPROC would count the uid host-wide

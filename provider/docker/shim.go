@@ -210,7 +210,7 @@ func ExecMain(args []string) {
 		}
 	}
 	if spec.Seccomp && spec.FaultLayer != "seccomp" {
-		if err := seccomp.Install(); err != nil && spec.SeccompRequired {
+		if err := seccomp.InstallWith(seccomp.Options{DenyUnixSockets: spec.DenyUnixSockets}); err != nil && spec.SeccompRequired {
 			fail(125, "start_failed: layer seccomp: %v", err)
 		}
 	}

@@ -217,7 +217,9 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		return m, &layerErr{policy.LayerNamespaces, fmt.Errorf("drop capabilities: %w", err)}
 	}
 	if spec.Seccomp && !(testHooks && spec.DropLayer == string(policy.LayerSeccomp)) {
-		install := func() error { return seccomp.InstallWith(seccomp.Options{AllowOpenat2: spec.SeccompOpenat2}) }
+		install := func() error {
+			return seccomp.InstallWith(seccomp.Options{AllowOpenat2: spec.SeccompOpenat2, DenyUnixSockets: spec.SeccompDenyUnix})
+		}
 		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, install); err != nil {
 			return m, err
 		}

@@ -74,6 +74,9 @@ type InitSpec struct {
 	// DropLayer is honoured only by binaries built with -tags corraltest
 	// (testhook_corraltest.go): seccomp is silently not installed.
 	DropLayer string `json:"drop_layer,omitempty"`
+	// SeccompDenyUnix refuses socket(AF_UNIX) and datagram socketpairs
+	// (seccomp.Options.DenyUnixSockets): network.unix_sockets deny.
+	SeccompDenyUnix bool `json:"seccomp_deny_unix_sockets,omitempty"`
 }
 
 // execRequest asks init to run one process; its stdio arrives as fds.
@@ -149,6 +152,10 @@ func (s *InitSpec) Summary() []string {
 		out = append(out, fmt.Sprintf("landlock: %d read-only dirs, %d read-only files, %d read-write dirs, %d read-write files, deny TCP: %v",
 			len(s.Landlock.RODirs), len(s.Landlock.ROFiles), len(s.Landlock.RWDirs), len(s.Landlock.RWFiles), s.Landlock.DenyTCP))
 	}
-	out = append(out, fmt.Sprintf("seccomp: %v; cgroup: %v; rlimit nofile %d, nproc %d; core dumps off", s.Seccomp, s.Cgroup, s.Nofile, s.Nproc))
+	unixSockets := "allowed"
+	if s.SeccompDenyUnix {
+		unixSockets = "refused (socket(AF_UNIX); socketpair stream/seqpacket allowed)"
+	}
+	out = append(out, fmt.Sprintf("seccomp: %v (unix sockets by name: %s); cgroup: %v; rlimit nofile %d, nproc %d; core dumps off", s.Seccomp, unixSockets, s.Cgroup, s.Nofile, s.Nproc))
 	return out
 }
