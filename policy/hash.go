@@ -7,11 +7,12 @@ import (
 )
 
 // Hash returns "sha256:<hex>" of the canonical JSON of p: p with every
-// default made explicit (Protected, Env.Pass, IncludeWorkdir, git mode, network mode,
+// default made explicit (Protected, Env.Pass, IncludeWorkdir, network mode,
 // one entry per layer) and marshalled with encoding/json (struct fields in
 // declaration order, map keys sorted, sizes in bytes, durations as Go
 // duration strings). Formatting, comments, key order and YAML-versus-JSON do
-// not change the hash; spelling out a default does not either.
+// not change the hash; spelling out a default does not either (git:
+// read-only is normalised to omitted instead).
 func Hash(p *Policy) string {
 	sum := sha256.Sum256(canonicalJSON(p))
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -36,8 +37,8 @@ func canonicalJSON(p *Policy) []byte {
 	if c.Network.UnixSockets == "" {
 		c.Network.UnixSockets = DefaultUnixSockets
 	}
-	if c.Filesystem.Git == "" {
-		c.Filesystem.Git = GitReadOnly
+	if c.Filesystem.Git == GitReadOnly {
+		c.Filesystem.Git = "" // the default, omitted: hashes from before the field stay valid
 	}
 	layers := Layers{}
 	for _, l := range AllLayers {

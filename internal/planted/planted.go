@@ -62,7 +62,12 @@ const Limit = 1_000_000
 // not looked at; symlinks are not followed; placeholders
 // (internal/placeholder) are not findings.
 func Scan(r *policy.Resolved, since time.Time) []Finding {
-	s := &scan{r: r, names: r.ProtectedNames(), since: since, budget: Limit}
+	s := &scan{r: r, names: r.ProtectedNames(), since: since, budget: Limit, notWritable: map[string]bool{}}
+	for _, g := range r.Grants {
+		if g.Access != policy.AccessReadWrite {
+			s.notWritable[g.Path] = true
+		}
+	}
 	var done []string
 	for _, root := range r.WritableRoots() {
 		if slices.ContainsFunc(done, func(d string) bool { return root == d || strings.HasPrefix(root, d+"/") }) {
@@ -89,11 +94,12 @@ func Scan(r *policy.Resolved, since time.Time) []Finding {
 }
 
 type scan struct {
-	r      *policy.Resolved
-	names  map[string]bool
-	since  time.Time
-	budget int
-	out    []Finding
+	r           *policy.Resolved
+	notWritable map[string]bool // grants inside the roots that are read-only or denied
+	names       map[string]bool
+	since       time.Time
+	budget      int
+	out         []Finding
 }
 
 func (s *scan) add(f Finding) { s.out = append(s.out, f) }
@@ -127,9 +133,9 @@ func (s *scan) walk(root string) {
 		switch {
 		case p == root:
 			return nil
-		case s.r.Covering(p).Access != policy.AccessReadWrite:
+		case s.notWritable[p]:
 			if d.IsDir() {
-				return fs.SkipDir // read-only or hidden: not the workload's to change
+				return fs.SkipDir // a read-only or denied grant: not the workload's to change
 			}
 		case name == ".git":
 			s.git(p, d)

@@ -26,11 +26,15 @@ func write(t *testing.T, path, content string) {
 // resolved is the default policy over workdir w.
 func resolved(t *testing.T, w string) *policy.Resolved {
 	t.Helper()
-	r, err := policy.Default().Resolve(policy.Context{Home: t.TempDir(), Workdir: w})
+	r, err := resolvedB(w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
+}
+
+func resolvedB(w string) (*policy.Resolved, error) {
+	return policy.Default().Resolve(policy.Context{Home: "/nonexistent-home", Workdir: w})
 }
 
 // A tick of the coarse clock, so that what was written before Now is older.

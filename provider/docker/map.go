@@ -407,6 +407,11 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if budget < 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets and nested protected names beyond them were not looked for", hostscan.Limit)
 	}
+	// Absent protected names: the placeholders Provision creates, bound
+	// read-only so the workload cannot create them.
+	for _, ph := range r.Placeholders {
+		spec.Binds = append(spec.Binds, Bind{Source: ph.Path, Target: ph.Path, Dir: ph.Dir, ReadOnly: true, Field: ph.Field + " (absent: placeholder)"})
+	}
 	var nested []string
 	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
 	for _, b := range spec.Binds {
@@ -417,8 +422,22 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if len(nested) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem", "mounts below these grants are not visible inside: Docker binds them non-recursively so that read-only stays read-only: %s", strings.Join(nested, ", "))
 	}
-	if len(r.Skipped) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths do not exist or are symlinks, so nothing is bound over them (a workload that creates one can write it): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	var links, absent []string
+	for _, p := range r.Skipped {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			links = append(links, p)
+		} else {
+			absent = append(absent, p)
+		}
+	}
+	if len(links) > 0 {
+		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected paths are symlinks: a bind cannot cover the link itself, so the workload can replace it (their targets stay read-only; a replaced one is reported after the run): %s", strings.Join(links, ", "))
+	}
+	if len(absent) > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths are absent with their directory, so no placeholder holds them (one the workload creates is reported after the run): %s", len(absent), strings.Join(absent, ", "))
+	}
+	if n := len(r.Placeholders); n > 0 {
+		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the sandbox's life, so the workload cannot create it, and removed afterwards", n)
 	}
 	if !r.Visible("/usr/bin") && !served["/usr"] {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")

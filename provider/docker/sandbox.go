@@ -28,8 +28,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/landlock"
-	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/internal/placeholder"
+	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )

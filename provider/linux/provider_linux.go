@@ -291,7 +291,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	var missing []string
 	for _, p := range r.Skipped {
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (make it a real file or directory)", p)
+			add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (its target stays read-only; a replaced one is reported after the run; make it a real file or directory)", p)
 		} else {
 			missing = append(missing, p)
 		}
