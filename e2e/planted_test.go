@@ -224,3 +224,50 @@ func TestPlantedSymlinkService(t *testing.T) {
 		}
 	})
 }
+
+// Git commit mode: the agent can commit in the workdir's repository,
+// while hooks and config stay read-only.
+func TestGitCommitMode(t *testing.T) {
+	eachIdent(t, func(t *testing.T, id *ident) {
+		w := mkdir(t, id, "gitcommit")
+		gitInit(t, id, w)
+		writeFile(t, id, filepath.Join(w, "a.txt"), "a\n", 0o644)
+		p := writePolicy(t, id, policy{})
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit := filepath.Join(filepath.Dir(p), "commit.yaml")
+		if err := os.WriteFile(commit, []byte(strings.Replace(string(b), "  include_workdir:", "  git: commit\n  include_workdir:", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		chown(t, id, commit)
+		script := `export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+git add a.txt && git commit -q -m first && echo COMMITTED
+echo 'touch /tmp/x' > .git/hooks/pre-commit && echo HOOK-WRITTEN
+git config core.fsmonitor 'touch /tmp/x' && echo CONFIG-WRITTEN
+echo done`
+		res := corral(t, run{id: id, workdir: w, policy: commit, args: sh(script)})
+		if !strings.Contains(res.stdout, "done") {
+			t.Fatalf("script did not finish\n%s", res)
+		}
+		if !strings.Contains(res.stdout, "COMMITTED") {
+			t.Errorf("git commit failed in commit mode\n%s", res)
+		}
+		for _, w := range []string{"HOOK-WRITTEN", "CONFIG-WRITTEN"} {
+			if strings.Contains(res.stdout, w) {
+				t.Errorf("%s in commit mode\n%s", w, res)
+			}
+		}
+		log := exec.Command("git", "-C", w, "log", "--oneline")
+		asIdent(log, id, nil)
+		if out, err := log.CombinedOutput(); err != nil || !strings.Contains(string(out), "first") {
+			t.Errorf("the host does not see the commit: %v %s", err, out)
+		}
+		// The default (read-only) mode refuses the commit.
+		res = corral(t, run{id: id, workdir: w, policy: p, args: sh(strings.ReplaceAll(script, "first", "second"))})
+		if strings.Contains(res.stdout, "COMMITTED") {
+			t.Errorf("git commit succeeded with .git read-only\n%s", res)
+		}
+	})
+}

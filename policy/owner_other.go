@@ -7,10 +7,3 @@ import "io/fs"
 // ownerOf cannot tell who may write a path on this platform (Windows
 // access is in ACLs): links are not vetted here, see plantedLink.
 func ownerOf(fi fs.FileInfo) (uid uint32, perm fs.FileMode, ok bool) { return 0, 0, false }
-
-// PlaceholderMark is the extended attribute internal/placeholder sets on
-// the placeholders it creates (Linux only).
-const PlaceholderMark = "user.corral.placeholder"
-
-// leftoverPlaceholder is false: placeholders are made on Linux only.
-func leftoverPlaceholder(path string) bool { return false }

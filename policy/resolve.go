@@ -76,6 +76,10 @@ type Resolved struct {
 	RunAs        string        `json:"run_as_user,omitempty"`
 }
 
+// PlaceholderMark is the extended attribute internal/placeholder sets on
+// the placeholders it creates (on Linux, where they are made).
+const PlaceholderMark = "user.corral.placeholder"
+
 // Placeholder is one absent protected path (see Resolved.Placeholders).
 type Placeholder struct {
 	Path  string `json:"path"`  // canonical parent + the missing name
@@ -743,6 +747,9 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 		return Placeholder{}, false // invisible or read-only: nothing can be created
 	}
 	name := filepath.Base(joined)
+	if name == "commondir" {
+		return Placeholder{}, false // its mere presence makes git read another directory: reported if made
+	}
 	return Placeholder{Path: filepath.Join(canon, name), Dir: !fileLike(name), Field: field}, true
 }
 
@@ -755,7 +762,7 @@ func fileLike(name string) bool {
 	switch {
 	case strings.Contains(n, "."), strings.HasSuffix(n, "rc"), strings.HasSuffix(n, "profile"),
 		strings.HasPrefix(n, "bash_"), strings.HasPrefix(n, "zlog"), n == "zshenv", n == "gitmodules", n == "gitconfig",
-		n == "config", n == "commondir":
+		n == "config":
 		return true
 	}
 	return false

@@ -1,4 +1,4 @@
-//go:build !unix
+//go:build !linux
 
 package planted
 
@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// ctime is the modification time here: Windows has no inode change time
-// that a workload cannot set (Scan's premise), so this is weaker.
+// ctime is the modification time here (Windows has no inode change time
+// that a workload cannot set: Scan's premise), so this is weaker.
 func ctime(fi fs.FileInfo) time.Time { return fi.ModTime() }
 
 // Now is the time to pass to Scan, taken before the workload starts.
@@ -21,3 +21,6 @@ func renameNoReplace(from, to string) error {
 	}
 	return os.Rename(from, to)
 }
+
+// btime is unknown here: born falls back to the change time.
+func btime(p string) (time.Time, bool) { return time.Time{}, false }

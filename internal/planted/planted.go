@@ -176,7 +176,10 @@ func (s *scan) git(p string, d fs.DirEntry) {
 		return
 	}
 	var parts []string
-	_, dirChanged := s.changed(p)
+	// A repository made during the run; for an older one, an entry
+	// added to .git (a commit's index.lock, ORIG_HEAD) is no finding,
+	// only its parts that run commands.
+	made := s.born(p)
 	for _, part := range gitParts {
 		pp := filepath.Join(p, part)
 		fi, ch := s.changed(pp)
@@ -190,7 +193,7 @@ func (s *scan) git(p string, d fs.DirEntry) {
 			parts = append(parts, part)
 		}
 	}
-	if len(parts) == 0 && !dirChanged {
+	if len(parts) == 0 && !made {
 		return
 	}
 	if len(parts) == 0 && placeholder.Is(p, true) {
@@ -198,7 +201,10 @@ func (s *scan) git(p string, d fs.DirEntry) {
 	}
 	keys := commandKeys(filepath.Join(p, "config"))
 	keys = append(keys, commandKeys(filepath.Join(p, "config.worktree"))...)
-	what := "a repository was created or changed"
+	what := "a repository was changed"
+	if made {
+		what = "a repository was created"
+	}
 	if len(parts) > 0 {
 		what += "; changed: " + strings.Join(parts, ", ")
 	}
@@ -206,6 +212,17 @@ func (s *scan) git(p string, d fs.DirEntry) {
 		what += "; hooks: " + strings.Join(hooks, ", ")
 	}
 	s.add(Finding{Path: p, Kind: KindRepository, Keys: keys, What: what})
+}
+
+// born reports whether p was created during the run: its birth time
+// (statx(2) STATX_BTIME) where the filesystem records one, else its
+// change time.
+func (s *scan) born(p string) bool {
+	if t, ok := btime(p); ok {
+		return !t.Before(s.since)
+	}
+	_, ch := s.changed(p)
+	return ch
 }
 
 // anyChanged reports whether anything below dir changed (bounded by the

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package planted
 
@@ -32,4 +32,13 @@ func Now() time.Time {
 
 func renameNoReplace(from, to string) error {
 	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+}
+
+// btime is p's birth time, when the filesystem records one (statx(2)).
+func btime(p string) (time.Time, bool) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &st); err != nil || st.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)), true
 }
