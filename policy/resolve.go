@@ -623,13 +623,17 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 	holders := map[string]Placeholder{}
 	var adds []PathGrant
 	try := func(field, joined string) {
-		_, err := os.Lstat(joined)
-		if err == nil && leftoverPlaceholder(joined) {
+		fi, err := os.Lstat(joined)
+		leftover := err == nil && leftoverPlaceholder(joined)
+		if leftover {
 			err = fs.ErrNotExist // another run's placeholder: held by this one too
 		}
 		if err != nil {
 			if missing(err) {
 				if ph, ok := r.placeholder(field, joined); ok {
+					if leftover {
+						ph.Dir = fi.IsDir() // as it was made
+					}
 					if _, dup := holders[ph.Path]; !dup {
 						holders[ph.Path] = ph
 					}
@@ -669,12 +673,12 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 		if g.Access != AccessReadWrite {
 			return // already read-only or denied
 		}
-		fi, err := os.Stat(canon)
+		target, err := os.Stat(canon)
 		if err != nil {
 			skipped[joined] = true
 			return
 		}
-		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: fi.IsDir(), Field: field})
+		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: target.IsDir(), Field: field})
 	}
 	for _, pe := range entries {
 		e := pe.path
@@ -734,7 +738,7 @@ func (r *resolver) protectsGit(entries []protectedEntry) bool {
 // workload can write it. A longer entry whose directory is missing too
 // (".config/corral" without .config) gets none: holding the directory
 // would keep the workload out of all of it; the scan after the run
-// reports the entry if it was made. The kind follows the name (fileLike).
+// reports the entry if it was made.
 func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 	canon, err := filepath.EvalSymlinks(filepath.Dir(joined))
 	if err != nil {
@@ -750,22 +754,11 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 	if name == "commondir" {
 		return Placeholder{}, false // its mere presence makes git read another directory: reported if made
 	}
-	return Placeholder{Path: filepath.Join(canon, name), Dir: !fileLike(name), Field: field}, true
-}
-
-// fileLike reports whether a protected name is conventionally a file
-// (".bashrc", ".mcp.json", ".npmrc"), so that its placeholder is an empty
-// file tools read as empty configuration; other names (".git", ".vscode")
-// get an empty directory.
-func fileLike(name string) bool {
-	n := strings.TrimPrefix(name, ".")
-	switch {
-	case strings.Contains(n, "."), strings.HasSuffix(n, "rc"), strings.HasSuffix(n, "profile"),
-		strings.HasPrefix(n, "bash_"), strings.HasPrefix(n, "zlog"), n == "zshenv", n == "gitmodules", n == "gitconfig",
-		n == "config":
-		return true
-	}
-	return false
+	// An empty directory, which git status does not list and tools that
+	// read a name as configuration (npm's .npmrc, a shell's .bashrc)
+	// skip or report; inside .git git's own layout decides.
+	dir := !(filepath.Base(canon) == ".git" && strings.HasPrefix(name, "config"))
+	return Placeholder{Path: filepath.Join(canon, name), Dir: dir, Field: field}, true
 }
 
 // hooksPath returns the canonical hooks directory that the repository at

@@ -346,11 +346,11 @@ func TestProtectedDefaults(t *testing.T) {
 	if !slices.Contains(r.Skipped, filepath.Join(e.work, ".ssh")) {
 		t.Errorf("Skipped lacks the symlinked .ssh: %v", r.Skipped)
 	}
-	// Absent names become placeholders of the right kind, one per root.
+	// Absent names become placeholders (empty directories), one per root.
 	for _, want := range []Placeholder{
-		{Path: filepath.Join(e.work, ".bashrc"), Field: "filesystem.protected[3]"},
+		{Path: filepath.Join(e.work, ".bashrc"), Dir: true, Field: "filesystem.protected[3]"},
 		{Path: filepath.Join(other, ".git"), Dir: true, Field: "filesystem.protected[0]"},
-		{Path: filepath.Join(e.work, ".mcp.json"), Field: "filesystem.protected[15]"},
+		{Path: filepath.Join(e.work, ".mcp.json"), Dir: true, Field: "filesystem.protected[15]"},
 		{Path: filepath.Join(e.work, ".vscode"), Dir: true, Field: "filesystem.protected[21]"},
 	} {
 		if !slices.Contains(r.Placeholders, want) {
