@@ -73,11 +73,15 @@ type Server struct {
 	gates map[string]*gate
 	live  map[string]provider.Sandbox // ready sandboxes this process holds
 	proxy map[string]*egressSwitch
+	// scanned is when each live sandbox's trees were last scanned for
+	// planted files (checkPlanted): what a background process of an
+	// earlier exec planted is reported by the next exec.
+	scanned map[string]time.Time
 }
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}}
+	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}, scanned: map[string]time.Time{}}
 }
 
 // gate serialises what is done to one sandbox: lifecycle calls (create,
@@ -227,6 +231,13 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 	return res, plan, loss, nil
 }
 
+// markScanned records t as id's last scan (checkPlanted).
+func (s *Server) markScanned(id string, t time.Time) {
+	s.mu.Lock()
+	s.scanned[id] = t
+	s.mu.Unlock()
+}
+
 // resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).
 func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, error) {
 	pol := policy.Default()
@@ -253,7 +264,15 @@ func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, e
 // trees (internal/planted) as events and on the exec's stderr. A policy
 // that no longer resolves (a planted link) is reported the same way: the
 // next start refuses it.
-func (s *Server) checkPlanted(id string, rec *store.Sandbox, since time.Time, send func(*gw.ExecSandboxResponse) error) {
+func (s *Server) checkPlanted(id string, rec *store.Sandbox, send func(*gw.ExecSandboxResponse) error) {
+	now := planted.Now()
+	s.mu.Lock()
+	since, ok := s.scanned[id]
+	s.scanned[id] = now
+	s.mu.Unlock()
+	if !ok {
+		since = now // adopted after a restart: from here on
+	}
 	var lines []string
 	res, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir)
 	if err != nil {
@@ -274,6 +293,7 @@ func (s *Server) checkPlanted(id string, rec *store.Sandbox, since time.Time, se
 func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (provider.Sandbox, error) {
 	spec := plan.Details.(*docker.Spec)
 	spec.ID, spec.Persistent, spec.ManagedBy = id, true, s.cfg.Instance
+	s.markScanned(id, planted.Now())
 	sb, err := s.cfg.Provider.Provision(ctx, plan)
 	fault("create-after-provision")
 	if err != nil {
@@ -482,7 +502,6 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		started = func(int) { fault("exec-started") }
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
-	since := planted.Now()
 	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
 		Started: started})
 	stdout.Close()
@@ -510,7 +529,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		}
 		exit.Reason = err.Error()
 	}
-	s.checkPlanted(m.Id, &rec, since, send) // before the exit, after which the caller stops reading
+	s.checkPlanted(m.Id, &rec, send) // before the exit, after which the caller stops reading
 	if exit.Reason != "" {
 		s.event(m.Id, "exit", "%q: exit %d (%s)", m.Args, exit.Code, exit.Reason)
 	} else {
@@ -760,6 +779,7 @@ func (s *Server) release(ctx context.Context, id string) error {
 	s.mu.Lock()
 	sb, p := s.live[id], s.proxy[id]
 	delete(s.live, id)
+	delete(s.scanned, id)
 	delete(s.proxy, id)
 	s.mu.Unlock()
 	if p != nil {

@@ -104,9 +104,11 @@ func gitValue(raw string) string {
 // core.fsmonitor, core.hooksPath, core.sshCommand, core.pager,
 // core.editor, core.askPass, core.gitProxy, sequence.editor, diff.external,
 // credential helpers, filter.*.clean|smudge|process, diff.*.textconv and
-// .command, merge.*.driver, include.path and includeIf.*.path, alias.*
-// starting with "!", pager.*, uploadpack.packObjectsHook, ssh.variant,
-// gpg.program and gpg.*.program, protocol.*.allow "always" for ext.
+// .command, merge.*.driver, difftool/mergetool commands, include.path and
+// includeIf.*.path, pager.*, uploadpack.packObjectsHook, gpg.program and
+// gpg.*.program, protocol.*.allow, remote.*.uploadpack|receivepack|vcs,
+// submodule.*.update, web.browser. Aliases are left out: one runs only
+// when a person types it.
 func GitCommandKey(key string) bool {
 	switch key {
 	case "core.fsmonitor", "core.hookspath", "core.sshcommand", "core.pager", "core.editor", "core.askpass",

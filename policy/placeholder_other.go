@@ -2,5 +2,5 @@
 
 package policy
 
-// leftoverPlaceholder is false: placeholders are made on Linux only.
-func leftoverPlaceholder(path string) bool { return false }
+// IsPlaceholder is false: placeholders are made on Linux only.
+func IsPlaceholder(path string) bool { return false }

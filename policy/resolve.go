@@ -62,11 +62,11 @@ type Resolved struct {
 	// for the loss report, and the scan after the run.
 	Skipped []string `json:"skipped_protected,omitempty"`
 	// Placeholders are protected paths absent when the policy was
-	// resolved, at the top of a read-write root (or the first missing
-	// component of a longer entry: ".config" for ".config/corral"):
-	// providers create each empty for the run, bind it read-only so that
-	// the workload cannot create the name, and remove it afterwards
-	// (internal/placeholder). Sorted, unique.
+	// resolved whose directory exists and is writable (".bashrc" at the
+	// top of a read-write root; not ".config/corral" without .config,
+	// which goes to Skipped): providers create each empty for the run,
+	// bind it read-only so that the workload cannot create the name, and
+	// remove it afterwards (internal/placeholder). Sorted, unique.
 	Placeholders []Placeholder `json:"placeholders,omitempty"`
 	Env          []string      `json:"-"`       // the workload's environment, "NAME=value" sorted by name; HOME not included, PATH always present
 	Network      NetworkMode   `json:"network"` // never empty
@@ -624,7 +624,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 	var adds []PathGrant
 	try := func(field, joined string) {
 		fi, err := os.Lstat(joined)
-		leftover := err == nil && leftoverPlaceholder(joined)
+		leftover := err == nil && IsPlaceholder(joined)
 		if leftover {
 			err = fs.ErrNotExist // another run's placeholder: held by this one too
 		}
@@ -637,8 +637,8 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 					if _, dup := holders[ph.Path]; !dup {
 						holders[ph.Path] = ph
 					}
-				} else if g := r.effective(filepath.Dir(joined)); g == nil || g.Access == AccessReadWrite {
-					skipped[joined] = true // its directory is missing too: reported after the run if made
+				} else if g := r.effective(filepath.Dir(joined)); g != nil && g.Access == AccessReadWrite {
+					skipped[joined] = true // its directory is missing too (or it is .git/commondir): reported after the run if made
 				}
 			} else {
 				r.fail(field, fmt.Sprintf("cannot inspect protected path %s: %v", joined, unwrapPath(err)), "check its permissions", err)
@@ -887,6 +887,20 @@ func (r *Resolved) WritableRoots() []string {
 		}
 	}
 	return out
+}
+
+// SkippedLinks splits Skipped into the protected paths that are
+// symlinks (the link can be replaced) and the absent ones (no placeholder
+// holds them), for the loss report.
+func (r *Resolved) SkippedLinks() (links, absent []string) {
+	for _, p := range r.Skipped {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			links = append(links, p)
+		} else {
+			absent = append(absent, p)
+		}
+	}
+	return links, absent
 }
 
 // Covering is the most specific grant of r for path (path itself or a

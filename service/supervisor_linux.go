@@ -489,13 +489,9 @@ func (s *supervisor) replan(ctx context.Context) error {
 // writable trees (internal/planted): in the supervisor's log (stderr of
 // a foreground run) and as findings in the audit log.
 func (s *supervisor) checkPlanted(info audit.RunInfo, since time.Time) {
-	found := planted.Scan(s.plan.Policy, since)
 	strict := s.o.StrictTree && s.o.Foreground != nil
-	if strict {
-		found = planted.Disarm(found)
-	}
+	found := planted.Report(os.Stderr, s.plan.Policy, since, strict)
 	s.planted += len(found)
-	planted.Warn(os.Stderr, found)
 	for _, f := range found {
 		s.sink.emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict), false)
 	}

@@ -293,11 +293,7 @@ func runMain(o runOpts, args []string) error {
 // planted for later (internal/planted), warns on stderr and records each
 // finding in the audit log; it returns how many there were.
 func checkPlanted(res *policy.Resolved, since time.Time, sink *audit.Sink, info audit.RunInfo, strict bool) int {
-	found := planted.Scan(res, since)
-	if strict {
-		found = planted.Disarm(found) // the run fails: nothing it planted stays armed
-	}
-	planted.Warn(os.Stderr, found)
+	found := planted.Report(os.Stderr, res, since, strict) // strict: the run fails, and nothing it planted stays armed
 	for _, f := range found {
 		_ = sink.Emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict))
 	}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -42,29 +43,46 @@ type held struct {
 	ino    uint64
 	dev    uint64
 	ours   bool // created or adopted as a placeholder (removable), not a real file that appeared meanwhile
+	made   bool // created by this Acquire
 }
 
-// Acquire creates (or adopts) every placeholder and locks it shared. On
-// error nothing it made is left behind. Paths are canonical (policy
-// Resolve made them), and are opened without following any symlink.
-func Acquire(phs []policy.Placeholder) (*Set, error) {
+// Acquire creates (or adopts) every placeholder of r and locks it
+// shared, and locks shared every other protected path r binds read-only
+// (never to remove it: a run over the same tree may have made it, and
+// must not take it away while this run has it mounted). On error nothing
+// it made is left behind. Paths are canonical (policy Resolve made them)
+// and are opened without following any symlink.
+func Acquire(r *policy.Resolved) (*Set, error) {
 	s := &Set{}
-	for _, ph := range phs {
-		h, err := acquire(ph)
+	for _, ph := range r.Placeholders {
+		h, err := acquire(ph, true)
 		if err != nil {
 			s.Release()
 			return nil, fmt.Errorf("placeholder for protected %s (%s): %w", ph.Path, ph.Field, err)
 		}
 		s.held = append(s.held, h)
 	}
+	for _, g := range r.Grants {
+		if !strings.HasPrefix(g.Field, "filesystem.protected") {
+			continue
+		}
+		if h, err := acquire(policy.Placeholder{Path: g.Path, Dir: g.Dir, Field: g.Field}, false); err == nil {
+			s.held = append(s.held, h) // best effort: it exists, so the bind covers it either way
+		}
+	}
 	return s, nil
 }
 
-func acquire(ph policy.Placeholder) (held, error) {
+// acquire takes one placeholder (create: make it when absent) or, with
+// create false, only locks what is there.
+func acquire(ph policy.Placeholder, create bool) (held, error) {
 	parent, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(ph.Path), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if err == unix.ENOSYS { // before Linux 5.6 (a docker host): the last component unfollowed at least
+		parent, err = unix.Open(filepath.Dir(ph.Path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
 	if err != nil {
 		return held{}, fmt.Errorf("open parent: %w", err)
 	}
@@ -72,7 +90,7 @@ func acquire(ph policy.Placeholder) (held, error) {
 	// A few tries: a run that is removing the same placeholder may unlink
 	// it between our open and our lock.
 	for try := 0; try < 5; try++ {
-		h, retry, err := take(parent, name, ph.Dir)
+		h, retry, err := take(parent, name, ph.Dir, create)
 		if err == nil {
 			h.path, h.dir, h.parent = ph.Path, ph.Dir, parent
 			return h, nil
@@ -88,15 +106,17 @@ func acquire(ph policy.Placeholder) (held, error) {
 
 // take creates name in parent (or opens what is there), locks it shared
 // and checks it is still the name's inode.
-func take(parent int, name string, dir bool) (h held, retry bool, err error) {
+func take(parent int, name string, dir, create bool) (h held, retry bool, err error) {
 	created := false
-	if dir {
+	switch {
+	case !create:
+	case dir:
 		if err := unix.Mkdirat(parent, name, 0o755); err == nil {
 			created = true
 		} else if err != unix.EEXIST {
 			return h, false, fmt.Errorf("mkdir: %w", err)
 		}
-	} else {
+	default:
 		fd, err := unix.Openat(parent, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
 		if err == nil {
 			created = true
@@ -136,10 +156,12 @@ func take(parent int, name string, dir bool) (h held, retry bool, err error) {
 	switch {
 	case created:
 		// Unmarked (a filesystem without user xattrs) it still is ours to
-		// remove, but another run cannot adopt it.
+		// remove; another run takes it for a real protected file and
+		// locks it as such, so it is never removed under that run, and
+		// then stays (docs/policy.md).
 		_ = unix.Fsetxattr(fd, Mark, []byte("1"), 0)
-		h.ours = true
-	default:
+		h.ours, h.made = true, true
+	case create:
 		h.ours = marked(fd) && empty(fd, dir)
 	}
 	return h, false, nil
@@ -198,6 +220,19 @@ func (s *Set) Release() {
 	s.held = nil
 }
 
+// Close lets go of every placeholder without removing any (for a sandbox
+// given up while its mounts may still be in place).
+func (s *Set) Close() {
+	if s == nil {
+		return
+	}
+	for _, h := range s.held {
+		unix.Close(h.fd)
+		unix.Close(h.parent)
+	}
+	s.held = nil
+}
+
 func (h held) release() {
 	defer unix.Close(h.parent)
 	defer unix.Close(h.fd)
@@ -222,26 +257,18 @@ func (h held) release() {
 	_ = unix.Unlinkat(h.parent, filepath.Base(h.path), flags)
 }
 
-// Paths lists the placeholders held (for reports).
-func (s *Set) Paths() []string {
+// Made lists the placeholders this Acquire had to create: when a
+// sandbox is recovered, one that is not there any more was removed while
+// its mount was in place, which detached the mount.
+func (s *Set) Made() []string {
 	if s == nil {
 		return nil
 	}
-	out := make([]string, len(s.held))
-	for i, h := range s.held {
-		out[i] = h.path
+	var out []string
+	for _, h := range s.held {
+		if h.made {
+			out = append(out, h.path)
+		}
 	}
 	return out
-}
-
-// Is reports whether path is a placeholder (marked and empty): the tree
-// scan after a run does not report those as planted.
-func Is(path string, dir bool) bool {
-	flags := unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
-	fd, err := unix.Open(path, flags, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	return marked(fd) && empty(fd, dir)
 }

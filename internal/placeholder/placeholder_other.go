@@ -15,8 +15,8 @@ type Set struct{}
 // Acquire fails when there is anything to hold: no provider on this
 // platform binds placeholders (the mxc provider reports absent names as a
 // loss instead).
-func Acquire(phs []policy.Placeholder) (*Set, error) {
-	if len(phs) > 0 {
+func Acquire(r *policy.Resolved) (*Set, error) {
+	if len(r.Placeholders) > 0 {
 		return nil, errors.New("placeholders are not supported on this platform")
 	}
 	return &Set{}, nil
@@ -25,8 +25,8 @@ func Acquire(phs []policy.Placeholder) (*Set, error) {
 // Release does nothing.
 func (s *Set) Release() {}
 
-// Paths is empty.
-func (s *Set) Paths() []string { return nil }
+// Close does nothing.
+func (s *Set) Close() {}
 
-// Is is always false.
-func Is(path string, dir bool) bool { return false }
+// Made is empty.
+func (s *Set) Made() []string { return nil }

@@ -14,23 +14,59 @@ import (
 
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
+func acquireAll(phs ...policy.Placeholder) (*Set, error) {
+	return Acquire(&policy.Resolved{Placeholders: phs})
+}
+
+// A run that took another's placeholder for a real protected file (it
+// existed when that run resolved its policy) and bound it holds it too:
+// the maker must not remove it under that run's mount.
+func TestBoundAsProtected(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	ph := policy.Placeholder{Path: filepath.Join(w, ".vscode"), Dir: true}
+	a, err := acquireAll(ph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Acquire(&policy.Resolved{Grants: []policy.PathGrant{{Path: ph.Path, Access: policy.AccessReadOnly, Dir: true, Field: "filesystem.protected[21]"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if !exists(ph.Path) {
+		t.Fatal("removed while another run has it bound as a protected path")
+	}
+	b.Release()
+	if !exists(ph.Path) {
+		t.Fatal("a run that only bound it removed it")
+	}
+	c, err := acquireAll(ph) // marked and empty: adopted, and removed by the last holder
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Release()
+	if exists(ph.Path) {
+		t.Error("left behind")
+	}
+}
+
 func TestAcquireRelease(t *testing.T) {
 	w, _ := filepath.EvalSymlinks(t.TempDir())
 	phs := []policy.Placeholder{{Path: filepath.Join(w, ".bashrc")}, {Path: filepath.Join(w, ".vscode"), Dir: true}}
-	a, err := Acquire(phs)
+	a, err := acquireAll(phs...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ph := range phs {
 		fi, err := os.Lstat(ph.Path)
-		if err != nil || fi.IsDir() != ph.Dir || !Is(ph.Path, ph.Dir) {
+		if err != nil || fi.IsDir() != ph.Dir || !policy.IsPlaceholder(ph.Path) {
 			t.Fatalf("%s: %v %v", ph.Path, fi, err)
 		}
 	}
 	// A second run over the same tree adopts them; the first to end
 	// leaves them to the other (removing one the other has mounted would
 	// lift its protection there).
-	b, err := Acquire(phs)
+	b, err := acquireAll(phs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +92,7 @@ func TestAcquireRelease(t *testing.T) {
 func TestReleaseKeepsOthers(t *testing.T) {
 	w, _ := filepath.EvalSymlinks(t.TempDir())
 	dir := policy.Placeholder{Path: filepath.Join(w, ".idea"), Dir: true}
-	s, err := Acquire([]policy.Placeholder{dir})
+	s, err := acquireAll(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +107,7 @@ func TestReleaseKeepsOthers(t *testing.T) {
 	if err := os.WriteFile(real, nil, 0o644); err != nil { // empty, unmarked: a real file
 		t.Fatal(err)
 	}
-	s, err = Acquire([]policy.Placeholder{{Path: real}})
+	s, err = acquireAll(policy.Placeholder{Path: real})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +124,7 @@ func TestReleaseKeepsOthers(t *testing.T) {
 	if err := unix.Setxattr(left.Path, Mark, []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Acquire([]policy.Placeholder{left})
+	s, err = acquireAll(left)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +141,7 @@ func TestAcquireNoFollow(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(w, ".bashrc")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire([]policy.Placeholder{{Path: filepath.Join(w, ".bashrc")}}); err == nil {
+	if _, err := acquireAll(policy.Placeholder{Path: filepath.Join(w, ".bashrc")}); err == nil {
 		t.Error("a symlink was taken for a placeholder")
 	}
 	if exists(target) {

@@ -3,7 +3,12 @@
 package planted
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,8 +35,51 @@ func Now() time.Time {
 	return time.Unix(ts.Unix())
 }
 
-func renameNoReplace(from, to string) error {
-	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+// beneath resolves p's directory from root without following any
+// symlink or leaving root (openat2(2) RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS),
+// as an O_PATH fd.
+func beneath(root, p string) (int, error) {
+	rel, err := filepath.Rel(root, filepath.Dir(p))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return -1, fmt.Errorf("%s is not inside %s", p, root)
+	}
+	return unix.Openat2(unix.AT_FDCWD, filepath.Join(root, rel), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// openBeneath opens the file at p (below root) for reading: not through
+// a symlink, not blocking on a fifo.
+func openBeneath(root, p string, _ bool) (*os.File, error) {
+	if root == "" {
+		return nil, errors.New("no root")
+	}
+	dfd, err := beneath(root, p)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat(dfd, filepath.Base(p), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// renameBeneath renames p (below root) to name in the same directory,
+// never replacing anything (renameat2(2) RENAME_NOREPLACE; the entry
+// itself, if a symlink, is moved, not followed).
+func renameBeneath(root, p, name string) error {
+	if root == "" {
+		return errors.New("no root")
+	}
+	dfd, err := beneath(root, p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	return unix.Renameat2(dfd, filepath.Base(p), dfd, name, unix.RENAME_NOREPLACE)
 }
 
 // btime is p's birth time, when the filesystem records one (statx(2)).

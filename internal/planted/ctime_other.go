@@ -3,8 +3,10 @@
 package planted
 
 import (
+	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -15,11 +17,23 @@ func ctime(fi fs.FileInfo) time.Time { return fi.ModTime() }
 // Now is the time to pass to Scan, taken before the workload starts.
 func Now() time.Time { return time.Now().Add(-time.Second) }
 
-func renameNoReplace(from, to string) error {
+// openBeneath opens the file at p for reading (not through a final
+// symlink).
+func openBeneath(root, p string, _ bool) (*os.File, error) {
+	if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, errors.New("not a file")
+	}
+	return os.Open(p)
+}
+
+// renameBeneath renames p to name in the same directory, never replacing
+// anything.
+func renameBeneath(root, p, name string) error {
+	to := filepath.Join(filepath.Dir(p), name)
 	if _, err := os.Lstat(to); err == nil {
 		return os.ErrExist
 	}
-	return os.Rename(from, to)
+	return os.Rename(p, to)
 }
 
 // btime is unknown here: born falls back to the change time.

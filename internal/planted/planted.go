@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corral-sandbox/corral/internal/placeholder"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -40,6 +39,11 @@ type Finding struct {
 	Kind string   `json:"kind"`
 	Keys []string `json:"keys,omitempty"` // git configuration keys that run commands, "key = value"
 	What string   `json:"what"`           // one line for people
+	// Created says the path did not exist before the run (its birth
+	// time, or for a protected name its change time): only such a path is
+	// Disarm's to move aside.
+	Created bool   `json:"created,omitempty"`
+	root    string // the writable root it was found under
 }
 
 // String is the finding as a warning line.
@@ -62,23 +66,27 @@ const Limit = 1_000_000
 // not looked at; symlinks are not followed; placeholders
 // (internal/placeholder) are not findings.
 func Scan(r *policy.Resolved, since time.Time) []Finding {
-	s := &scan{r: r, names: r.ProtectedNames(), since: since, budget: Limit, notWritable: map[string]bool{}}
+	s := &scan{r: r, names: r.ProtectedNames(), since: since, budget: Limit, notWritable: map[string]bool{}, isRoot: map[string]bool{}}
 	for _, g := range r.Grants {
 		if g.Access != policy.AccessReadWrite {
 			s.notWritable[g.Path] = true
 		}
 	}
-	var done []string
-	for _, root := range r.WritableRoots() {
-		if slices.ContainsFunc(done, func(d string) bool { return root == d || strings.HasPrefix(root, d+"/") }) {
-			continue // walked with its parent
-		}
-		done = append(done, root)
-		s.walk(root)
+	roots := r.WritableRoots()
+	for _, root := range roots {
+		s.isRoot[root] = true
+	}
+	for _, root := range roots {
+		s.root = root
+		s.walk(root) // each on its own: one below a read-only grant is not reached from its parent
 	}
 	// Protected paths nothing could hold (symlinks, absent with their
-	// directory), wherever they are.
+	// directory), where the workload could make them.
 	for _, p := range r.Skipped {
+		s.root = rootOf(roots, p)
+		if s.root == "" || r.Covering(p).Access != policy.AccessReadWrite && r.Covering(filepath.Dir(p)).Access != policy.AccessReadWrite {
+			continue
+		}
 		if fi, ch := s.changed(p); ch && !slices.ContainsFunc(s.out, func(f Finding) bool { return f.Path == p }) {
 			what := "a protected path was created or replaced"
 			if fi.Mode()&fs.ModeSymlink != 0 {
@@ -86,7 +94,7 @@ func Scan(r *policy.Resolved, since time.Time) []Finding {
 					what += ": a symlink to " + printable(t)
 				}
 			}
-			s.add(Finding{Path: p, Kind: KindProtected, What: what})
+			s.add(Finding{Path: p, Kind: KindProtected, What: what, Created: s.born(p)})
 		}
 	}
 	sort.Slice(s.out, func(i, j int) bool { return s.out[i].Path < s.out[j].Path })
@@ -96,13 +104,29 @@ func Scan(r *policy.Resolved, since time.Time) []Finding {
 type scan struct {
 	r           *policy.Resolved
 	notWritable map[string]bool // grants inside the roots that are read-only or denied
+	isRoot      map[string]bool // the writable roots, each walked on its own
+	root        string          // the root being walked
 	names       map[string]bool
 	since       time.Time
 	budget      int
 	out         []Finding
 }
 
-func (s *scan) add(f Finding) { s.out = append(s.out, f) }
+func (s *scan) add(f Finding) {
+	f.root = s.root
+	s.out = append(s.out, f)
+}
+
+// rootOf is the innermost of roots that holds p, or "".
+func rootOf(roots []string, p string) string {
+	best := ""
+	for _, r := range roots {
+		if strings.HasPrefix(p, r+"/") && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
+}
 
 // changed reports whether the entry at p was created or changed during
 // the run (and returns its Lstat).
@@ -133,6 +157,10 @@ func (s *scan) walk(root string) {
 		switch {
 		case p == root:
 			return nil
+		case s.isRoot[p]:
+			if d.IsDir() {
+				return fs.SkipDir // walked on its own
+			}
 		case s.notWritable[p]:
 			if d.IsDir() {
 				return fs.SkipDir // a read-only or denied grant: not the workload's to change
@@ -163,16 +191,16 @@ var gitParts = []string{"config", "config.worktree", "hooks", "info", "commondir
 func (s *scan) git(p string, d fs.DirEntry) {
 	if !d.IsDir() {
 		fi, ch := s.changed(p)
-		if !ch || placeholder.Is(p, false) {
+		if !ch || policy.IsPlaceholder(p) {
 			return
 		}
 		what := "a .git file was created or changed: git follows it to another repository"
 		if fi.Mode().IsRegular() {
-			if data, err := os.ReadFile(p); err == nil {
+			if data, err := s.read(p, 4096); err == nil {
 				what += ": " + printable(strings.TrimSpace(string(data)))
 			}
 		}
-		s.add(Finding{Path: p, Kind: KindGitFile, What: what})
+		s.add(Finding{Path: p, Kind: KindGitFile, What: what, Created: s.born(p)})
 		return
 	}
 	var parts []string
@@ -196,11 +224,11 @@ func (s *scan) git(p string, d fs.DirEntry) {
 	if len(parts) == 0 && !made {
 		return
 	}
-	if len(parts) == 0 && placeholder.Is(p, true) {
+	if len(parts) == 0 && policy.IsPlaceholder(p) {
 		return
 	}
-	keys := commandKeys(filepath.Join(p, "config"))
-	keys = append(keys, commandKeys(filepath.Join(p, "config.worktree"))...)
+	keys := s.commandKeys(filepath.Join(p, "config"))
+	keys = append(keys, s.commandKeys(filepath.Join(p, "config.worktree"))...)
 	what := "a repository was changed"
 	if made {
 		what = "a repository was created"
@@ -211,7 +239,7 @@ func (s *scan) git(p string, d fs.DirEntry) {
 	if hooks := s.hooks(filepath.Join(p, "hooks")); len(hooks) > 0 {
 		what += "; hooks: " + strings.Join(hooks, ", ")
 	}
-	s.add(Finding{Path: p, Kind: KindRepository, Keys: keys, What: what})
+	s.add(Finding{Path: p, Kind: KindRepository, Keys: keys, What: what, Created: made})
 }
 
 // born reports whether p was created during the run: its birth time
@@ -284,7 +312,7 @@ func (s *scan) protected(p string, d fs.DirEntry) {
 			return nil
 		})
 	}
-	if len(changed) == 0 || (len(changed) == 1 && changed[0] == "." && placeholder.Is(p, d.IsDir())) {
+	if len(changed) == 0 || (len(changed) == 1 && changed[0] == "." && policy.IsPlaceholder(p)) {
 		return
 	}
 	what := "a protected name was created or changed"
@@ -296,28 +324,44 @@ func (s *scan) protected(p string, d fs.DirEntry) {
 	}
 	var keys []string
 	if n := d.Name(); n == ".gitconfig" || n == ".gitmodules" {
-		keys = commandKeys(p)
+		keys = s.commandKeys(p)
 	}
-	s.add(Finding{Path: p, Kind: KindProtected, Keys: keys, What: what})
+	s.add(Finding{Path: p, Kind: KindProtected, Keys: keys, What: what, Created: s.born(p)})
 }
 
 // commandKeys lists the variables of the git configuration file at p that
 // make git run commands (policy.GitCommandKey), as "key = value".
-func commandKeys(p string) []string {
-	f, err := os.Open(p)
+func (s *scan) commandKeys(p string) []string {
+	data, err := s.read(p, 1<<20) // configuration is small; a huge one is read in part
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
-	data := make([]byte, 1<<20) // configuration is small; a huge one is read in part
-	n, _ := f.Read(data)
 	var out []string
-	for _, v := range policy.ParseGitConfig(data[:n]) {
+	for _, v := range policy.ParseGitConfig(data) {
 		if policy.GitCommandKey(v.Key) {
 			out = append(out, printable(v.Key+" = "+v.Value))
 		}
 	}
 	return out
+}
+
+// read reads at most limit bytes of the regular file at p, reached from
+// the root being walked without following any symlink (a fifo, a device
+// or a link planted there is not read: openBeneath).
+func (s *scan) read(p string, limit int64) ([]byte, error) {
+	f, err := openBeneath(s.root, p, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // printable makes workload-written text safe for a terminal: control
@@ -359,25 +403,40 @@ func Warn(w io.Writer, fs []Finding) {
 // QuarantineSuffix is appended to a planted path that Disarm moves aside.
 const QuarantineSuffix = ".corral-quarantine"
 
-// Disarm moves each planted path aside (PATH -> PATH.corral-quarantine,
-// never replacing anything; rename(2) does not follow the symlink it
-// moves), so that git, a shell or an IDE no longer finds it under the
-// name that runs it, and notes where it went in What. It is for after the
-// workload has ended (corral run --strict-tree). A path it cannot move
-// keeps its finding unchanged and the error is noted.
+// Disarm moves each planted path the run created aside (PATH ->
+// PATH.corral-quarantine, never replacing anything), so that git, a shell
+// or an IDE no longer finds it under the name that runs it, and notes
+// where it went in What. The rename is made in the path's directory,
+// reached from its writable root without following any symlink (a
+// concurrent run cannot swap a directory on the way for a link
+// elsewhere). It is for after the workload has ended (corral run
+// --strict-tree). A path that existed before the run (a repository whose
+// hooks changed) is not moved; nor is one that cannot be: the finding
+// stays and the error is noted.
 func Disarm(fs []Finding) []Finding {
 	out := make([]Finding, len(fs))
 	for i, f := range fs {
 		out[i] = f
-		if f.Kind == KindUnscanned {
+		if f.Kind == KindUnscanned || !f.Created {
 			continue
 		}
-		to := f.Path + QuarantineSuffix
-		if err := renameNoReplace(f.Path, to); err != nil {
+		to := filepath.Base(f.Path) + QuarantineSuffix
+		if err := renameBeneath(f.root, f.Path, to); err != nil {
 			out[i].What += "; could not be moved aside: " + unwrap(err).Error()
 		} else {
-			out[i].What += "; moved aside to " + printable(to)
+			out[i].What += "; moved aside to " + printable(filepath.Join(filepath.Dir(f.Path), to))
 		}
 	}
 	return out
+}
+
+// Report scans (Scan), disarms when strict (Disarm) and warns on w
+// (Warn): what every entry point does after a run.
+func Report(w io.Writer, r *policy.Resolved, since time.Time, strict bool) []Finding {
+	found := Scan(r, since)
+	if strict {
+		found = Disarm(found)
+	}
+	Warn(w, found)
+	return found
 }

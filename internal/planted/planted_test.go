@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -98,9 +100,71 @@ func TestScan(t *testing.T) {
 		t.Errorf("a scan after nothing changed: %+v", again)
 	}
 	for _, f := range Disarm(got) {
-		if !strings.Contains(f.What, "moved aside") || exists(f.Path) || !exists(f.Path+QuarantineSuffix) {
-			t.Errorf("not disarmed: %+v", f)
+		moved := !exists(f.Path) && exists(f.Path+QuarantineSuffix) && strings.Contains(f.What, "moved aside")
+		if old := strings.HasPrefix(f.Path, filepath.Join(w, "old")+"/"); moved == old {
+			t.Errorf("moved aside: %v, want %v (only what the run created): %+v", moved, !old, f)
 		}
+	}
+}
+
+// Nothing planted can stall the scan or make it read through a link: a
+// fifo named like git configuration, a .gitmodules linking to a file
+// outside the tree.
+func TestScanFifoAndLinks(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	secret := filepath.Join(t.TempDir(), "secret")
+	write(t, secret, "[core]\n\tpager = SECRET\n")
+	r := resolved(t, w)
+	tick()
+	since := Now()
+	if err := os.MkdirAll(filepath.Join(w, "a", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(w, "a", ".git", "config"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(w, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(w, "b", ".gitmodules")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []Finding)
+	go func() { done <- Scan(r, since) }()
+	select {
+	case got := <-done:
+		if len(got) != 2 {
+			t.Errorf("want the fifo repository and the link, got %+v", got)
+		}
+		for _, f := range got {
+			if strings.Contains(f.String(), "SECRET") {
+				t.Errorf("read through a planted link: %s", f)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scan blocked on a planted fifo")
+	}
+}
+
+// A read-write tree below a read-only grant below a read-write root is
+// scanned too.
+func TestScanNestedRoots(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	inner := filepath.Join(w, "ro", "rw2")
+	if err := os.MkdirAll(inner, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := policy.Default().Resolve(policy.Context{Home: "/nonexistent-home", Workdir: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Grants = append(r.Grants, policy.PathGrant{Path: filepath.Join(w, "ro"), Access: policy.AccessReadOnly, Dir: true},
+		policy.PathGrant{Path: inner, Access: policy.AccessReadWrite, Dir: true})
+	tick()
+	since := Now()
+	write(t, filepath.Join(inner, "sub", ".git", "config"), "[core]\n\tfsmonitor = x\n")
+	if got := Scan(r, since); len(got) != 1 || got[0].Path != filepath.Join(inner, "sub", ".git") {
+		t.Errorf("got %+v", got)
 	}
 }
 

@@ -410,7 +410,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	// Absent protected names: the placeholders Provision creates, bound
 	// read-only so the workload cannot create them.
 	for _, ph := range r.Placeholders {
-		spec.Binds = append(spec.Binds, Bind{Source: ph.Path, Target: ph.Path, Dir: ph.Dir, ReadOnly: true, Field: ph.Field + " (absent: placeholder)"})
+		spec.Binds = append(spec.Binds, Bind{Source: ph.Path, Target: ph.Path, Dir: ph.Dir, ReadOnly: true, Field: ph.Field + placeholderField})
 	}
 	var nested []string
 	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
@@ -422,14 +422,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if len(nested) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem", "mounts below these grants are not visible inside: Docker binds them non-recursively so that read-only stays read-only: %s", strings.Join(nested, ", "))
 	}
-	var links, absent []string
-	for _, p := range r.Skipped {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			links = append(links, p)
-		} else {
-			absent = append(absent, p)
-		}
-	}
+	links, absent := r.SkippedLinks()
 	if len(links) > 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected paths are symlinks: a bind cannot cover the link itself, so the workload can replace it (their targets stay read-only; a replaced one is reported after the run): %s", strings.Join(links, ", "))
 	}
@@ -442,6 +435,26 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if !r.Visible("/usr/bin") && !served["/usr"] {
 		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
 	}
+}
+
+// placeholderField ends the Field of a placeholder's bind (Recover finds
+// them by it).
+const placeholderField = " (absent: placeholder)"
+
+// heldPaths is what a recovered sandbox holds again: its placeholders and
+// the protected paths it binds, from the saved spec (internal/placeholder).
+func heldPaths(sp *Spec) *policy.Resolved {
+	r := &policy.Resolved{}
+	for _, b := range sp.Binds {
+		switch {
+		case b.Mask || !b.ReadOnly:
+		case strings.HasSuffix(b.Field, placeholderField):
+			r.Placeholders = append(r.Placeholders, policy.Placeholder{Path: b.Source, Dir: b.Dir, Field: strings.TrimSuffix(b.Field, placeholderField)})
+		case strings.HasPrefix(b.Field, "filesystem.protected"):
+			r.Grants = append(r.Grants, policy.PathGrant{Path: b.Source, Access: policy.AccessReadOnly, Dir: b.Dir, Field: b.Field})
+		}
+	}
+	return r
 }
 
 // within reports whether path is dir or below it.

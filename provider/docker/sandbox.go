@@ -163,7 +163,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		return fail(err)
 	}
 	// Before the container is created: its binds mount them read-only.
-	ph, err := placeholder.Acquire(plan.Policy.Placeholders)
+	ph, err := placeholder.Acquire(plan.Policy)
 	if err != nil {
 		return fail(err)
 	}
@@ -874,7 +874,17 @@ func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, er
 	// the shim will find now.
 	layers, err := verify(sp.Layers, sp.Spec, s.initPID, c.HostConfig, initHello{Landlock: landlock.ABI()})
 	s.layers = layers
+	if err == nil {
+		// Held again, so that no other run removes them under this
+		// container; one already gone was removed while mounted here,
+		// which detached the mount: the protection is not in force.
+		s.placeholders, err = placeholder.Acquire(heldPaths(sp.Spec))
+		if gone := s.placeholders.Made(); err == nil && len(gone) > 0 {
+			err = provider.LayerError(provider.CodeStartFailed, "mounts", fmt.Errorf("docker sandbox %s: placeholders %s were removed while the gateway was down, so the workload can create those names: recreate the sandbox", id, strings.Join(gone, ", ")))
+		}
+	}
 	if err != nil {
+		s.placeholders.Close() // the container may still have them mounted
 		if s.egress != nil {
 			s.egress.Close()
 		}

@@ -288,13 +288,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there may fail (set process.run_as_user)", uid, r.Workdir, o)
 		}
 	}
-	var missing []string
-	for _, p := range r.Skipped {
-		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (its target stays read-only; a replaced one is reported after the run; make it a real file or directory)", p)
-		} else {
-			missing = append(missing, p)
-		}
+	links, missing := r.SkippedLinks()
+	for _, p := range links {
+		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (its target stays read-only; a replaced one is reported after the run; make it a real file or directory)", p)
 	}
 	if len(missing) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths are absent with their directory, so no placeholder holds them (one the workload creates is reported after the run): %s", len(missing), strings.Join(missing, ", "))

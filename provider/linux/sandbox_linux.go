@@ -90,7 +90,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	sb := &Sandbox{id: fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])), plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
 	// Before init is cloned: its mount tree binds them read-only.
-	if ph, err := placeholder.Acquire(plan.Policy.Placeholders); err != nil {
+	if ph, err := placeholder.Acquire(plan.Policy); err != nil {
 		return nil, provider.LayerError(provider.CodeProvisionFailed, "mounts", err)
 	} else {
 		sb.placeholders = ph
