@@ -34,6 +34,10 @@ import _ "embed"
 //     tokens: .docker (credential helpers in config.json), .kube (exec
 //     credential plugins in config), .aws (credential_process).
 //   - .ssh: keys and config (ProxyCommand).
+//   - more of the same kinds: .devcontainer.json (initializeCommand runs
+//     on the host), .zed, .continue, .windsurf, .kiro, .roo,
+//     opencode.json (editor and agent settings), .yarnrc, .yarnrc.yml
+//     (yarnPath), .pnpmfile.cjs (pnpm runs it).
 var DefaultProtected = []string{
 	".git", ".gitmodules", ".gitconfig",
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
@@ -44,7 +48,16 @@ var DefaultProtected = []string{
 	".docker", ".kube", ".aws",
 	".ssh",
 	".config/corral", ".local/state/corral",
+	".devcontainer.json", ".zed", ".continue", ".windsurf", ".kiro", ".roo", "opencode.json",
+	".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
 }
+
+// noPlaceholder are protected names that get no placeholder when absent
+// (one the workload makes is reported after the run): an empty directory
+// there would break the tool that reads the name (yarn, pnpm and opencode
+// fail on a directory where their configuration goes; git takes a present
+// commondir to mean another repository).
+var noPlaceholder = map[string]bool{".yarnrc": true, ".yarnrc.yml": true, ".pnpmfile.cjs": true, "opencode.json": true, ".devcontainer.json": true, "commondir": true}
 
 // GitCommitProtected replaces ".git" in the protected list when
 // filesystem.git is "commit": the parts of a repository that make git run

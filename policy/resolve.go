@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -381,9 +382,11 @@ const maxLinks = 40
 // planted by a workload (in this run's writable trees or an earlier run's)
 // or by another user would silently redirect it. Trusted links are owned
 // by root and live in a root-owned directory that no one else can write
-// and that no read-write grant of this policy covers (merged-/usr /lib ->
-// usr/lib, a symlinked /home). The working directory as given is checked
-// the same way.
+// and that corral never grants read-write (DangerousForWrite: as root, a
+// workload's files are root's on disk, so a root-owned link in any
+// grantable directory could be an earlier run's): merged-/usr's /lib ->
+// usr/lib, a symlinked /home or /home/me. The working directory as given
+// is checked the same way.
 func (r *resolver) checkLinks() {
 	paths := r.written
 	if r.ctx.Workdir != "" {
@@ -476,6 +479,13 @@ func (r *resolver) untrustedLink(dir string, fi fs.FileInfo) string {
 			return fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links", dir, g.Path, g.Field)
 		}
 	}
+	if !DangerousForWrite(dir) {
+		// As root a workload's files are root's on disk (idmapped
+		// mounts), so an earlier run granted this directory could have
+		// made the link: only the directories corral never grants
+		// read-write hold links it trusts.
+		return fmt.Sprintf("lives in %s, which a read-write grant (of this run or an earlier one) can open to a workload, whose links are root's on disk; corral trusts root's links only in system directories it never grants read-write (/, /usr, /etc, /home, /opt, /var, ...)", dir)
+	}
 	return ""
 }
 
@@ -540,6 +550,9 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 // effective returns the grant that decides access to canonical path q: the
 // grant of q itself or of its nearest granted ancestor (nil if none).
 func (r *resolver) effective(q string) *PathGrant {
+	if !filepath.IsAbs(q) {
+		return nil
+	}
 	for p := q; ; p = filepath.Dir(p) {
 		if g, ok := r.grants[p]; ok {
 			return g
@@ -638,7 +651,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 						holders[ph.Path] = ph
 					}
 				} else if g := r.effective(filepath.Dir(joined)); g != nil && g.Access == AccessReadWrite {
-					skipped[joined] = true // its directory is missing too (or it is .git/commondir): reported after the run if made
+					skipped[joined] = true // its directory is missing too, or it takes no placeholder: reported after the run if made
 				}
 			} else {
 				r.fail(field, fmt.Sprintf("cannot inspect protected path %s: %v", joined, unwrapPath(err)), "check its permissions", err)
@@ -694,11 +707,26 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 			try(field, filepath.Join(root, e))
 		}
 	}
-	// A repository's configured hooks directory runs like .git/hooks.
+	for _, g := range adds {
+		r.put(g)
+	}
+	adds = nil
+	// What git reads for a root's repository: the configuration files it
+	// includes and its configured hooks directory are as dangerous as
+	// .git/config and .git/hooks (after the entries above, so that what
+	// a read-only .git holds needs no grant of its own).
 	if r.protectsGit(entries) {
 		for _, root := range roots {
-			if hp := hooksPath(root, r.home); hp != "" {
-				try("filesystem.protected (core.hooksPath of "+filepath.Join(root, ".git/config")+")", hp)
+			files, hooks := gitReads(root, r.home)
+			for _, f := range files {
+				if _, err := os.Lstat(f); err == nil {
+					try("filesystem.protected (git configuration of "+root+")", f)
+				} else if g := r.effective(filepath.Dir(f)); missing(err) && g != nil && g.Access == AccessReadWrite {
+					skipped[f] = true // an include that is not there yet: reported if made
+				}
+			}
+			if hooks != "" {
+				try("filesystem.protected (core.hooksPath of "+root+")", hooks)
 			}
 		}
 	}
@@ -751,8 +779,8 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 		return Placeholder{}, false // invisible or read-only: nothing can be created
 	}
 	name := filepath.Base(joined)
-	if name == "commondir" {
-		return Placeholder{}, false // its mere presence makes git read another directory: reported if made
+	if noPlaceholder[name] {
+		return Placeholder{}, false // reported if made
 	}
 	// An empty directory, which git status does not list and tools that
 	// read a name as configuration (npm's .npmrc, a shell's .bashrc)
@@ -761,32 +789,104 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 	return Placeholder{Path: filepath.Join(canon, name), Dir: dir, Field: field}, true
 }
 
-// hooksPath returns the canonical hooks directory that the repository at
-// root configures with core.hooksPath (relative to root, or absolute, "~"
-// expanded with home), or "".
-func hooksPath(root, home string) string {
-	data, err := os.ReadFile(filepath.Join(root, ".git", "config"))
+// gitReads returns what git reads for the repository whose worktree is
+// root (gitrepository-layout(5), git-config(1) FILES and INCLUDES): the
+// configuration files, in git's order (system, global, the common
+// directory's config, the git directory's config and config.worktree, each
+// followed by what it includes through include.path and includeIf.*.path,
+// whatever the condition), and the hooks directory core.hooksPath names
+// (the last setting wins; relative to root; "~" is home), or "". A .git
+// file ("gitdir: ...", a linked worktree or a submodule) and a commondir
+// file are followed. Nothing is read when root has no .git.
+func gitReads(root, home string) (files []string, hooks string) {
+	gitDir := filepath.Join(root, ".git")
+	fi, err := os.Lstat(gitDir)
 	if err != nil {
-		return ""
+		return nil, ""
 	}
-	var hp string
-	for _, v := range ParseGitConfig(data) {
-		if v.Key == "core.hookspath" {
-			hp = v.Value // the last one wins, as in git
+	if fi.Mode().IsRegular() {
+		data, err := readSmall(gitDir)
+		target, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
+		if err != nil || !ok {
+			return nil, ""
 		}
+		gitDir = absFrom(root, strings.TrimSpace(target))
+	}
+	common := gitDir
+	if data, err := readSmall(filepath.Join(gitDir, "commondir")); err == nil {
+		common = absFrom(gitDir, strings.TrimSpace(string(data)))
+	}
+	var ordered []string
+	if home != "" {
+		ordered = append(ordered, "/etc/gitconfig", filepath.Join(home, ".config", "git", "config"), filepath.Join(home, ".gitconfig"))
+	} else {
+		ordered = append(ordered, "/etc/gitconfig")
+	}
+	ordered = append(ordered, filepath.Join(common, "config"), filepath.Join(gitDir, "config.worktree"))
+	seen := map[string]bool{}
+	var visit func(f string, depth int)
+	visit = func(f string, depth int) {
+		if seen[f] || depth > 10 { // git's own include depth limit is 10
+			return
+		}
+		seen[f] = true
+		files = append(files, f)
+		data, err := readSmall(f)
+		if err != nil {
+			return
+		}
+		for _, v := range ParseGitConfig(data) {
+			switch {
+			case v.Key == "core.hookspath":
+				hooks = v.Value
+			case v.Key == "include.path" || strings.HasPrefix(v.Key, "includeif.") && strings.HasSuffix(v.Key, ".path"):
+				inc := v.Value
+				if inc == "~" || strings.HasPrefix(inc, "~/") {
+					if home == "" {
+						continue
+					}
+					inc = filepath.Join(home, inc[1:])
+				}
+				visit(absFrom(filepath.Dir(f), inc), depth+1)
+			}
+		}
+	}
+	for _, f := range ordered {
+		visit(filepath.Clean(f), 0)
 	}
 	switch {
-	case hp == "":
-		return ""
-	case hp == "~" || strings.HasPrefix(hp, "~/"):
+	case hooks == "":
+		return files, ""
+	case hooks == "~" || strings.HasPrefix(hooks, "~/"):
 		if home == "" {
-			return ""
+			return files, ""
 		}
-		hp = filepath.Join(home, hp[1:])
-	case !filepath.IsAbs(hp):
-		hp = filepath.Join(root, hp)
+		return files, filepath.Join(home, hooks[1:])
 	}
-	return filepath.Clean(hp)
+	return files, absFrom(root, hooks)
+}
+
+// absFrom is p made absolute relative to dir, clean.
+func absFrom(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// readSmall reads at most 1 MiB of the regular file at p (git
+// configuration is small); a fifo (opened non-blocking) or a device is not
+// read.
+func readSmall(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
 // depth is the number of components of a clean absolute path ("/" is 0).

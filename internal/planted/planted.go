@@ -112,6 +112,13 @@ type scan struct {
 	out         []Finding
 }
 
+// budgetOut records, once per root, that the entry budget ran out.
+func (s *scan) budgetOut() {
+	if !slices.ContainsFunc(s.out, func(f Finding) bool { return f.Kind == KindUnscanned && f.Path == s.root && f.root == s.root }) {
+		s.add(Finding{Path: s.root, Kind: KindUnscanned, What: fmt.Sprintf("has more than %d entries (all trees together): the rest was not scanned for planted files", Limit)})
+	}
+}
+
 func (s *scan) add(f Finding) {
 	f.root = s.root
 	s.out = append(s.out, f)
@@ -150,7 +157,7 @@ func (s *scan) walk(root string) {
 			return nil
 		}
 		if s.budget--; s.budget < 0 {
-			s.add(Finding{Path: root, Kind: KindUnscanned, What: fmt.Sprintf("has more than %d entries: the rest was not scanned for planted files", Limit)})
+			s.budgetOut()
 			return fs.SkipAll
 		}
 		name := d.Name()
@@ -161,15 +168,23 @@ func (s *scan) walk(root string) {
 			if d.IsDir() {
 				return fs.SkipDir // walked on its own
 			}
-		case s.notWritable[p]:
+		case s.notWritable[p] && !s.born(p):
+			// A read-only or denied grant, still the directory bound at the
+			// start (not one the workload put in its place by renaming
+			// its parent, which docker binds allow).
 			if d.IsDir() {
-				return fs.SkipDir // a read-only or denied grant: not the workload's to change
+				return fs.SkipDir
 			}
 		case name == ".git":
-			s.git(p, d)
+			s.git(p, d.IsDir())
 			if d.IsDir() {
 				return fs.SkipDir // objects are data
 			}
+		case name == "HEAD" && d.Type().IsRegular() && gitShaped(filepath.Dir(p)):
+			// A bare repository (git init --bare, or any directory with
+			// HEAD, objects and refs): git finds it by shape, from any
+			// directory below it when core.bare is false.
+			s.git(filepath.Dir(p), true)
 		case s.names[name]:
 			s.protected(p, d)
 			if d.IsDir() {
@@ -183,13 +198,24 @@ func (s *scan) walk(root string) {
 	}
 }
 
+// gitShaped reports whether dir looks like a git directory to git's
+// discovery (setup.c is_git_directory: HEAD, objects/ and refs/).
+func gitShaped(dir string) bool {
+	for _, part := range []string{"objects", "refs"} {
+		if _, err := os.Lstat(filepath.Join(dir, part)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // gitParts are the files and directories of a .git directory that make
 // git run commands or read configuration (gitrepository-layout(5)).
 var gitParts = []string{"config", "config.worktree", "hooks", "info", "commondir", "modules", "worktrees"}
 
-// git examines a .git directory or file.
-func (s *scan) git(p string, d fs.DirEntry) {
-	if !d.IsDir() {
+// git examines a .git directory or file, or a bare repository.
+func (s *scan) git(p string, isDir bool) {
+	if !isDir {
 		fi, ch := s.changed(p)
 		if !ch || policy.IsPlaceholder(p) {
 			return
@@ -259,7 +285,7 @@ func (s *scan) anyChanged(dir string) bool {
 	found := false
 	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if s.budget--; s.budget < 0 || err != nil {
-			found = found || err != nil
+			found = true // what could not be looked at counts as changed
 			return fs.SkipAll
 		}
 		if _, ch := s.changed(p); ch {
@@ -300,9 +326,14 @@ func (s *scan) protected(p string, d fs.DirEntry) {
 	if d.IsDir() {
 		_ = filepath.WalkDir(p, func(q string, e fs.DirEntry, err error) error {
 			if s.budget--; s.budget < 0 {
+				changed = append(changed, "(the rest: the entry budget ran out)")
 				return fs.SkipAll
 			}
-			if err != nil || q == p {
+			if err != nil {
+				changed = append(changed, printable(q)+" (unreadable)")
+				return nil
+			}
+			if q == p {
 				return nil
 			}
 			if _, ch := s.changed(q); ch {

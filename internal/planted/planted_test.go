@@ -190,3 +190,22 @@ func TestScanUnreadable(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 }
+
+// A bare repository is found by its shape, as git finds it.
+func TestScanBare(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	r := resolved(t, w)
+	tick()
+	since := Now()
+	write(t, filepath.Join(w, "src", "HEAD"), "ref: refs/heads/main\n")
+	write(t, filepath.Join(w, "src", "config"), "[core]\n\tbare = false\n\tworktree = ..\n\tfsmonitor = touch /tmp/x\n")
+	for _, d := range []string{"objects", "refs"} {
+		if err := os.MkdirAll(filepath.Join(w, "src", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := Scan(r, since)
+	if len(got) != 1 || got[0].Path != filepath.Join(w, "src") || got[0].Kind != KindRepository || len(got[0].Keys) != 1 {
+		t.Errorf("got %+v", got)
+	}
+}
