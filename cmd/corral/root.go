@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -94,7 +95,10 @@ func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
 		home = "/nonexistent"
 	}
 	if workdir == "" {
-		wd, err := os.Getwd()
+		// The kernel's cwd, not $PWD (os.Getwd prefers it): the path a
+		// shell reached through a symlink is the caller's own choice, and
+		// a grant-through-link check (policy) is for paths written down.
+		wd, err := syscall.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("working directory: %w", err)
 		}
