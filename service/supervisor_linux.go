@@ -473,7 +473,7 @@ func (s *supervisor) replan(ctx context.Context) error {
 		return provider.RejectedIn(pol, plan.Loss)
 	}
 	if plan.Policy.Hash != rec.PolicyHash {
-		return &provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s): corral does not run a policy it did not check; provision the session again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)}
+		return &provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("%s changed since the session was provisioned (%s, now %s), or this corral's defaults for what it leaves out differ from those of the corral that provisioned it (an upgrade: the protected list, network.unix_sockets): corral does not run a policy it did not check; export the session, then deprovision and import it, or provision it again", s.p.Policy(), rec.PolicyHash, plan.Policy.Hash)}
 	}
 	if plan.Policy.Network == policy.NetworkHost && len(rec.Start.Publish) > 0 {
 		return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network.mode host: the workload's ports are the host's already; --publish applies to sessions with their own network (none or proxy)"}
