@@ -16,3 +16,11 @@ func ownerOf(fi fs.FileInfo) (uid uint32, perm fs.FileMode, ok bool) {
 	}
 	return st.Uid, fi.Mode().Perm(), true
 }
+
+// FileIDOf is fi's device and inode (an Lstat or Stat result).
+func FileIDOf(fi fs.FileInfo) FileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	}
+	return FileID{}
+}

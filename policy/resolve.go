@@ -39,7 +39,16 @@ type PathGrant struct {
 	Access Access `json:"access"` // ro, rw or deny
 	Dir    bool   `json:"dir"`    // true for a directory
 	Field  string `json:"field"`  // where it came from, e.g. "filesystem.read_only[2]", "filesystem.include_workdir", "filesystem.protected[0]"
+	// Inode is the file a protected grant covered when the policy was
+	// resolved (device and inode; zero where the platform has none): a
+	// provider that cannot pin its parent (docker) lets the workload move
+	// it away and put another in its place, which the scan after the run
+	// notices by this.
+	Inode FileID `json:"-"`
 }
+
+// FileID is a file's device and inode number.
+type FileID struct{ Dev, Ino uint64 }
 
 // Resolved is a policy made concrete for one caller: every path expanded,
 // canonicalised and checked, precedence applied, environment computed. It is
@@ -691,7 +700,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 			skipped[joined] = true
 			return
 		}
-		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: target.IsDir(), Field: field})
+		adds = append(adds, PathGrant{Path: canon, Access: AccessReadOnly, Dir: target.IsDir(), Field: field, Inode: FileIDOf(target)})
 	}
 	for _, pe := range entries {
 		e := pe.path
@@ -717,7 +726,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 	// a read-only .git holds needs no grant of its own).
 	if r.protectsGit(entries) {
 		for _, root := range roots {
-			files, hooks := gitReads(root, r.home)
+			files, hooks := GitReads(root, r.home)
 			for _, f := range files {
 				if _, err := os.Lstat(f); err == nil {
 					try("filesystem.protected (git configuration of "+root+")", f)
@@ -725,8 +734,8 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 					skipped[f] = true // an include that is not there yet: reported if made
 				}
 			}
-			if hooks != "" {
-				try("filesystem.protected (core.hooksPath of "+root+")", hooks)
+			for _, h := range hooks {
+				try("filesystem.protected (core.hooksPath of "+root+")", h)
 			}
 		}
 	}
@@ -789,26 +798,27 @@ func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
 	return Placeholder{Path: filepath.Join(canon, name), Dir: dir, Field: field}, true
 }
 
-// gitReads returns what git reads for the repository whose worktree is
+// GitReads returns what git reads for the repository whose worktree is
 // root (gitrepository-layout(5), git-config(1) FILES and INCLUDES): the
 // configuration files, in git's order (system, global, the common
 // directory's config, the git directory's config and config.worktree, each
 // followed by what it includes through include.path and includeIf.*.path,
-// whatever the condition), and the hooks directory core.hooksPath names
-// (the last setting wins; relative to root; "~" is home), or "". A .git
-// file ("gitdir: ...", a linked worktree or a submodule) and a commondir
-// file are followed. Nothing is read when root has no .git.
-func gitReads(root, home string) (files []string, hooks string) {
+// whatever the condition), and every hooks directory a core.hooksPath
+// there names (relative to root; "~" is home): which one wins can depend
+// on an includeIf condition, so all are returned. A .git file ("gitdir:
+// ...", a linked worktree or a submodule) and a commondir file are
+// followed. Nothing is read when root has no .git.
+func GitReads(root, home string) (files, hooks []string) {
 	gitDir := filepath.Join(root, ".git")
 	fi, err := os.Lstat(gitDir)
 	if err != nil {
-		return nil, ""
+		return nil, nil
 	}
 	if fi.Mode().IsRegular() {
 		data, err := readSmall(gitDir)
 		target, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir:")
 		if err != nil || !ok {
-			return nil, ""
+			return nil, nil
 		}
 		gitDir = absFrom(root, strings.TrimSpace(target))
 	}
@@ -838,7 +848,9 @@ func gitReads(root, home string) (files []string, hooks string) {
 		for _, v := range ParseGitConfig(data) {
 			switch {
 			case v.Key == "core.hookspath":
-				hooks = v.Value
+				if h := hooksDir(root, home, v.Value); h != "" {
+					hooks = append(hooks, h)
+				}
 			case v.Key == "include.path" || strings.HasPrefix(v.Key, "includeif.") && strings.HasSuffix(v.Key, ".path"):
 				inc := v.Value
 				if inc == "~" || strings.HasPrefix(inc, "~/") {
@@ -854,16 +866,21 @@ func gitReads(root, home string) (files []string, hooks string) {
 	for _, f := range ordered {
 		visit(filepath.Clean(f), 0)
 	}
+	return files, hooks
+}
+
+// hooksDir is the directory a core.hooksPath value names, or "".
+func hooksDir(root, home, v string) string {
 	switch {
-	case hooks == "":
-		return files, ""
-	case hooks == "~" || strings.HasPrefix(hooks, "~/"):
+	case v == "":
+		return ""
+	case v == "~" || strings.HasPrefix(v, "~/"):
 		if home == "" {
-			return files, ""
+			return ""
 		}
-		return files, filepath.Join(home, hooks[1:])
+		return filepath.Join(home, v[1:])
 	}
-	return files, absFrom(root, hooks)
+	return absFrom(root, v)
 }
 
 // absFrom is p made absolute relative to dir, clean.

@@ -319,7 +319,7 @@ the sandbox could not be made.`}
 				req.PolicyYaml = string(b)
 			}
 			if workdir == "" {
-				workdir, _ = os.Getwd()
+				workdir, _ = syscall.Getwd() // the kernel's, not $PWD, as corral run
 			}
 			if req.Workdir, err = filepath.Abs(workdir); err != nil {
 				return err

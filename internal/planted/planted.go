@@ -80,6 +80,24 @@ func Scan(r *policy.Resolved, since time.Time) []Finding {
 		s.root = root
 		s.walk(root) // each on its own: one below a read-only grant is not reached from its parent
 	}
+	// Protected paths bound at the start that are not there any more: the
+	// workload moved one away by renaming its parent (docker binds do not
+	// pin parents) and may have put another in its place.
+	for _, g := range r.Grants {
+		if !strings.HasPrefix(g.Field, "filesystem.protected") || g.Inode == (policy.FileID{}) {
+			continue
+		}
+		s.root = rootOf(roots, g.Path)
+		fi, err := os.Lstat(g.Path)
+		if err == nil && policy.FileIDOf(fi) == g.Inode {
+			continue
+		}
+		what := "the protected path bound at the start was moved away (its parent renamed)"
+		if err == nil {
+			what += ", and another put in its place"
+		}
+		s.add(Finding{Path: g.Path, Kind: KindProtected, What: what, Created: err == nil && s.born(g.Path)})
+	}
 	// Protected paths nothing could hold (symlinks, absent with their
 	// directory), where the workload could make them.
 	for _, p := range r.Skipped {
@@ -121,6 +139,14 @@ func (s *scan) budgetOut() {
 
 func (s *scan) add(f Finding) {
 	f.root = s.root
+	for i := range s.out {
+		if o := &s.out[i]; o.Path == f.Path { // one finding per path
+			o.What += "; " + f.What
+			o.Keys = append(o.Keys, f.Keys...)
+			o.Created = o.Created || f.Created
+			return
+		}
+	}
 	s.out = append(s.out, f)
 }
 
@@ -161,6 +187,9 @@ func (s *scan) walk(root string) {
 			return fs.SkipAll
 		}
 		name := d.Name()
+		if name == ".git" {
+			s.gitReads(filepath.Dir(p)) // also for a read-only .git skipped below
+		}
 		switch {
 		case p == root:
 			return nil
@@ -180,7 +209,7 @@ func (s *scan) walk(root string) {
 			if d.IsDir() {
 				return fs.SkipDir // objects are data
 			}
-		case name == "HEAD" && d.Type().IsRegular() && gitShaped(filepath.Dir(p)):
+		case name == "HEAD" && !d.IsDir() && gitShaped(filepath.Dir(p)): // a symlinked HEAD counts (refs.c validate_headref)
 			// A bare repository (git init --bare, or any directory with
 			// HEAD, objects and refs): git finds it by shape, from any
 			// directory below it when core.bare is false.
@@ -196,6 +225,28 @@ func (s *scan) walk(root string) {
 	if err != nil {
 		s.add(Finding{Path: root, Kind: KindUnscanned, What: "could not be scanned for planted files: " + err.Error()})
 	}
+}
+
+// gitReads reports, for the repository whose worktree is dir, what git
+// reads for it beyond .git (policy.GitReads: included configuration, the
+// hooks directories core.hooksPath names) that changed during the run.
+func (s *scan) gitReads(dir string) {
+	files, hooks := policy.GitReads(dir, s.r.Home)
+	var parts []string
+	for _, f := range files {
+		if _, ch := s.changed(f); ch && !strings.HasPrefix(f, filepath.Join(dir, ".git")+"/") {
+			parts = append(parts, "included configuration "+printable(f))
+		}
+	}
+	for _, h := range hooks {
+		if fi, ch := s.changed(h); ch || fi != nil && fi.IsDir() && s.anyChanged(h) {
+			parts = append(parts, "hooks directory "+printable(h))
+		}
+	}
+	if len(parts) == 0 {
+		return
+	}
+	s.add(Finding{Path: filepath.Join(dir, ".git"), Kind: KindRepository, What: "what git reads for this repository changed: " + strings.Join(parts, ", ")})
 }
 
 // gitShaped reports whether dir looks like a git directory to git's

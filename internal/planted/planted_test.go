@@ -209,3 +209,35 @@ func TestScanBare(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 }
+
+// What git reads for an existing nested repository (a submodule's
+// hooksPath, an included file) is reported when changed, and so is a
+// protected path the workload moved away (docker does not pin parents).
+func TestScanGitReadsAndMoved(t *testing.T) {
+	w, _ := filepath.EvalSymlinks(t.TempDir())
+	write(t, filepath.Join(w, "sub", ".git", "config"), "[core]\n\thooksPath = .githooks\n[include]\n\tpath = ../extra.cfg\n")
+	write(t, filepath.Join(w, "sub", "extra.cfg"), "")
+	write(t, filepath.Join(w, ".config", "corral", "x"), "")
+	r := resolved(t, w)
+	tick()
+	since := Now()
+	write(t, filepath.Join(w, "sub", ".githooks", "pre-commit"), "#!/bin/sh\n")
+	write(t, filepath.Join(w, "sub", "extra.cfg"), "[core]\n\tfsmonitor = x\n")
+	if err := os.Rename(filepath.Join(w, ".config"), filepath.Join(w, ".config.old")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(w, ".config", "corral", "x"), "planted")
+	got := Scan(r, since)
+	var sub, moved bool
+	for _, f := range got {
+		switch f.Path {
+		case filepath.Join(w, "sub", ".git"):
+			sub = strings.Contains(f.What, "hooks directory") && strings.Contains(f.What, "extra.cfg")
+		case filepath.Join(w, ".config", "corral"):
+			moved = strings.Contains(f.What, "moved away") && f.Created
+		}
+	}
+	if !sub || !moved {
+		t.Errorf("sub/.git reported: %v, moved .config/corral reported: %v; got %+v", sub, moved, got)
+	}
+}
