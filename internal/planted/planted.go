@@ -431,7 +431,7 @@ func (s *scan) commandKeys(p string) []string {
 // the root being walked without following any symlink (a fifo, a device
 // or a link planted there is not read: openBeneath).
 func (s *scan) read(p string, limit int64) ([]byte, error) {
-	f, err := openBeneath(s.root, p, false)
+	f, err := openBeneath(s.root, p)
 	if err != nil {
 		return nil, err
 	}

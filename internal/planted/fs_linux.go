@@ -51,7 +51,7 @@ func beneath(root, p string) (int, error) {
 
 // openBeneath opens the file at p (below root) for reading: not through
 // a symlink, not blocking on a fifo.
-func openBeneath(root, p string, _ bool) (*os.File, error) {
+func openBeneath(root, p string) (*os.File, error) {
 	if root == "" {
 		return nil, errors.New("no root")
 	}
