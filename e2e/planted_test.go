@@ -9,11 +9,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -270,4 +272,45 @@ echo done`
 			t.Errorf("git commit succeeded with .git read-only\n%s", res)
 		}
 	})
+}
+
+// A denied file the host replaces by rename while sandboxes are built (as
+// useradd rewrites /etc/shadow) must not make a run fail: the mount point
+// is resolved again. Without the retry about 1 run in 30 failed here.
+func TestDenyTargetReplacedByRename(t *testing.T) {
+	id := rootIdent(t)
+	dir := mkdir(t, id, "rename-race")
+	f := filepath.Join(dir, "f")
+	writeFile(t, id, f, "x\n", 0o644)
+	p := writePolicy(t, id, policy{RO: []string{dir}, Deny: []string{f}})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			tmp := fmt.Sprintf("%s.new%d", f, w)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = os.WriteFile(tmp, []byte("y\n"), 0o644)
+				_ = os.Rename(tmp, f)
+			}
+		}(w)
+	}
+	failed := 0
+	for i := 0; i < 80; i++ {
+		if res := corral(t, run{id: id, policy: p, workdir: mkdir(t, id, "rename-race-wd"), args: []string{"true"}}); res.code != 0 {
+			failed++
+			t.Logf("run %d: %s", i, res)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failed > 0 {
+		t.Errorf("%d of 80 runs failed while the denied file was being replaced", failed)
+	}
 }

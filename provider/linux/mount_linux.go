@@ -160,18 +160,26 @@ func (t *tree) mountpoint(p string, dir bool) (int, error) {
 	return fd, nil
 }
 
-// attach moves a detached mount onto p.
+// attach moves a detached mount onto p. A mount point the host replaced
+// by rename meanwhile (useradd rewrites /etc/shadow so) is unlinked, and
+// move_mount onto it fails with ENOENT: p is resolved again, a few times.
 func (t *tree) attach(mfd int, p string, dir bool) error {
-	tfd, err := t.mountpoint(p, dir)
-	if err != nil {
-		return err
+	for try := 0; ; try++ {
+		tfd, err := t.mountpoint(p, dir)
+		if err != nil {
+			return err
+		}
+		err = unix.MoveMount(mfd, "", tfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		unix.Close(tfd)
+		if err == unix.ENOENT && try < 3 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("move_mount %s: %w", p, err)
+		}
+		t.placed = append(t.placed, p)
+		return nil
 	}
-	defer unix.Close(tfd)
-	if err := unix.MoveMount(mfd, "", tfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
-		return fmt.Errorf("move_mount %s: %w", p, err)
-	}
-	t.placed = append(t.placed, p)
-	return nil
 }
 
 // mountFS mounts a fresh filesystem (tmpfs, proc, devpts) on p through
