@@ -130,7 +130,7 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	layers, _ := json.Marshal(sb.Layers())
 	lossJSON, _ := json.Marshal(loss)
 	rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "recreated", func(r *store.Sandbox) {
-		r.Phase, r.Reason, r.Layers, r.Losses = store.PhaseReady, "", string(layers), string(lossJSON)
+		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), string(sb.State())
 	})
 	if err != nil {
 		return nil, storeErr(m.Id, err)

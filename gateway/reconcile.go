@@ -64,9 +64,18 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 	}
 	switch r.Phase {
 	case store.PhaseReady:
-		sb, err := s.cfg.Provider.Recover(ctx, r.ID)
+		var plan *provider.Plan // the policy as it maps now, for a provider that keeps none
+		if _, p, _, err := s.mapPolicy(ctx, r.PolicyYAML, r.Image, r.Workdir); err == nil {
+			plan = p
+		}
+		raw, err := s.cfg.Provider.Recover(ctx, plan, []byte(r.ProviderState))
 		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
 			return err // the provider could not say: destroy nothing on a guess
+		}
+		sb, ok := raw.(persistent)
+		if err == nil && !ok {
+			_ = raw.Deprovision(ctx)
+			err = provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
 		}
 		if err == nil {
 			if err = s.serveEgress(r.ID, sb, networkOf(r.PolicyYAML)); err == nil {

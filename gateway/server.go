@@ -7,8 +7,9 @@
 // the gateway reconciles its records with what the provider runs (see
 // Reconcile), so a gateway killed at any moment comes back consistent.
 //
-// Sandboxes run on the docker provider in its persistent mode: their
-// containers outlive the gateway and are adopted when it restarts.
+// Sandboxes are the persistent sandboxes of one provider (a
+// provider.Manager; docker today): they outlive the gateway and are
+// adopted when it restarts.
 package gateway
 
 import (
@@ -29,7 +30,6 @@ import (
 	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
-	"github.com/corral-sandbox/corral/provider/docker"
 	"github.com/corral-sandbox/corral/store"
 )
 
@@ -50,10 +50,18 @@ type Proxy interface {
 	Close() error
 }
 
+// Provider is a provider whose persistent sandboxes a gateway manages.
+type Provider interface {
+	provider.Provider
+	provider.Manager
+}
+
 // Config is what a Server needs.
 type Config struct {
-	Store    *store.Store
-	Provider *docker.Provider
+	Store *store.Store
+	// Provider makes the sandboxes: persistent ones (ProvisionOptions),
+	// which it lists and destroys by owner (provider.Manager).
+	Provider Provider
 	// Instance is this gateway's io.corral.managed-by value
 	// (InstancePrefix + a random id stored with its database).
 	Instance string
@@ -71,7 +79,7 @@ type Server struct {
 	cfg   Config
 	mu    sync.Mutex
 	gates map[string]*gate
-	live  map[string]provider.Sandbox // ready sandboxes this process holds
+	live  map[string]persistent // ready sandboxes this process holds
 	proxy map[string]*egressSwitch
 	// scanned is when each live sandbox's trees were last scanned for
 	// planted files (checkPlanted): what a background process of an
@@ -81,7 +89,7 @@ type Server struct {
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]provider.Sandbox{}, proxy: map[string]*egressSwitch{}, scanned: map[string]time.Time{}}
+	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]persistent{}, proxy: map[string]*egressSwitch{}, scanned: map[string]time.Time{}}
 }
 
 // gate serialises what is done to one sandbox: lifecycle calls (create,
@@ -171,25 +179,26 @@ func (s *Server) event(id, kind, format string, args ...any) {
 // ready, or error with the reason (and nothing left running).
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error) {
 	m := req.Msg
-	if m.Provider != "" && m.Provider != docker.Name {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: the gateway runs sandboxes on docker (the only provider whose sandboxes outlive the gateway)", m.Provider))
+	name := s.cfg.Provider.Name()
+	if m.Provider != "" && m.Provider != name {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (the only provider whose sandboxes outlive it here)", m.Provider, name))
 	}
 	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, m.Image, m.Workdir)
 	if err != nil {
 		return nil, err
 	}
-	spec := plan.Details.(*docker.Spec)
-	id := docker.NewID()
+	id := provider.NewID()
 	lossJSON, _ := json.Marshal(loss)
 	g := s.gate(id)
 	g.Lock()
 	defer g.Unlock()
-	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: docker.Name, Phase: store.PhaseProvisioning, Desired: "running",
-		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: spec.Image, Workdir: res.Workdir, Losses: string(lossJSON)})
+	image := res.DockerImage()
+	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: name, Phase: store.PhaseProvisioning, Desired: "running",
+		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON)})
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	s.event(id, "created", "provisioning on %s with image %s", docker.Name, spec.Image)
+	s.event(id, "created", "provisioning on %s with image %s", name, image)
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
@@ -203,7 +212,9 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	s.mu.Lock()
 	s.live[id] = sb // held, so that a failure below releases it all
 	s.mu.Unlock()
-	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason, r.Layers = store.PhaseReady, "", string(layers) })
+	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
+		r.Phase, r.Reason, r.Layers, r.ProviderState = store.PhaseReady, "", string(layers), string(sb.State())
+	})
 	if err != nil {
 		_ = s.release(context.WithoutCancel(ctx), id) // the record stays provisioning: the next start marks it
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -288,16 +299,25 @@ func (s *Server) checkPlanted(id string, rec *store.Sandbox, send func(*gw.ExecS
 	}
 }
 
+// persistent is a gateway's sandbox.
+type persistent interface {
+	provider.Sandbox
+	provider.Persistent
+}
+
 // bringUp provisions and starts plan's sandbox and serves its egress;
 // on failure nothing of it is left.
-func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (provider.Sandbox, error) {
-	spec := plan.Details.(*docker.Spec)
-	spec.ID, spec.Persistent, spec.ManagedBy = id, true, s.cfg.Instance
+func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (persistent, error) {
 	s.markScanned(id, planted.Now())
-	sb, err := s.cfg.Provider.Provision(ctx, plan)
+	raw, err := s.cfg.Provider.Provision(ctx, plan, provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance})
 	fault("create-after-provision")
 	if err != nil {
 		return nil, err
+	}
+	sb, ok := raw.(persistent)
+	if !ok {
+		_ = raw.Deprovision(ctx)
+		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
 	}
 	if err = sb.Start(ctx); err == nil {
 		fault("create-after-start")
@@ -519,7 +539,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	case reqCtx.Err() != nil:
 		exit.Reason = "the caller went away; the command was killed"
 	default:
-		if r, ok := sb.(interface{ Running(context.Context) bool }); ok && !r.Running(reqCtx) {
+		if !sb.Running(reqCtx) {
 			s.event(m.Id, "lost", "the container is gone: %v", err)
 			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the container is gone" })
 			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: its container is gone (now phase error)", m.Id))
@@ -550,7 +570,7 @@ func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
 		p.Effective = "gone"
 	default:
 		p.Effective = "running"
-		if r, ok := sb.(interface{ Running(context.Context) bool }); ok && !r.Running(ctx) {
+		if !sb.Running(ctx) {
 			p.Effective = "gone"
 		}
 	}
@@ -708,7 +728,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	s.live[id] = sb
 	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
-		r.Phase, r.Reason, r.Layers, r.Losses = store.PhaseReady, "", string(layers), string(lossJSON)
+		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), string(sb.State())
 	})
 	if err != nil {
 		_ = s.release(context.WithoutCancel(ctx), id)

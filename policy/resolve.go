@@ -1038,3 +1038,12 @@ func (r *Resolved) Visible(path string) bool {
 	best := r.Covering(path)
 	return best.Path != "" && best.Access != AccessDeny
 }
+
+// DockerImage is the image the docker provider runs for r: the policy's
+// docker.image (which `corral run --image` sets), else DefaultDockerImage.
+func (r *Resolved) DockerImage() string {
+	if r.Policy != nil && r.Policy.Docker != nil && r.Policy.Docker.Image != "" {
+		return r.Policy.Docker.Image
+	}
+	return DefaultDockerImage
+}

@@ -83,6 +83,13 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
+// Wrap builds an *Error with code that keeps err as its cause
+// (errors.Is and errors.As see it); msg, when not empty, says what was
+// being done ("docker: create container").
+func Wrap(code Code, msg string, err error) *Error {
+	return &Error{Code: code, Msg: msg, Err: err}
+}
+
 // LayerError reports that a layer could not be applied.
 func LayerError(code Code, layer string, err error) *Error {
 	return &Error{Code: code, Layer: layer, Err: err}

@@ -12,6 +12,8 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"net/url"
 	"os"
@@ -37,12 +39,112 @@ type Provider interface {
 	Map(ctx context.Context, p *policy.Resolved) (*Plan, LossReport)
 	// Provision creates the sandbox's resources (cgroups, state) without
 	// running anything. A plan with error losses is refused with
-	// CodePolicyRejected.
-	Provision(ctx context.Context, plan *Plan) (Sandbox, error)
-	// Recover reattaches to a sandbox a previous supervisor started, by
-	// id (Nomad's RecoverTask). Providers whose sandboxes cannot outlive
-	// their supervisor return CodeNotFound.
-	Recover(ctx context.Context, id string) (Sandbox, error)
+	// CodePolicyRejected; options the provider cannot honour (Persistent
+	// without LifetimePersistent) with CodeUnavailable.
+	Provision(ctx context.Context, plan *Plan, opts ProvisionOptions) (Sandbox, error)
+	// Recover reattaches to a persistent sandbox that an earlier process
+	// provisioned (Nomad's RecoverTask), from the opaque state its
+	// Persistent.State returned, which the caller stored. plan is the
+	// caller's mapping of the sandbox's policy now; a provider that saved
+	// the plan it provisioned (what the sandbox enforces) uses that and
+	// may ignore it. The layers are verified from outside anew.
+	// CodeNotFound: the sandbox is gone (always, for a provider without
+	// persistent sandboxes); any other code: nothing is known, so the
+	// caller must not destroy anything on a guess.
+	Recover(ctx context.Context, plan *Plan, state []byte) (Sandbox, error)
+}
+
+// ProvisionOptions are the caller's choices for one sandbox, the same for
+// every provider (never provider-specific edits of a plan's Details).
+type ProvisionOptions struct {
+	// ID names the sandbox (NewID's shape); empty: the provider makes one.
+	ID string
+	// Persistent asks for a sandbox that outlives the calling process
+	// (LifetimePersistent in Capabilities.SessionLifetimes). Its sandbox
+	// implements Persistent.
+	Persistent bool
+	// Owner names the control-plane instance a persistent sandbox belongs
+	// to (Manager.Managed lists by it; sweeps of per-run leftovers skip
+	// it).
+	Owner string
+}
+
+// NewID returns a fresh sandbox id: "corral-" and 12 lower-case hex
+// digits (48 random bits), a valid container name and DNS label.
+func NewID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "corral-" + hex.EncodeToString(b)
+}
+
+// IsID reports whether id has NewID's shape.
+func IsID(id string) bool {
+	if len(id) != 19 || !strings.HasPrefix(id, "corral-") {
+		return false
+	}
+	for _, c := range id[7:] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Optional abilities. A provider or sandbox has one when it implements the
+// interface; callers check with a type assertion on these names, never on
+// a concrete provider type.
+
+// Persistent is a sandbox provisioned with ProvisionOptions.Persistent:
+// it outlives the process that made it.
+type Persistent interface {
+	// State is what Recover needs to reattach to the sandbox: opaque to
+	// the caller, which stores it with its own record.
+	State() []byte
+	// Running reports whether the sandbox's environment runs now,
+	// checked from outside (not the workload's word).
+	Running(ctx context.Context) bool
+}
+
+// Manager is a provider whose persistent sandboxes a control plane owns.
+type Manager interface {
+	// Managed lists the ids of owner's persistent sandboxes, running or
+	// not.
+	Managed(ctx context.Context, owner string) ([]string, error)
+	// Destroy removes a persistent sandbox by id, whatever state it is in;
+	// nothing there is not an error.
+	Destroy(ctx context.Context, id string) error
+}
+
+// ProxyAuthenticator is a sandbox whose egress listener other local
+// processes can reach too (MXC's, on the host's loopback): the proxy
+// serving it must demand this per-sandbox credential.
+type ProxyAuthenticator interface {
+	ProxyCredential() string
+}
+
+// PortDialer is a sandbox whose own loopback the supervisor can reach:
+// for published ports and readiness checks.
+type PortDialer interface {
+	// DialServed connects to port on the sandbox's loopback.
+	DialServed(port int, timeout time.Duration) (net.Conn, error)
+}
+
+// HostView is a sandbox whose host-side resources a supervisor can show:
+// its init's host pid and its cgroup (directories, limit files).
+type HostView interface {
+	InitPID() int
+	Cgroup() (dirs []string, limits map[string]string)
+}
+
+// WorkloadIdentity is a plan's Details that know the workload's uid.
+type WorkloadIdentity interface {
+	WorkloadUID() int
+}
+
+// Summarizer is a plan's Details that describe themselves in lines, for
+// `corral policy explain`.
+type Summarizer interface {
+	Summary() []string
 }
 
 // Sandbox is one provisioned sandbox. Methods are called in lifecycle order.
@@ -108,7 +210,7 @@ func TimedOutStatus(d time.Duration) ExitStatus {
 // CancelledStatus is the status and error of a workload the provider
 // killed (SIGKILL) because the caller's context ended with err after d.
 func CancelledStatus(d time.Duration, err error) (ExitStatus, error) {
-	return ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: d}, Errorf(CodeTimeout, "%v", err)
+	return ExitStatus{Code: 128 + 9, Signal: "SIGKILL", Duration: d}, Wrap(CodeTimeout, "", err)
 }
 
 // HostReport is what Probe found.
@@ -223,7 +325,7 @@ func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart fun
 	if plan.Loss.HasErrors() {
 		return ExitStatus{}, Rejected(plan.Loss)
 	}
-	sb, err := p.Provision(ctx, plan)
+	sb, err := p.Provision(ctx, plan, ProvisionOptions{})
 	if err != nil {
 		return ExitStatus{}, err
 	}

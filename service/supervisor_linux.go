@@ -353,7 +353,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	// Deferred first, so it runs after the sandbox's Stop and Deprovision
 	// below (placeholders removed).
 	defer func() { s.checkPlanted(info, since) }()
-	raw, err := p.Provision(ctx, s.plan)
+	raw, err := p.Provision(ctx, s.plan, provider.ProvisionOptions{})
 	if err != nil {
 		return Exit{}, err
 	}

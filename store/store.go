@@ -50,7 +50,10 @@ type Sandbox struct {
 	Workdir        string
 	Layers         string // JSON
 	Losses         string // JSON
-	CreatedAt      time.Time
+	// ProviderState is the provider's opaque state of a persistent
+	// sandbox (provider.Persistent.State), handed back to its Recover.
+	ProviderState string
+	CreatedAt     time.Time
 	UpdatedAt      time.Time
 }
 
@@ -99,6 +102,10 @@ var migrations = []string{
 		PRIMARY KEY (sandbox_id, revision)
 	);
 	ALTER TABLE sandboxes ADD COLUMN policy_revision INTEGER NOT NULL DEFAULT 1;`,
+	// Docker sandboxes made before the column are recovered by id, which
+	// is the docker provider's whole state.
+	`ALTER TABLE sandboxes ADD COLUMN provider_state TEXT NOT NULL DEFAULT '';
+	UPDATE sandboxes SET provider_state = '{"id":"' || id || '"}' WHERE provider = 'docker';`,
 }
 
 // Store is an open database.
@@ -170,12 +177,12 @@ func (s *Store) migrate() error {
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
-const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, policy_revision, image, workdir, layers, losses, created_at, updated_at`
+const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, policy_revision, image, workdir, layers, losses, provider_state, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
 	var sb Sandbox
 	var created, updated string
-	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.PolicyRevision, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &created, &updated)
+	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.PolicyRevision, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &sb.ProviderState, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sb, ErrNotFound
 	}
@@ -200,8 +207,8 @@ func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
 		return sb, err
 	}
 	defer tx.Rollback()
-	if _, err := tx.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Workdir, sb.Layers, sb.Losses, t, t); err != nil {
+	if _, err := tx.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Workdir, sb.Layers, sb.Losses, sb.ProviderState, t, t); err != nil {
 		return sb, err
 	}
 	if _, err := tx.Exec(`INSERT INTO policy_revisions (sandbox_id, revision, policy_yaml, policy_hash, applied, created_at) VALUES (?, 1, ?, ?, 'created', ?)`,
@@ -249,8 +256,8 @@ func (s *Store) Update(id string, expect int64, change func(*Sandbox)) (Sandbox,
 		return sb, ErrStale
 	}
 	change(&sb)
-	res, err := s.db.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, updated_at=?
-		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Layers, sb.Losses, now(), id, expect)
+	res, err := s.db.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, provider_state=?, updated_at=?
+		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Layers, sb.Losses, sb.ProviderState, now(), id, expect)
 	if err != nil {
 		return sb, err
 	}
@@ -342,8 +349,8 @@ func (s *Store) SetPolicy(id string, expect int64, yaml, hash, applied string, c
 	}
 	defer tx.Rollback()
 	t := now()
-	res, err := tx.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, updated_at=?
-		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, yaml, hash, rev, sb.Image, sb.Layers, sb.Losses, t, id, expect)
+	res, err := tx.Exec(`UPDATE sandboxes SET phase=?, reason=?, desired=?, version=version+1, policy_yaml=?, policy_hash=?, policy_revision=?, image=?, layers=?, losses=?, provider_state=?, updated_at=?
+		WHERE id=? AND version=?`, sb.Phase, sb.Reason, sb.Desired, yaml, hash, rev, sb.Image, sb.Layers, sb.Losses, sb.ProviderState, t, id, expect)
 	if err != nil {
 		return sb, 0, err
 	}

@@ -143,3 +143,32 @@ func TestPolicyRevisions(t *testing.T) {
 		t.Errorf("revisions outlived their sandbox: %+v", revs)
 	}
 }
+
+// A docker sandbox stored before provider_state existed is recovered by
+// id: migration 3 gives it the docker provider's state for that id.
+func TestProviderStateMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	s := open(t, path)
+	// Back to schema 2, as an older corral left it, with one sandbox.
+	if _, err := s.db.Exec(`DROP TABLE sandboxes; DROP TABLE events; DROP TABLE policy_revisions; DELETE FROM schema_migrations`); err != nil {
+		t.Fatal(err)
+	}
+	for v, m := range migrations[:2] {
+		if _, err := s.db.Exec(m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 'x')`, v+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.Exec(`INSERT INTO sandboxes (id, provider, phase, desired, version, policy_yaml, policy_hash, workdir, created_at, updated_at)
+		VALUES ('corral-0123456789ab', 'docker', 'ready', 'running', 1, '', 'h', '/w', 'x', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, path)
+	sb, err := s.Get("corral-0123456789ab")
+	if err != nil || sb.ProviderState != `{"id":"corral-0123456789ab"}` {
+		t.Fatalf("after migration: state %q, %v", sb.ProviderState, err)
+	}
+}

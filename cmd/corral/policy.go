@@ -129,7 +129,7 @@ func printPlan(plan *provider.Plan) {
 	for _, g := range r.Grants {
 		fmt.Printf("  %-5s %s    (%s)\n", g.Access, g.Path, g.Field)
 	}
-	if d, ok := plan.Details.(interface{ Summary() []string }); ok {
+	if d, ok := plan.Details.(provider.Summarizer); ok {
 		fmt.Println("\nplan:")
 		for _, line := range d.Summary() {
 			fmt.Println("  " + line)

@@ -228,7 +228,7 @@ func runMain(o runOpts, args []string) error {
 			// A listener others could reach (MXC's is on host loopback)
 			// comes with a per-sandbox credential.
 			cfg := proxyCfg
-			if c, ok := s.(interface{ ProxyCredential() string }); ok {
+			if c, ok := s.(provider.ProxyAuthenticator); ok {
 				cfg.Credential = c.ProxyCredential()
 			}
 			p, err := egress.New(cfg)
@@ -301,8 +301,7 @@ func checkPlanted(res *policy.Resolved, since time.Time, sink *audit.Sink, info 
 }
 
 func uidOf(plan *provider.Plan) int {
-	type uider interface{ WorkloadUID() int }
-	if u, ok := plan.Details.(uider); ok {
+	if u, ok := plan.Details.(provider.WorkloadIdentity); ok {
 		return u.WorkloadUID()
 	}
 	return -1

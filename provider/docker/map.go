@@ -4,8 +4,6 @@ package docker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,24 +121,18 @@ type Spec struct {
 	Shim        ShimSpec `json:"shim"`
 	Timeout     int64    `json:"timeout_ns,omitempty"` // the policy's timeout per command
 	PolicyHash  string   `json:"policy_hash"`
-	// Persistent makes a sandbox that outlives the process that made it
-	// (a control plane's): its init does not end with the supervisor's
-	// connection, Sweep leaves it to its manager (label io.corral.managed-by),
-	// and Recover reattaches to it by id. Set it on the plan before
-	// Provision.
+	// Persistent, ManagedBy and ID are ProvisionOptions' Persistent,
+	// Owner and ID, copied here by Provision (a mapped plan never has
+	// them) and saved with the plan for Recover. A persistent sandbox's
+	// init does not end with the supervisor's connection, and Sweep leaves
+	// it to its manager (label io.corral.managed-by).
 	Persistent bool   `json:"persistent,omitempty"`
 	ManagedBy  string `json:"managed_by,omitempty"`
-	// ID, when set (a manager's), is the sandbox id to use: NewID's shape.
-	ID string `json:"id,omitempty"`
+	ID         string `json:"id,omitempty"`
 }
 
-// NewID returns a fresh sandbox id ("corral-" and 12 hex digits), for a
-// manager that records the id before it provisions (Spec.ID).
-func NewID() string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return "corral-" + hex.EncodeToString(b)
-}
+// NewID is provider.NewID (the shape Sweep and Recover recognise).
+func NewID() string { return provider.NewID() }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).
 func (s *Spec) WorkloadUID() int { return s.UID }
@@ -279,14 +271,8 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	return plan, loss
 }
 
-// imageOf is the image reference: the policy's docker.image (which
-// --image sets), else the built-in base image.
-func imageOf(r *policy.Resolved) string {
-	if r.Policy != nil && r.Policy.Docker != nil && r.Policy.Docker.Image != "" {
-		return r.Policy.Docker.Image
-	}
-	return policy.DefaultDockerImage
-}
+// imageOf is the image reference (policy.Resolved.DockerImage).
+func imageOf(r *policy.Resolved) string { return r.DockerImage() }
 
 // mapFilesystem turns the grants into image-served trees, binds, masks and
 // tmpfs mounts, derives the Landlock rules, and reports what Docker cannot

@@ -188,7 +188,7 @@ func (p *Provider) Capabilities(ctx context.Context) provider.Capabilities {
 		FilesystemDeny:   true,
 		NetworkModes:     []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy, policy.NetworkHost},
 		ResourceLimits:   []string{"memory", "pids", "cpu", "nofile", "timeout"},
-		SessionLifetimes: []provider.SessionLifetime{provider.LifetimePerRun},
+		SessionLifetimes: []provider.SessionLifetime{provider.LifetimePerRun, provider.LifetimePersistent},
 		// Grants other than the system directories (which the image
 		// serves) appear at their host paths.
 		HostPathProjection:      true,

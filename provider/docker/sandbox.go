@@ -121,7 +121,7 @@ func makeStateBase(base string) (string, error) {
 // Provision creates the state dir (spec, mask sources, the sockets) and
 // the container, without starting it. Containers of dead supervisors are
 // swept first.
-func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
+func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan.Loss.HasErrors() {
 		return nil, provider.Rejected(plan.Loss)
 	}
@@ -135,12 +135,16 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	}
 	_, _ = p.Sweep(ctx) // best effort: leftovers of killed runs
 	id := NewID()
-	if spec.ID != "" {
-		if !sandboxID.MatchString(spec.ID) {
-			return nil, provider.Errorf(provider.CodeInternal, "docker: sandbox id %q is not of NewID's shape", spec.ID)
+	if opts.ID != "" {
+		if !sandboxID.MatchString(opts.ID) {
+			return nil, provider.Errorf(provider.CodeInternal, "docker: sandbox id %q is not of NewID's shape", opts.ID)
 		}
-		id = spec.ID
+		id = opts.ID
 	}
+	cp := *spec // the plan stays as mapped
+	cp.ID, cp.Persistent, cp.ManagedBy = id, opts.Persistent, opts.Owner
+	cp.Shim.Persistent = opts.Persistent
+	spec = &cp
 	s := &Sandbox{cli: h.cli, plan: plan, spec: spec, id: id}
 	fail := func(err error) (provider.Sandbox, error) {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -149,15 +153,8 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 		return nil, provider.Errorf(provider.CodeProvisionFailed, "docker: %v", err)
 	}
 	if f := os.Getenv(provider.FaultEnv); f != "" {
-		cp := *spec // the plan stays as mapped
-		cp.Shim.FaultLayer = f
-		cp.Cgroups = cp.Cgroups && f != string(policy.LayerCgroups)
-		s.spec = &cp
-	}
-	if spec.Persistent {
-		cp := *s.spec
-		cp.Shim.Persistent = true
-		s.spec = &cp
+		spec.Shim.FaultLayer = f
+		spec.Cgroups = spec.Cgroups && f != string(policy.LayerCgroups)
 	}
 	if err := s.prepareState(); err != nil {
 		return fail(err)
@@ -816,16 +813,35 @@ type savedPlan struct {
 	Layers []provider.LayerStatus `json:"layers"`
 }
 
+// persistentState is a persistent sandbox's State: its id (the plan
+// is saved in its state dir, root's or the gateway user's, which the
+// caller's record cannot redirect).
+type persistentState struct {
+	ID string `json:"id"`
+}
+
+// State is the provider.Persistent state Recover takes.
+func (s *Sandbox) State() []byte {
+	b, _ := json.Marshal(persistentState{ID: s.id})
+	return b
+}
+
 // Recover reattaches to a persistent sandbox a previous process made
-// (Spec.Persistent): it reads the plan saved in its state dir, finds its
-// running container by name, serves its egress socket again, and verifies
-// its layers from outside anew. CodeNotFound when there is no such
-// sandbox or its container is not running.
-func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
+// (ProvisionOptions.Persistent): it reads the plan saved in its state dir
+// (plan is not used: the saved one is what the container enforces), finds
+// its running container by name, serves its egress socket again, and
+// verifies its layers from outside anew. CodeNotFound when there is no
+// such sandbox or its container is not running.
+func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) (provider.Sandbox, error) {
 	h := p.facts()
 	if h.err != nil {
 		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
 	}
+	var ps persistentState
+	if err := json.Unmarshal(saved, &ps); err != nil {
+		return nil, provider.Wrap(provider.CodeNotFound, "docker: recover state", err)
+	}
+	id := ps.ID
 	if !sandboxID.MatchString(id) {
 		return nil, provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
 	}

@@ -74,10 +74,19 @@ type Sandbox struct {
 // 127.0.0.1:ProxyPort; the sandbox has no other way out.
 func (s *Sandbox) EgressListener() net.Listener { return s.egress }
 
-// Provision creates the sandbox's cgroup. Nothing runs yet.
-func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
+// Provision creates the sandbox's cgroup. Nothing runs yet. Linux
+// sandboxes are per-run: opts.Persistent is refused (CodeUnavailable).
+func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan.Loss.HasErrors() {
 		return nil, provider.Rejected(plan.Loss)
+	}
+	if opts.Persistent {
+		return nil, provider.Errorf(provider.CodeUnavailable, "linux: sandboxes are per-run (they end with the process that started them); persistent ones are not available yet")
+	}
+	if opts.ID != "" || opts.Owner != "" {
+		// Its id names its cgroup, run-PID-..., which the sweep of
+		// stale ones reads.
+		return nil, provider.Errorf(provider.CodeUnavailable, "linux: a per-run sandbox's id is its supervisor's, and it has no owner")
 	}
 	spec, ok := plan.Details.(*InitSpec)
 	if !ok {
@@ -121,8 +130,8 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 // Recover always fails: a per-run sandbox dies with its supervisor (its
 // init has a parent-death signal and the kernel kills the PID namespace),
 // so there is nothing to reattach to; its cgroup is swept by the next run.
-func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
-	return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s: linux sandboxes are per-run and end with the corral that started them", id)
+func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, _ []byte) (provider.Sandbox, error) {
+	return nil, provider.Errorf(provider.CodeNotFound, "linux sandboxes are per-run and end with the corral that started them")
 }
 
 func (s *Sandbox) ID() string { return s.id }

@@ -226,7 +226,10 @@ func cloneRequest(req *Request) *Request {
 // retried. Success persists the sandboxId (provisioned); an error envelope
 // marks the record failed; an executor that dies without an envelope leaves
 // it provisioning with last_error, an orphan (Orphans, Recover).
-func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider.Sandbox, error) {
+//
+// opts.ID and opts.Owner are refused (MXC sandboxes are named by their
+// local id), and so is opts.Persistent for process_container.
+func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan == nil {
 		return nil, provider.Errorf(provider.CodeInternal, "no plan")
 	}
@@ -236,6 +239,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan) (provider
 	d, ok := plan.Details.(*Details)
 	if !ok || d.Request == nil {
 		return nil, provider.Errorf(provider.CodeInternal, "plan is not an mxc plan")
+	}
+	if opts.ID != "" || opts.Owner != "" {
+		return nil, provider.Errorf(provider.CodeUnavailable, "mxc: sandboxes are named by their local id and have no owner")
+	}
+	if opts.Persistent && d.Backend != BackendIsolationSession {
+		return nil, provider.Errorf(provider.CodeUnavailable, "mxc: %s sandboxes are one-shot; persistent ones need the %s backend", d.Backend, BackendIsolationSession)
 	}
 	bin, err := p.wxcExec()
 	if err != nil {
@@ -1072,23 +1081,35 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	return st, nil
 }
 
-// Recover reattaches to the isolation_session sandbox with local id id
-// from its record. The returned sandbox can Start, Stop and Deprovision;
-// Exec needs the plan (Reattach). A record left provisioning by a
-// provisioner that is gone is an orphan: it is marked orphaned and
-// reported with CodeStale (an agent user may exist that no sandboxId
-// names: see Orphans). Deprovisioned or failed records give CodeNotFound.
-func (p *Provider) Recover(ctx context.Context, id string) (provider.Sandbox, error) {
-	return p.reattach(ctx, id, nil)
+// sessionState is an isolation_session sandbox's State: its local id.
+type sessionState struct {
+	ID string `json:"id"`
 }
 
-// Reattach is Recover with the sandbox's plan (it must be the plan of the
-// same policy: the hashes are compared), so Exec works again.
-func (p *Provider) Reattach(ctx context.Context, id string, plan *provider.Plan) (provider.Sandbox, error) {
-	if plan == nil {
-		return nil, provider.Errorf(provider.CodeInternal, "no plan")
+// SessionState is the Recover state of the isolation_session sandbox with
+// local id id (what its State returns).
+func SessionState(id string) []byte {
+	b, _ := json.Marshal(sessionState{ID: id})
+	return b
+}
+
+// State is what Recover takes to reattach to the sandbox.
+func (s *session) State() []byte { return SessionState(s.id) }
+
+// Recover reattaches to an isolation_session sandbox from its record. With
+// plan (the plan of the same policy: the hashes are compared, CodeStale
+// when they differ) Exec works again; without, the sandbox can Start, Stop
+// and Deprovision, as the record deliberately does not keep the policy's
+// process section. A record left provisioning by a provisioner that is
+// gone is an orphan: it is marked orphaned and reported with CodeStale (an
+// agent user may exist that no sandboxId names: see Orphans).
+// Deprovisioned or failed records give CodeNotFound.
+func (p *Provider) Recover(ctx context.Context, plan *provider.Plan, state []byte) (provider.Sandbox, error) {
+	var ss sessionState
+	if err := json.Unmarshal(state, &ss); err != nil {
+		return nil, provider.Wrap(provider.CodeNotFound, "mxc: recover state", err)
 	}
-	return p.reattach(ctx, id, plan)
+	return p.reattach(ctx, ss.ID, plan)
 }
 
 func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan) (provider.Sandbox, error) {

@@ -196,7 +196,7 @@ func TestProbeStandIn(t *testing.T) {
 func TestOneShotExitCodeAndOutput(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendProcessContainer)
-	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)))
+	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestOneShotExitCodeAndOutput(t *testing.T) {
 func TestOneShotBackendError(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendProcessContainer)
-	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)))
+	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestOneShotRequestErrorIsInternal(t *testing.T) {
 	p := h.provider(BackendProcessContainer)
 	plan := mustPlan(t, p, testPolicy(policy.NetworkNone))
 	plan.Details.(*Details).Request.Version = "1.0.0" // outside MXC's window
-	sb, err := p.Provision(context.Background(), plan)
+	sb, err := p.Provision(context.Background(), plan, provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestOneShotTimeout(t *testing.T) {
 	p := h.provider(BackendProcessContainer)
 	r0 := testPolicy(policy.NetworkNone)
 	r0.Limits.Timeout = policy.Duration(300 * time.Millisecond)
-	sb, err := p.Provision(context.Background(), mustPlan(t, p, r0))
+	sb, err := p.Provision(context.Background(), mustPlan(t, p, r0), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestOneShotTimeout(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 	// Exit 255 without a timeout in the document is the workload's.
-	sb2, _ := h.provider(BackendProcessContainer).Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)))
+	sb2, _ := h.provider(BackendProcessContainer).Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)), provider.ProvisionOptions{})
 	if r := run(t, sb2, sh("echo timeout >&2; exit 255")); r.err != nil || r.st.TimedOut || r.st.Code != 255 {
 		t.Errorf("exit 255: %+v", r)
 	}
@@ -307,7 +307,7 @@ func TestOneShotProxyListener(t *testing.T) {
 			t.Errorf("loss message names the placeholder: %q", l.Message)
 		}
 	}
-	sb, err := p.Provision(context.Background(), plan)
+	sb, err := p.Provision(context.Background(), plan, provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestOneShotProxyListener(t *testing.T) {
 func TestRedactionOneShot(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendProcessContainer)
-	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)))
+	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func record(t *testing.T, p *Provider, id string) Record {
 
 func provisionStarted(t *testing.T, p *Provider) provider.Sandbox {
 	t.Helper()
-	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkHost)))
+	sb, err := p.Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestSessionLifecycle(t *testing.T) {
 	p := h.provider(BackendIsolationSession)
 	ctx := context.Background()
 	plan := mustPlan(t, p, testPolicy(policy.NetworkHost))
-	sb, err := p.Provision(ctx, plan)
+	sb, err := p.Provision(ctx, plan, provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +502,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if _, err := os.Stat(md.EphemeralWorkspacePath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("workspace left: %v", err)
 	}
-	if _, err := p.Recover(ctx, id); provider.CodeOf(err) != provider.CodeNotFound {
+	if _, err := p.Recover(ctx, nil, SessionState(id)); provider.CodeOf(err) != provider.CodeNotFound {
 		t.Errorf("recover deprovisioned: %v", err)
 	}
 }
@@ -535,7 +535,7 @@ func TestSessionRecover(t *testing.T) {
 
 	// A new supervisor (another Provider on the same state) reattaches.
 	p2 := h.provider(BackendIsolationSession)
-	rs, err := p2.Recover(ctx, id)
+	rs, err := p2.Recover(ctx, nil, SessionState(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,10 +544,10 @@ func TestSessionRecover(t *testing.T) {
 	}
 	other := testPolicy(policy.NetworkHost)
 	other.Hash = "sha256:other"
-	if _, err := p2.Reattach(ctx, id, mustPlan(t, p2, other)); provider.CodeOf(err) != provider.CodeStale {
+	if _, err := p2.Recover(ctx, mustPlan(t, p2, other), SessionState(id)); provider.CodeOf(err) != provider.CodeStale {
 		t.Errorf("reattach with another policy: %v", err)
 	}
-	ra, err := p2.Reattach(ctx, id, plan)
+	ra, err := p2.Recover(ctx, plan, SessionState(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,7 +570,7 @@ func TestSessionRecover(t *testing.T) {
 	if n := h.count("provision"); n != 1 {
 		t.Errorf("%d provisions", n)
 	}
-	if _, err := p2.Recover(ctx, "../../etc/passwd"); provider.CodeOf(err) != provider.CodeNotFound {
+	if _, err := p2.Recover(ctx, nil, SessionState("../../etc/passwd")); provider.CodeOf(err) != provider.CodeNotFound {
 		t.Errorf("bad id: %v", err)
 	}
 }
@@ -581,7 +581,7 @@ func TestSessionPhaseFailures(t *testing.T) {
 		h := newHarness(t)
 		p := h.provider(BackendIsolationSession)
 		t.Setenv("WXC_FAIL", "provision")
-		_, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)))
+		_, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ProvisionOptions{})
 		wantCode(t, "provision", err, provider.CodeProvisionFailed)
 		recs, _ := p.Records()
 		if len(recs) != 1 || recs[0].PhaseState != StateFailed || !strings.Contains(recs[0].LastError, "injected failure in provision") || recs[0].SandboxID != "" {
@@ -597,7 +597,7 @@ func TestSessionPhaseFailures(t *testing.T) {
 	t.Run("start", func(t *testing.T) {
 		h := newHarness(t)
 		p := h.provider(BackendIsolationSession)
-		sb, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)))
+		sb, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ProvisionOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -651,7 +651,7 @@ func TestSessionPhaseFailures(t *testing.T) {
 		}
 		// An interrupted deprovision is resumed, from a recovered handle.
 		t.Setenv("WXC_FAIL", "")
-		rs, err := p.Recover(ctx, sb.ID())
+		rs, err := p.Recover(ctx, nil, SessionState(sb.ID()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -669,7 +669,7 @@ func TestSessionCrashAfterProvision(t *testing.T) {
 	p := h.provider(BackendIsolationSession)
 	ctx := context.Background()
 	t.Setenv("WXC_CRASH_AFTER", "provision")
-	_, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)))
+	_, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ProvisionOptions{})
 	wantCode(t, "crash", err, provider.CodeProvisionFailed)
 	if !strings.Contains(err.Error(), "exited 137 without an answer") {
 		t.Errorf("crash: %v", err)
@@ -687,7 +687,7 @@ func TestSessionCrashAfterProvision(t *testing.T) {
 	if err != nil || len(orph) != 1 || orph[0].LocalID != id {
 		t.Fatalf("orphans: %+v %v", orph, err)
 	}
-	_, err = p.Recover(ctx, id)
+	_, err = p.Recover(ctx, nil, SessionState(id))
 	wantCode(t, "recover orphan", err, provider.CodeStale)
 	if !strings.Contains(err.Error(), "orphan") {
 		t.Errorf("recover orphan: %v", err)
@@ -742,7 +742,7 @@ func TestSessionStaleID(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendIsolationSession)
 	ctx := context.Background()
-	sb, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)))
+	sb, err := p.Provision(ctx, mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ProvisionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -756,7 +756,7 @@ func TestSessionStaleID(t *testing.T) {
 	if err := os.WriteFile(p.store().path(id), old, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := p.Recover(ctx, id)
+	rs, err := p.Recover(ctx, nil, SessionState(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +768,7 @@ func TestSessionStaleID(t *testing.T) {
 	if rec := record(t, p, id); rec.PhaseState != StateStale || !strings.Contains(rec.LastError, "stale_id") {
 		t.Errorf("record: %+v", rec)
 	}
-	if _, err := p.Recover(ctx, id); provider.CodeOf(err) != provider.CodeStale {
+	if _, err := p.Recover(ctx, nil, SessionState(id)); provider.CodeOf(err) != provider.CodeStale {
 		t.Errorf("recover stale: %v", err)
 	}
 	if got := strings.Join(h.phases(), ","); got != "provision,deprovision,deprovision" {
@@ -804,7 +804,7 @@ func TestSessionRejectsBeforeExecutor(t *testing.T) {
 	if !loss.HasErrors() {
 		t.Fatal("proxy accepted on isolation_session")
 	}
-	_, err := p.Provision(context.Background(), plan)
+	_, err := p.Provision(context.Background(), plan, provider.ProvisionOptions{})
 	wantCode(t, "provision", err, provider.CodePolicyRejected)
 	if h.logLines() != nil {
 		t.Errorf("wxc-exec was called: %q", h.logLines())
