@@ -36,6 +36,7 @@ const (
 	ActivityTerminate = 2
 
 	SeverityInformational = 1
+	SeverityLow           = 2
 	SeverityMedium        = 3
 
 	StatusSuccess = 1
@@ -307,6 +308,8 @@ func (e *Classification) setSeverity(id int) {
 	switch id {
 	case SeverityInformational:
 		e.Severity = "Informational"
+	case SeverityLow:
+		e.Severity = "Low"
 	case SeverityMedium:
 		e.Severity = "Medium"
 	case SeverityHigh:

@@ -27,19 +27,27 @@ var httpActivities = map[string]int{"CONNECT": 1, "DELETE": 2, "GET": 3, "HEAD":
 // HTTPActivity is an OCSF 1.3.0 HTTP Activity event (class_uid 4002).
 type HTTPActivity struct {
 	Classification
-	ActionID      int           `json:"action_id"`
-	Action        string        `json:"action"`
-	DispositionID int           `json:"disposition_id"`
-	Disposition   string        `json:"disposition"`
-	StatusID      int           `json:"status_id"`
-	Status        string        `json:"status"`
-	StatusDetail  string        `json:"status_detail,omitempty"`
-	Metadata      Metadata      `json:"metadata"`
-	HTTPRequest   HTTPRequest   `json:"http_request"`
-	HTTPResponse  *HTTPResponse `json:"http_response,omitempty"`
-	DstEndpoint   Endpoint      `json:"dst_endpoint"`
-	Device        Device        `json:"device"`
-	Unmapped      EgressInfo    `json:"unmapped"`
+	ActionID      int    `json:"action_id"`
+	Action        string `json:"action"`
+	DispositionID int    `json:"disposition_id"`
+	Disposition   string `json:"disposition"`
+	StatusID      int    `json:"status_id"`
+	Status        string `json:"status"`
+	StatusDetail  string `json:"status_detail,omitempty"`
+	Message       string `json:"message,omitempty"`
+	// Count, StartTime and EndTime (ms since the epoch) are set on an
+	// aggregate of like decisions (OCSF base attributes count, start_time,
+	// end_time: "the number of times that events in the same logical
+	// group occurred" in that period).
+	Count        int           `json:"count,omitempty"`
+	StartTime    int64         `json:"start_time,omitempty"`
+	EndTime      int64         `json:"end_time,omitempty"`
+	Metadata     Metadata      `json:"metadata"`
+	HTTPRequest  HTTPRequest   `json:"http_request"`
+	HTTPResponse *HTTPResponse `json:"http_response,omitempty"`
+	DstEndpoint  Endpoint      `json:"dst_endpoint"`
+	Device       Device        `json:"device"`
+	Unmapped     EgressInfo    `json:"unmapped"`
 }
 
 func (HTTPActivity) OCSFClassUID() int { return HTTPClassUID }

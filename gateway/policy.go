@@ -12,6 +12,7 @@ import (
 
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
 	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/session"
 	"github.com/corral-sandbox/corral/store"
 )
 
@@ -86,24 +87,22 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	}
 	if onlyEgressRules(old, res.Policy) {
 		s.mu.Lock()
-		sw := s.proxy[m.Id]
+		h := s.live[m.Id]
 		s.mu.Unlock()
-		var p Proxy
-		if sw != nil {
-			if p, err = s.cfg.NewProxy(res.Egress); err != nil {
+		if res.Network == policy.NetworkProxy {
+			if err := session.CheckRules(res.Egress); err != nil {
 				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("egress rules: %w", err))
 			}
 		}
 		// Stored first: the proxy never enforces rules the record does not show.
 		rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "live", func(*store.Sandbox) {})
 		if err != nil {
-			if p != nil {
-				p.Close()
-			}
 			return nil, storeErr(m.Id, err)
 		}
-		if p != nil {
-			sw.swap(p)
+		if h != nil && res.Network == policy.NetworkProxy {
+			if err := h.sess.SetEgress(res.Egress); err != nil { // checked above: not expected
+				return nil, connect.NewError(connect.CodeInternal, err)
+			}
 		}
 		s.event(m.Id, "policy", "revision %d applied live (egress rules)", rev)
 		return s.policyResponse(rec, rev)
@@ -121,16 +120,16 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if err := s.release(work, m.Id); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	sb, err := s.bringUp(work, m.Id, plan, res.Egress)
+	sb, err := s.bringUp(work, m.Id, plan)
 	if err != nil {
 		s.event(m.Id, "error", "recreate: %v", err)
 		_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "recreate: "+err.Error() })
 		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: recreate: %w", m.Id, err))
 	}
-	layers, _ := json.Marshal(sb.Layers())
+	layers, _ := json.Marshal(sb.sess.Layers())
 	lossJSON, _ := json.Marshal(loss)
 	rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "recreated", func(r *store.Sandbox) {
-		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), string(sb.State())
+		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), sb.state()
 	})
 	if err != nil {
 		return nil, storeErr(m.Id, err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/store"
 )
@@ -68,27 +67,19 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		if _, p, _, err := s.mapPolicy(ctx, r.PolicyYAML, r.Image, r.Workdir); err == nil {
 			plan = p
 		}
-		raw, err := s.cfg.Provider.Recover(ctx, plan, []byte(r.ProviderState))
+		h, err := s.recover(ctx, r, plan)
 		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
 			return err // the provider could not say: destroy nothing on a guess
 		}
-		sb, ok := raw.(persistent)
-		if err == nil && !ok {
-			_ = raw.Deprovision(ctx)
-			err = provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
-		}
 		if err == nil {
-			if err = s.serveEgress(r.ID, sb, networkOf(r.PolicyYAML)); err == nil {
-				layers, _ := json.Marshal(sb.Layers())
-				s.mu.Lock()
-				s.live[r.ID] = sb
-				s.mu.Unlock()
-				rep.Adopted = append(rep.Adopted, r.ID)
-				s.event(r.ID, "adopted", "running after a gateway restart; layers verified from outside again")
-				_, err = s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Layers = string(layers) })
-				return err
-			}
-			_ = sb.Deprovision(ctx)
+			layers, _ := json.Marshal(h.sess.Layers())
+			s.mu.Lock()
+			s.live[r.ID] = h
+			s.mu.Unlock()
+			rep.Adopted = append(rep.Adopted, r.ID)
+			s.event(r.ID, "adopted", "running after a gateway restart; layers verified from outside again")
+			_, err = s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Layers = string(layers) })
+			return err
 		}
 		if derr := s.cfg.Provider.Destroy(ctx, r.ID); derr != nil {
 			return derr
@@ -123,17 +114,4 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 	default: // error: nothing of it may run
 		return s.cfg.Provider.Destroy(ctx, r.ID)
 	}
-}
-
-// networkOf is the network section of a stored policy (the default's when
-// it was empty or no longer parses).
-func networkOf(yaml string) policy.Network {
-	if yaml == "" {
-		return policy.Default().Network
-	}
-	p, err := policy.Parse([]byte(yaml), "policy")
-	if err != nil {
-		return policy.Default().Network
-	}
-	return p.Network
 }

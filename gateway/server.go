@@ -17,19 +17,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/corral-sandbox/corral/audit"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
-	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/session"
 	"github.com/corral-sandbox/corral/store"
 )
 
@@ -43,12 +45,6 @@ const InstancePrefix = "gateway/"
 // create-after-start, stop-after-intent, delete-after-intent,
 // exec-started.
 const FaultEnv = "CORRAL_GATEWAY_FAULT"
-
-// Proxy serves a sandbox's egress listener (network proxy).
-type Proxy interface {
-	Serve(net.Listener) error
-	Close() error
-}
 
 // Provider is a provider whose persistent sandboxes a gateway manages.
 type Provider interface {
@@ -69,9 +65,8 @@ type Config struct {
 	Home string
 	// LogDir holds each sandbox's output log (ID.log, 0600).
 	LogDir string
-	// NewProxy makes the egress proxy for a policy's network section; nil
-	// refuses network proxy.
-	NewProxy func(policy.Network) (Proxy, error)
+	// Version is Corral's, for the audit events' metadata.
+	Version string
 }
 
 // Server implements gatewayv1connect.SandboxServiceHandler.
@@ -79,17 +74,38 @@ type Server struct {
 	cfg   Config
 	mu    sync.Mutex
 	gates map[string]*gate
-	live  map[string]persistent // ready sandboxes this process holds
-	proxy map[string]*egressSwitch
-	// scanned is when each live sandbox's trees were last scanned for
-	// planted files (checkPlanted): what a background process of an
-	// earlier exec planted is reported by the next exec.
-	scanned map[string]time.Time
+	// live are the ready sandboxes this process holds, each with its
+	// egress proxy and audit log (the session's).
+	live map[string]*held
+}
+
+// held is a live sandbox: its session and its audit log (ID.audit.jsonl
+// in LogDir).
+type held struct {
+	sess *session.Session
+	log  *audit.Log
+}
+
+// running reports whether the sandbox runs now, checked from outside.
+func (h *held) running(ctx context.Context) bool {
+	p, ok := h.sess.Sandbox().(provider.Persistent)
+	return ok && p.Running(ctx)
+}
+
+// state is the provider state to store for the sandbox's Recover.
+func (h *held) state() string {
+	return string(h.sess.Sandbox().(provider.Persistent).State())
+}
+
+// close releases the sandbox (stopped and removed) and its log.
+func (h *held) close() {
+	_ = h.sess.Close()
+	_ = h.log.Close()
 }
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]persistent{}, proxy: map[string]*egressSwitch{}, scanned: map[string]time.Time{}}
+	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]*held{}}
 }
 
 // gate serialises what is done to one sandbox: lifecycle calls (create,
@@ -202,18 +218,18 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
-	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan, res.Egress)
+	h, err := s.bringUp(context.WithoutCancel(ctx), id, plan)
 	if err != nil {
 		s.event(id, "error", "%v", err)
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
 		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: %w", id, err))
 	}
-	layers, _ := json.Marshal(sb.Layers())
+	layers, _ := json.Marshal(h.sess.Layers())
 	s.mu.Lock()
-	s.live[id] = sb // held, so that a failure below releases it all
+	s.live[id] = h // held, so that a failure below releases it all
 	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
-		r.Phase, r.Reason, r.Layers, r.ProviderState = store.PhaseReady, "", string(layers), string(sb.State())
+		r.Phase, r.Reason, r.Layers, r.ProviderState = store.PhaseReady, "", string(layers), h.state()
 	})
 	if err != nil {
 		_ = s.release(context.WithoutCancel(ctx), id) // the record stays provisioning: the next start marks it
@@ -232,21 +248,16 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if res.Network == policy.NetworkProxy && s.cfg.NewProxy == nil {
-		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("network.mode proxy: this gateway has no egress proxy"))
+	// The sandbox's audit log is the gateway's: no grant may let the
+	// workload rewrite it.
+	if err := session.CheckLogOutside(s.auditPath(provider.NewID()), res, "the policy must not grant "+s.cfg.LogDir+" read-write"); err != nil {
+		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	plan, loss := s.cfg.Provider.Map(ctx, res)
 	if loss.HasErrors() {
 		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
 	}
 	return res, plan, loss, nil
-}
-
-// markScanned records t as id's last scan (checkPlanted).
-func (s *Server) markScanned(id string, t time.Time) {
-	s.mu.Lock()
-	s.scanned[id] = t
-	s.mu.Unlock()
 }
 
 // resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).
@@ -272,29 +283,19 @@ func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, e
 }
 
 // checkPlanted reports what an exec planted in the sandbox's writable
-// trees (internal/planted) as events and on the exec's stderr. A policy
-// that no longer resolves (a planted link) is reported the same way: the
-// next start refuses it.
-func (s *Server) checkPlanted(id string, rec *store.Sandbox, send func(*gw.ExecSandboxResponse) error) {
-	now := planted.Now()
-	s.mu.Lock()
-	since, ok := s.scanned[id]
-	s.scanned[id] = now
-	s.mu.Unlock()
-	if !ok {
-		since = now // adopted after a restart: from here on
-	}
+// trees since the last one (internal/planted) as events, audit findings
+// and on the exec's stderr. A policy that no longer resolves (a planted
+// link) is reported the same way: the next start refuses it.
+func (s *Server) checkPlanted(h *held, rec *store.Sandbox, send func(*gw.ExecSandboxResponse) error) {
 	var lines []string
-	res, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir)
-	if err != nil {
-		lines = append(lines, "the sandbox's policy no longer resolves, so its trees were not scanned and its next start will be refused: "+err.Error())
-	} else {
-		for _, f := range planted.Scan(res, since) {
-			lines = append(lines, "planted for later: "+f.String())
-		}
+	for _, f := range h.sess.CheckPlanted(io.Discard, false) {
+		lines = append(lines, "planted for later: "+f.String())
+	}
+	if _, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir); err != nil {
+		lines = append(lines, "the sandbox's policy no longer resolves, so its next start will be refused: "+err.Error())
 	}
 	for _, l := range lines {
-		s.event(id, "planted", "%s", l)
+		s.event(rec.ID, "planted", "%s", l)
 		_ = send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stderr{Stderr: []byte("corral: warning: " + l + "\n")}})
 	}
 }
@@ -305,49 +306,44 @@ type persistent interface {
 	provider.Persistent
 }
 
-// bringUp provisions and starts plan's sandbox and serves its egress;
-// on failure nothing of it is left.
-func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan, n policy.Network) (persistent, error) {
-	s.markScanned(id, planted.Now())
-	raw, err := s.cfg.Provider.Provision(ctx, plan, provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance})
-	fault("create-after-provision")
+// bringUp provisions and starts plan's sandbox as a persistent session,
+// with its audit log, and serves its egress; on failure nothing of it is
+// left.
+func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan) (*held, error) {
+	log, err := s.openAudit(id)
 	if err != nil {
 		return nil, err
 	}
-	sb, ok := raw.(persistent)
-	if !ok {
-		_ = raw.Deprovision(ctx)
+	step := func(step string) { fault("create-after-" + strings.TrimSuffix(step, "ed")) }
+	sess, err := session.Open(ctx, s.sessionConfig(id, plan, log, step))
+	if err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	h := &held{sess: sess, log: log}
+	if _, ok := sess.Sandbox().(persistent); !ok {
+		h.close()
 		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
 	}
-	if err = sb.Start(ctx); err == nil {
-		fault("create-after-start")
-		err = s.serveEgress(id, sb, n)
-	}
-	if err != nil {
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = sb.Stop(c)
-		_ = sb.Deprovision(c)
-		return nil, err
-	}
-	return sb, nil
+	return h, nil
 }
 
-// serveEgress serves the sandbox's egress listener with a proxy for its
-// policy (network proxy only).
-func (s *Server) serveEgress(id string, sb provider.Sandbox, n policy.Network) error {
-	l := sb.EgressListener()
-	if l == nil {
-		return nil
+// sessionConfig is the session of gateway sandbox id.
+func (s *Server) sessionConfig(id string, plan *provider.Plan, log *audit.Log, step func(string)) session.Config {
+	return session.Config{Provider: s.cfg.Provider, Plan: plan, Log: log, Version: s.cfg.Version, Step: step,
+		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance}}
+}
+
+// auditPath is sandbox id's audit log.
+func (s *Server) auditPath(id string) string { return filepath.Join(s.cfg.LogDir, id+".audit.jsonl") }
+
+// openAudit opens sandbox id's audit log: rotated at MaxLog as the output
+// log is bounded, denials beyond audit.MaxDenied a minute aggregated.
+func (s *Server) openAudit(id string) (*audit.Log, error) {
+	if err := os.MkdirAll(s.cfg.LogDir, 0o700); err != nil {
+		return nil, err
 	}
-	p, err := s.cfg.NewProxy(n)
-	if err != nil {
-		return fmt.Errorf("egress proxy: %w", err)
-	}
-	s.mu.Lock()
-	s.proxy[id] = newEgressSwitch(l, p)
-	s.mu.Unlock()
-	return nil
+	return audit.OpenLog(s.auditPath(id), audit.LogOptions{MaxBytes: MaxLog, Window: time.Minute})
 }
 
 func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[gw.GetSandboxRequest]) (*connect.Response[gw.GetSandboxResponse], error) {
@@ -522,8 +518,19 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		started = func(int) { fault("exec-started") }
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
-	st, err := sb.Exec(ectx, provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
-		Started: started})
+	killed := func() string { // why the gateway ended it, for the audit record
+		switch {
+		case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			return fmt.Sprintf("timeout: the exec's limit of %ds expired", m.TimeoutSeconds)
+		case ctx.Err() != nil && reqCtx.Err() == nil:
+			return "its sandbox is being stopped, deleted or recreated"
+		case reqCtx.Err() != nil:
+			return "the caller went away"
+		}
+		return ""
+	}
+	st, err := sb.sess.Exec(ectx, session.Exec{UID: -1, Killed: killed, ExecSpec: provider.ExecSpec{Args: m.Args, Stdin: stdinR, Stdout: stdout, Stderr: stderr, TTY: m.Tty, Resize: resize,
+		Started: started}})
 	stdout.Close()
 	stderr.Close()
 	outWG.Wait()
@@ -539,7 +546,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	case reqCtx.Err() != nil:
 		exit.Reason = "the caller went away; the command was killed"
 	default:
-		if !sb.Running(reqCtx) {
+		if !sb.running(reqCtx) {
 			s.event(m.Id, "lost", "the container is gone: %v", err)
 			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the container is gone" })
 			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: its container is gone (now phase error)", m.Id))
@@ -549,7 +556,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		}
 		exit.Reason = err.Error()
 	}
-	s.checkPlanted(m.Id, &rec, send) // before the exit, after which the caller stops reading
+	s.checkPlanted(sb, &rec, send) // before the exit, after which the caller stops reading
 	if exit.Reason != "" {
 		s.event(m.Id, "exit", "%q: exit %d (%s)", m.Args, exit.Code, exit.Reason)
 	} else {
@@ -570,7 +577,7 @@ func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
 		p.Effective = "gone"
 	default:
 		p.Effective = "running"
-		if !sb.Running(ctx) {
+		if !sb.running(ctx) {
 			p.Effective = "gone"
 		}
 	}
@@ -706,7 +713,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if rec.Phase != store.PhaseStopped {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s: only a stopped sandbox starts", id, rec.Phase))
 	}
-	res, plan, loss, err := s.mapPolicy(ctx, rec.PolicyYAML, rec.Image, rec.Workdir)
+	_, plan, loss, err := s.mapPolicy(ctx, rec.PolicyYAML, rec.Image, rec.Workdir)
 	if err != nil {
 		return nil, err // the host changed since (a grant gone): the record stays stopped
 	}
@@ -716,19 +723,19 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if err != nil {
 		return nil, storeErr(id, err)
 	}
-	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan, res.Egress)
+	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan)
 	if err != nil {
 		s.event(id, "error", "start: %v", err)
 		_, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "start: "+err.Error() })
 		return nil, connect.NewError(connect.CodeUnknown, fmt.Errorf("sandbox %s: start: %w", id, err))
 	}
-	layers, _ := json.Marshal(sb.Layers())
+	layers, _ := json.Marshal(sb.sess.Layers())
 	lossJSON, _ := json.Marshal(loss)
 	s.mu.Lock()
 	s.live[id] = sb
 	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
-		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), string(sb.State())
+		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), sb.state()
 	})
 	if err != nil {
 		_ = s.release(context.WithoutCancel(ctx), id)
@@ -794,34 +801,55 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 }
 
 // release stops the sandbox's workload and removes its container, its
-// state and its egress proxy; idempotent.
+// state and its egress proxy, and closes its audit log (which stays);
+// idempotent.
 func (s *Server) release(ctx context.Context, id string) error {
 	s.mu.Lock()
-	sb, p := s.live[id], s.proxy[id]
+	h := s.live[id]
 	delete(s.live, id)
-	delete(s.scanned, id)
-	delete(s.proxy, id)
 	s.mu.Unlock()
-	if p != nil {
-		p.Close()
+	if h != nil {
+		h.close()
 	}
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if sb != nil {
-		_ = sb.Stop(c)
-		_ = sb.Deprovision(c)
-	}
 	return s.cfg.Provider.Destroy(c, id)
 }
 
-// Close releases what this process holds without stopping any sandbox:
-// they outlive the gateway and are adopted by the next one.
+// recover reattaches to the persistent sandbox of record r (plan may be
+// nil) with its audit log.
+func (s *Server) recover(ctx context.Context, r store.Sandbox, plan *provider.Plan) (*held, error) {
+	if plan == nil { // the session needs the policy; the provider's saved plan enforces
+		return nil, provider.Errorf(provider.CodeNotFound, "its policy no longer maps")
+	}
+	log, err := s.openAudit(r.ID)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := session.Recover(ctx, s.sessionConfig(r.ID, plan, log, nil), []byte(r.ProviderState))
+	if err != nil {
+		_ = log.Close()
+		return nil, err
+	}
+	h := &held{sess: sess, log: log}
+	if _, ok := sess.Sandbox().(persistent); !ok {
+		h.sess.Detach()
+		_ = log.Close()
+		return nil, provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
+	}
+	return h, nil
+}
+
+// Close releases what this process holds without stopping any sandbox
+// (egress proxies, audit logs): they outlive the gateway and are adopted
+// by the next one.
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id, p := range s.proxy {
-		p.Close()
-		delete(s.proxy, id)
+	for id, h := range s.live {
+		h.sess.Detach()
+		_ = h.log.Close()
+		delete(s.live, id)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corral-sandbox/corral/audit"
 	"os"
 	"strconv"
 	"time"
@@ -91,7 +92,10 @@ type Status struct {
 	CgroupDir    []string               `json:"cgroup,omitempty"`
 	CgroupLimits map[string]string      `json:"cgroup_limits,omitempty"` // limit file (full path) -> value written
 	Error        string                 `json:"error,omitempty"`
-	Updated      time.Time              `json:"updated"`
+	// Audit is what the session's audit log wrote and aggregated
+	// (denials beyond audit.MaxDenied a minute) or lost to rotation.
+	Audit   *audit.LogStats `json:"audit,omitempty"`
+	Updated time.Time       `json:"updated"`
 }
 
 // ReadStatus reads a session's status; a session never started has none.

@@ -20,12 +20,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/internal/atomicfile"
-	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
+	"github.com/corral-sandbox/corral/session"
 )
 
 // SupervisorArg is argv[1] of the supervisor process the launcher starts.
@@ -34,9 +33,6 @@ const SupervisorArg = "__service-supervise"
 // SupervisorOptions wire the supervisor to the rest of corral.
 type SupervisorOptions struct {
 	Version string
-	// NewProxy builds the egress proxy for the policy's network section,
-	// logging each decision to log.
-	NewProxy func(n policy.Network, log func(egress.Decision)) (*egress.Proxy, error)
 	// Foreground, for a one-shot session (Run), runs the workload with
 	// these stdio files instead of the log, forwards SIGINT, SIGTERM,
 	// SIGHUP and SIGQUIT to it (a second one kills it), and makes the exit
@@ -65,6 +61,9 @@ const (
 	logMax = 16 << 20
 	// probeEvery spaces readiness probes once the workload is ready.
 	probeEvery = 15 * time.Second
+	// auditMax caps the session's audit.jsonl as logMax does
+	// workload.log.
+	auditMax = 64 << 20
 )
 
 // launchMsg is what the supervisor tells the launcher on its readiness
@@ -86,12 +85,12 @@ type supervisor struct {
 	runs    int      // sandboxes made so far (runOnce)
 	planted int      // paths the workload planted, over all runs (checkPlanted)
 	launch  *os.File // the launcher's pipe, until the first start is told
-	sink    *auditLog
+	log     *audit.Log
 
 	writeMu  sync.Mutex
 	mu       sync.Mutex
 	status   Status
-	sb       *linux.Sandbox
+	sess     *session.Session // the current run's
 	stopping bool
 	stopCh   chan struct{}
 	kill     context.CancelFunc // ends the current run at once
@@ -154,10 +153,24 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	if o.AuditPath != "" {
 		auditPath = o.AuditPath
 	}
-	if s.sink, err = openAuditLog(auditPath, o.AuditPath == ""); err != nil {
+	// The workload decides how many egress decisions it causes: the
+	// session's own log is bounded like workload.log (rotated at
+	// auditMax, at most twice that on disk); one the caller named
+	// (service run --audit) is not rotated. Denials beyond
+	// audit.MaxDenied a minute are aggregated (audit.Log).
+	opts := audit.LogOptions{Window: time.Minute}
+	if o.AuditPath == "" {
+		opts.MaxBytes = auditMax
+	}
+	if s.log, err = audit.OpenLog(auditPath, opts); err != nil {
 		return s.fail(err)
 	}
-	defer s.sink.close()
+	defer func() {
+		_ = s.log.Close()
+		if st := s.log.Stats(); st.Aggregated > 0 {
+			s.logf("egress: %d denials beyond %d a minute were written to the audit log as aggregates", st.Aggregated, audit.MaxDenied)
+		}
+	}()
 	return s.loop(ctx)
 }
 
@@ -194,7 +207,7 @@ func (s *supervisor) forwardSignals(sigs <-chan os.Signal) {
 			s.stopping = true
 			close(s.stopCh)
 		}
-		sb, kill := s.sb, s.kill
+		sb, kill := s.sess, s.kill
 		if sb == nil && s.early == 0 {
 			s.early = sig.(syscall.Signal)
 		}
@@ -238,6 +251,10 @@ func (s *supervisor) write() {
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	s.status.Updated = time.Now().UTC()
+	if s.log != nil {
+		a := s.log.Stats()
+		s.status.Audit = &a
+	}
 	st := s.status
 	s.mu.Unlock()
 	if err := atomicfile.WriteJSON(s.p.Status(), st, 0o600); err != nil {
@@ -262,7 +279,7 @@ func (s *supervisor) stop() {
 	}
 	s.stopping = true
 	close(s.stopCh)
-	sb := s.sb
+	sb := s.sess
 	s.status.State = StateStopping
 	s.mu.Unlock()
 	s.write()
@@ -347,70 +364,51 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 			return Exit{}, err
 		}
 	}
-	p := linux.New()
-	since := planted.Now()
-	var info audit.RunInfo
-	// Deferred first, so it runs after the sandbox's Stop and Deprovision
-	// below (placeholders removed).
-	defer func() { s.checkPlanted(info, since) }()
-	raw, err := p.Provision(ctx, s.plan, provider.ProvisionOptions{})
+	sess, err := session.Open(ctx, session.Config{Provider: linux.New(), Plan: s.plan, Log: s.log, Version: s.o.Version, Command: s.st.Command})
 	if err != nil {
 		return Exit{}, err
 	}
-	sb := raw.(*linux.Sandbox)
 	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = sb.Stop(c)
-		_ = sb.Deprovision(c)
+		_ = sess.Close()
+		// After Close: its placeholders are removed.
+		strict := s.o.StrictTree && s.o.Foreground != nil
+		s.planted += len(sess.CheckPlanted(os.Stderr, strict))
 	}()
-	if err := sb.Start(ctx); err != nil {
-		return Exit{}, err
-	}
-	info = audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.plan.Policy.Hash, Provider: linux.Name, Version: s.o.Version, Layers: audit.LayersOf(sb.Layers())}
-	var proxy *egress.Proxy
-	if l := sb.EgressListener(); l != nil {
-		proxy, err = s.o.NewProxy(s.plan.Policy.Egress, func(d egress.Decision) { s.logEgress(info, d) })
-		if err != nil { // fail closed: no proxy, no workload
-			return Exit{}, &provider.Error{Code: provider.CodeStartFailed, Msg: "egress proxy: " + err.Error()}
-		}
-		defer proxy.Close()
-		go func() { _ = proxy.Serve(l) }()
-	}
-	dirs, limits := sb.Cgroup()
 	s.mu.Lock()
 	if early := s.early; early != 0 {
 		s.mu.Unlock()
 		return Exit{Code: 128 + int(early), Signal: unix.SignalName(early), Reason: "signalled before the workload started", At: time.Now().UTC()}, nil
 	}
-	s.sb = sb
+	s.sess = sess
 	stopping := s.stopping
-	s.status.Layers, s.status.SandboxID, s.status.Init = sb.Layers(), sb.ID(), ProcOf(sb.InitPID())
-	s.status.CgroupDir, s.status.CgroupLimits = dirs, limits
+	s.status.Layers, s.status.SandboxID = sess.Layers(), sess.ID()
+	if hv, ok := sess.Sandbox().(provider.HostView); ok {
+		s.status.Init = ProcOf(hv.InitPID())
+		s.status.CgroupDir, s.status.CgroupLimits = hv.Cgroup()
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.sb = nil
+		s.sess = nil
 		s.mu.Unlock()
 	}()
 	if stopping && s.o.Foreground == nil {
 		return Exit{Code: 143, Signal: "SIGTERM", Reason: "stopped before the workload started", At: time.Now().UTC()}, nil
 	}
-	wl := audit.Proc{CmdLine: s.st.Command, UID: s.rec.UID}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.mu.Lock()
 	s.kill = cancel
 	s.mu.Unlock()
 	probeDone := make(chan struct{})
+	started := false
 	spec := provider.ExecSpec{Args: s.st.Command, Started: func(pid int) {
-		wl.PID = pid
-		s.sink.emit(audit.Launch(info, wl), false)
+		started = true
 		s.set(func(st *Status) {
 			st.Workload, st.State, st.Started = ProcOf(pid), StateRunning, time.Now().UTC()
 		})
 		s.tell(launchMsg{Started: true, PID: pid})
-		go s.probe(sb, probeDone)
+		go s.probe(sess, probeDone)
 	}}
 	if f := s.o.Foreground; f != nil {
 		spec.Stdin, spec.Stdout, spec.Stderr = f.Stdin, f.Stdout, f.Stderr
@@ -440,22 +438,26 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 		case <-runCtx.Done():
 		}
 	}()
-	t0 := time.Now()
-	es, err := sb.Exec(runCtx, spec)
+	killed := func() string {
+		if runCtx.Err() != nil && ctx.Err() == nil {
+			return "killed by the supervisor (stop grace expired, or a second signal)"
+		}
+		return ""
+	}
+	es, err := sess.Exec(runCtx, session.Exec{ExecSpec: spec, UID: s.rec.UID, Killed: killed})
 	close(probeDone)
 	ex := Exit{Code: es.Code, Signal: es.Signal, Reason: es.Reason, At: time.Now().UTC()}
 	var pe *provider.Error
 	switch {
 	case ex.Reason != "":
-	case runCtx.Err() != nil && ctx.Err() == nil:
-		ex.Reason = "killed by the supervisor (stop grace expired, or a second signal)"
+	case killed() != "":
+		ex.Reason = killed()
 	case errors.As(err, &pe):
 		ex.Reason = pe.Msg
 	case err != nil:
 		ex.Reason = err.Error()
 	}
-	s.sink.emit(audit.Terminate(info, wl, audit.Exit{Code: es.Code, Signal: es.Signal, Killed: runCtx.Err() != nil, Reason: ex.Reason, Duration: time.Since(t0)}), false)
-	if errors.As(err, &pe) && pe.Code == provider.CodeExecFailed && wl.PID == 0 {
+	if errors.As(err, &pe) && pe.Code == provider.CodeExecFailed && !started {
 		return ex, &provider.Error{Code: provider.CodeExecFailed, Msg: ex.Reason} // never ran: not worth restarting
 	}
 	return ex, nil
@@ -485,34 +487,18 @@ func (s *supervisor) replan(ctx context.Context) error {
 	return nil
 }
 
-// checkPlanted reports what the last run planted in the session's
-// writable trees (internal/planted): in the supervisor's log (stderr of
-// a foreground run) and as findings in the audit log.
-func (s *supervisor) checkPlanted(info audit.RunInfo, since time.Time) {
-	strict := s.o.StrictTree && s.o.Foreground != nil
-	found := planted.Report(os.Stderr, s.plan.Policy, since, strict)
-	s.planted += len(found)
-	for _, f := range found {
-		s.sink.emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict), false)
-	}
-}
-
-func (s *supervisor) logEgress(info audit.RunInfo, d egress.Decision) {
-	s.sink.emit(audit.Egress(info, audit.EgressOf(d)), true)
-}
-
 // probe checks readiness until the workload's run ends: after 50 ms,
 // doubling to 500 ms, until ready, then every probeEvery. Without a
 // readiness check it records nothing.
-func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
+func (s *supervisor) probe(sess *session.Session, done <-chan struct{}) {
 	if s.st.ReadyPort == 0 && s.st.ReadyHTTP == "" {
 		return
 	}
 	wait := 50 * time.Millisecond
 	for {
-		r := Check(s.st, func(port int) (net.Conn, error) { return sb.DialServed(port, 2*time.Second) })
+		r := Check(s.st, dialer(sess, 2*time.Second))
 		s.mu.Lock()
-		current := s.sb == sb
+		current := s.sess == sess
 		if current {
 			s.status.Ready = &r
 		}
@@ -530,6 +516,16 @@ func (s *supervisor) probe(sb *linux.Sandbox, done <-chan struct{}) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// dialer connects to ports on the session's loopback (the linux
+// provider's sandboxes are provider.PortDialers; nil for one that is not).
+func dialer(sess *session.Session, timeout time.Duration) func(port int) (net.Conn, error) {
+	pd, ok := sess.Sandbox().(provider.PortDialer)
+	if !ok {
+		return nil
+	}
+	return func(port int) (net.Conn, error) { return pd.DialServed(port, timeout) }
 }
 
 // Check runs the readiness checks of st: a TCP connect to ReadyPort
@@ -622,12 +618,16 @@ func (s *supervisor) forward(l net.Listener, port int) {
 			defer func() { <-slots }()
 			defer c.Close()
 			s.mu.Lock()
-			sb := s.sb
+			sess := s.sess
 			s.mu.Unlock()
-			if sb == nil {
+			if sess == nil {
 				return
 			}
-			up, err := sb.DialServed(port, 10*time.Second)
+			dial := dialer(sess, 10*time.Second)
+			if dial == nil {
+				return
+			}
+			up, err := dial(port)
 			if err != nil {
 				return
 			}

@@ -26,12 +26,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
+	"github.com/corral-sandbox/corral/session"
 	"github.com/corral-sandbox/corral/store"
 )
 
@@ -121,15 +121,11 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 		return err
 	}
 	defer st.Close()
-	resolve, err := egressResolver()
-	if err != nil {
+	if err := session.CheckResolver(); err != nil {
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: filepath.Join(filepath.Dir(db), "logs"),
-		NewProxy: func(n policy.Network) (gateway.Proxy, error) {
-			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve})
-		}})
+	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: filepath.Join(filepath.Dir(db), "logs"), Version: version})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -7,21 +7,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 
-	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/corral-sandbox/corral/audit"
-	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/internal/planted"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/session"
 )
 
 func contextBackground() context.Context { return context.Background() }
@@ -122,14 +119,19 @@ func runMain(o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := auditOutside(o.audit, res); err != nil {
+	if o.audit != "" {
+		if err := session.CheckLogOutside(o.audit, res, "put it outside, e.g. --audit ~/corral-audit.jsonl"); err != nil {
+			return fmt.Errorf("--audit: %w", err)
+		}
+	}
+	if err := session.CheckResolver(); err != nil {
 		return err
 	}
-	sink, err := openAudit(o.audit)
+	log, err := openAudit(o.audit)
 	if err != nil {
 		return err
 	}
-	defer sink.Close()
+	defer log.Close()
 
 	spec := provider.ExecSpec{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	spec.ExtraFiles = preserved
@@ -149,9 +151,8 @@ func runMain(o runOpts, args []string) error {
 	}
 
 	var mu sync.Mutex
-	var sb provider.Sandbox
+	var sess *session.Session
 	var killedBy string
-	var proxyErr error // set when the egress proxy could not start (fail closed)
 	var killedSig os.Signal
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -163,13 +164,13 @@ func runMain(o runOpts, args []string) error {
 		for s := range sigs {
 			n++
 			mu.Lock()
-			cur := sb
-			mu.Unlock()
+			cur := sess
 			if cur == nil || n > 1 {
 				// Not started yet, or asked twice: stop everything.
-				mu.Lock()
 				killedBy, killedSig = s.String(), s
-				mu.Unlock()
+			}
+			mu.Unlock()
+			if cur == nil || n > 1 {
 				fmt.Fprintf(os.Stderr, "corral: %s: killing the sandbox\n", s)
 				cancel()
 				continue
@@ -177,97 +178,41 @@ func runMain(o runOpts, args []string) error {
 			_ = cur.Signal(s)
 		}
 	}()
-	info := audit.RunInfo{PolicyHash: res.Hash, Provider: prov.Name(), Version: version}
-	workload := audit.Proc{CmdLine: args, UID: uidOf(plan)}
-	if sink != nil {
-		// Called once, with the host pid, before init may reap it.
-		spec.Started = func(pid int) {
+	sess, err = openSession(ctx, session.Config{Provider: prov, Plan: plan, Log: log, Version: version, Command: args}, &mu, &sess)
+	var st provider.ExitStatus
+	if err == nil {
+		if o.verbose {
+			printLayers(os.Stderr, "corral: ", sess.Layers())
+		}
+		st, err = sess.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: func() string {
 			mu.Lock()
 			defer mu.Unlock()
-			workload.PID = pid
-			_ = sink.Emit(audit.Launch(info, workload))
-		}
-	}
-	elog := &egressLog{sink: sink, info: func() audit.RunInfo { mu.Lock(); defer mu.Unlock(); return info }}
-	var proxy *egress.Proxy
-	var proxyCfg egress.Config
-	if res.Network == policy.NetworkProxy {
-		resolve, err := egressResolver()
-		if err != nil {
-			return err
-		}
-		proxyCfg = egress.Config{Policy: egressRules(res.Egress), Log: elog.record, Resolve: resolve}
-		if _, err := egress.New(proxyCfg); err != nil { // the rules, checked before anything runs
-			return &provider.Error{Code: provider.CodePolicyRejected, Msg: "network: " + err.Error()}
-		}
-		defer func() {
-			if proxy != nil {
-				proxy.Close()
+			if killedBy != "" {
+				return "corral received " + killedBy
 			}
+			return ""
+		}})
+		if cerr := sess.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if res.Network == policy.NetworkProxy {
 			if o.verbose {
-				elog.summary(os.Stderr)
+				sess.EgressSummary(os.Stderr)
 			} else {
-				elog.mu.Lock()
-				elog.warnDropped(os.Stderr)
-				elog.mu.Unlock()
+				sess.WarnAggregated(os.Stderr)
 			}
-		}()
+		}
 	}
-	since := planted.Now() // what changes after this is the workload's (planted.Scan)
-	st, err := provider.Run(ctx, prov, plan, spec, func(s provider.Sandbox) {
-		mu.Lock()
-		sb = s
-		info.SandboxID = s.ID()
-		info.Layers = audit.LayersOf(s.Layers())
-		mu.Unlock()
-		if o.verbose {
-			printLayers(os.Stderr, "corral: ", s.Layers())
-		}
-		if l := s.EgressListener(); l != nil && res.Network == policy.NetworkProxy {
-			// The sandbox's only way out: served here, on the host side.
-			// A listener others could reach (MXC's is on host loopback)
-			// comes with a per-sandbox credential.
-			cfg := proxyCfg
-			if c, ok := s.(provider.ProxyAuthenticator); ok {
-				cfg.Credential = c.ProxyCredential()
-			}
-			p, err := egress.New(cfg)
-			if err != nil { // fail closed: no proxy, no workload
-				mu.Lock()
-				proxyErr = &provider.Error{Code: provider.CodeStartFailed, Msg: "egress proxy: " + err.Error()}
-				mu.Unlock()
-				cancel()
-				return
-			}
-			proxy = p
-			go func() { _ = p.Serve(l) }()
-		}
-	})
 	mu.Lock()
 	by, sig := killedBy, killedSig
-	if proxyErr != nil {
-		err = proxyErr
-	}
 	mu.Unlock()
 	if sig != nil && st.Code == 0 { // stopped before the workload ran
 		st.Code = 128 + int(sig.(syscall.Signal))
 	}
-	if sink != nil {
-		ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration}
-		if by != "" {
-			ex.Killed, ex.Reason = true, "corral received "+by
-		}
-		if st.Reason != "" && ex.Reason == "" {
-			ex.Reason = st.Reason
-		}
-		if err != nil && ex.Reason == "" {
-			ex.Reason = err.Error() // e.g. the command was not found (and no Launch)
-		}
-		mu.Lock()
-		_ = sink.Emit(audit.Terminate(info, workload, ex))
-		mu.Unlock()
+	found := 0
+	if sess != nil {
+		found = len(sess.CheckPlanted(os.Stderr, o.strictTree)) // strict: the run fails, and nothing it planted stays armed
 	}
-	found := checkPlanted(res, since, sink, info, o.strictTree)
 	if err != nil {
 		if by != "" {
 			return exitError{code: st.Code}
@@ -289,65 +234,32 @@ func runMain(o runOpts, args []string) error {
 	return nil
 }
 
-// checkPlanted scans the run's read-write trees for what the workload
-// planted for later (internal/planted), warns on stderr and records each
-// finding in the audit log; it returns how many there were.
-func checkPlanted(res *policy.Resolved, since time.Time, sink *audit.Sink, info audit.RunInfo, strict bool) int {
-	found := planted.Report(os.Stderr, res, since, strict) // strict: the run fails, and nothing it planted stays armed
-	for _, f := range found {
-		_ = sink.Emit(audit.Planted(info, f.Path, f.Kind, f.What, f.Keys, strict))
-	}
-	return len(found)
-}
-
-func uidOf(plan *provider.Plan) int {
-	if u, ok := plan.Details.(provider.WorkloadIdentity); ok {
-		return u.WorkloadUID()
-	}
-	return -1
-}
-
-// auditOutside refuses an audit log that the sandbox could write: one
-// inside a read-write grant could be truncated or forged by the workload.
-func auditOutside(path string, res *policy.Resolved) error {
-	if path == "" {
-		return nil
-	}
-	abs, err := filepath.Abs(path)
+// openSession opens the run's session and publishes it under mu, so that
+// a signal from then on is forwarded to the workload; a signal that came
+// while it was being made (ctx cancelled) ends it before the workload
+// starts.
+func openSession(ctx context.Context, cfg session.Config, mu *sync.Mutex, out **session.Session) (*session.Session, error) {
+	s, err := session.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		abs = filepath.Join(dir, filepath.Base(abs))
+	mu.Lock()
+	*out = s
+	mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		_ = s.Close()
+		return s, err
 	}
-	var best policy.PathGrant
-	for _, g := range res.Grants {
-		if within(abs, g.Path) && len(g.Path) > len(best.Path) {
-			best = g
-		}
-	}
-	if best.Access == policy.AccessReadWrite {
-		return fmt.Errorf("--audit %s: the log is inside %s, which the sandbox can write (%s): the workload could rewrite it; put it outside, e.g. --audit ~/corral-audit.jsonl", path, best.Path, best.Field)
-	}
-	return nil
+	return s, nil
 }
 
-// within reports whether path is dir or lies under it. filepath.Rel makes
-// it portable: separators, and case-insensitive names on Windows.
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func openAudit(path string) (*audit.Sink, error) {
+// openAudit opens corral run's audit log (nil without --audit): not
+// rotated, one window for the whole run.
+func openAudit(path string) (*audit.Log, error) {
 	if path == "" {
 		return nil, nil
 	}
-	s, err := audit.Open(path)
-	if err != nil {
-		return nil, err // "audit: open PATH: ..." names the flag's value
-	}
-	return s, nil
+	return audit.OpenLog(path, audit.LogOptions{}) // "audit: open PATH: ..." names the flag's value
 }
 
 // printLayers prints one line per layer, each line starting with prefix.

@@ -21,10 +21,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/service"
+	"github.com/corral-sandbox/corral/session"
 )
 
 // Exit statuses of corral service status, as systemctl status and the
@@ -42,21 +42,11 @@ func serviceSupervisor() {
 		return
 	}
 	launch := os.NewFile(3, "launch")
-	resolve, err := egressResolver()
-	if err != nil {
+	if err := session.CheckResolver(); err != nil {
 		fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(service.Supervise(os.Args[2], launch, supervisorOptions(resolve)))
-}
-
-func supervisorOptions(resolve func(ctx context.Context, host string) ([]netip.Addr, error)) service.SupervisorOptions {
-	return service.SupervisorOptions{
-		Version: version,
-		NewProxy: func(n policy.Network, log func(egress.Decision)) (*egress.Proxy, error) {
-			return egress.New(egress.Config{Policy: egressRules(n), Resolve: resolve, Log: log})
-		},
-	}
+	os.Exit(service.Supervise(os.Args[2], launch, service.SupervisorOptions{Version: version}))
 }
 
 func newServiceRunCmd() *cobra.Command {
@@ -99,11 +89,10 @@ Exit status as corral run's.`,
 				}
 				auditPath = abs
 			}
-			resolve, err := egressResolver()
-			if err != nil {
+			if err := session.CheckResolver(); err != nil {
 				return err
 			}
-			so := supervisorOptions(resolve)
+			so := service.SupervisorOptions{Version: version}
 			so.AuditPath = auditPath
 			so.StrictTree = strictTree
 			code := service.Run(context.Background(), service.RunOptions{PolicyFile: file, PolicyName: shown, Workdir: workdir, Command: args, Supervisor: so})
@@ -460,6 +449,16 @@ func printStatus(w io.Writer, rec *service.Record, o statusOut) {
 	}
 	if st.LastExit != nil {
 		fmt.Fprintf(w, "  last exit:  %d%s at %s %s\n", st.LastExit.Code, service.WithSignal(st.LastExit.Signal), st.LastExit.At.Local().Format(time.DateTime), st.LastExit.Reason)
+	}
+	if a := st.Audit; a != nil {
+		fmt.Fprintf(w, "  audit:      %d events (%d egress allowed, %d denied", a.Events, a.Allowed, a.Denied)
+		if a.Aggregated > 0 {
+			fmt.Fprintf(w, ", %d of them aggregated", a.Aggregated)
+		}
+		if a.LostInRotated > 0 {
+			fmt.Fprintf(w, "; %d events removed by rotation", a.LostInRotated)
+		}
+		fmt.Fprintln(w, ")")
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  error:      %s\n", st.Error)

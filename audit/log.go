@@ -1,0 +1,249 @@
+package audit
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// A workload decides how many egress denials it causes, so a session's log
+// writes them one by one only up to MaxDenied per window and aggregates
+// the rest; everything else — lifecycle events, findings and every allowed
+// decision, which can carry data out — is always written.
+const (
+	// MaxDenied is how many denied decisions a window writes one by one.
+	MaxDenied = 10000
+	// maxKinds bounds the aggregates kept for one window (destination and
+	// reason); denials of further kinds are counted under one "other".
+	maxKinds = 256
+)
+
+// LogOptions bound a Log.
+type LogOptions struct {
+	// MaxBytes > 0 rotates the file at that size: it is renamed PATH.1
+	// (replacing the older one), and the new file's first event says
+	// what was moved and what was lost.
+	MaxBytes int64
+	// Window > 0 writes the aggregates of dropped denials every Window
+	// (a long-lived session); otherwise at Flush and Close only.
+	Window time.Duration
+}
+
+// LogStats is what a Log has written and left out, for `corral run -v`
+// and a session's status.
+type LogStats struct {
+	Events        int `json:"events"`                    // events written
+	Allowed       int `json:"allowed"`                   // allowed egress decisions (all written)
+	Denied        int `json:"denied"`                    // denied egress decisions
+	Aggregated    int `json:"aggregated,omitempty"`      // denials written as aggregates, not one by one
+	Rotations     int `json:"rotations,omitempty"`       // times the file was rotated
+	LostInRotated int `json:"lost_in_rotated,omitempty"` // events of this log in a PATH.1 that a rotation replaced
+}
+
+// Log is a session's audit log: a Sink with the bounds described above. A
+// nil *Log discards events.
+type Log struct {
+	mu      sync.Mutex
+	path    string
+	sink    *Sink
+	opts    LogOptions
+	stats   LogStats
+	size    int64 // bytes written since open or the last rotation (checked every 256 events)
+	n       int   // events since the size was last checked
+	inCur   int   // events of this log in the current file
+	inPrev  int   // events of this log in PATH.1
+	window  int   // denials written one by one in this window
+	pending map[aggKey]*aggregate
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type aggKey struct {
+	host   string
+	port   int
+	reason string
+}
+
+type aggregate struct {
+	run         RunInfo
+	first, last time.Time
+	count       int
+}
+
+// OpenLog opens path for appending (Open's checks) with opts' bounds.
+func OpenLog(path string, opts LogOptions) (*Log, error) {
+	s, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{path: path, sink: s, opts: opts, pending: map[aggKey]*aggregate{}}
+	if opts.Window > 0 {
+		l.stop, l.done = make(chan struct{}), make(chan struct{})
+		go l.tick()
+	}
+	return l, nil
+}
+
+func (l *Log) tick() {
+	defer close(l.done)
+	t := time.NewTicker(l.opts.Window)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.Flush()
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// Emit writes e (a lifecycle event or a finding): never dropped.
+func (l *Log) Emit(e Event) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(e)
+}
+
+// Egress records one egress decision: an allowed one always; a denied one
+// one by one while the window has room, else in its aggregate.
+func (l *Log) Egress(run RunInfo, d EgressDecision) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d.Allowed {
+		l.stats.Allowed++
+		l.write(Egress(run, d))
+		return
+	}
+	l.stats.Denied++
+	if l.window < MaxDenied {
+		l.window++
+		l.write(Egress(run, d))
+		return
+	}
+	l.stats.Aggregated++
+	k := aggKey{d.Host, d.Port, d.Reason}
+	a, ok := l.pending[k]
+	if !ok && len(l.pending) >= maxKinds {
+		k = aggKey{reason: "other"}
+		a, ok = l.pending[k]
+	}
+	if !ok {
+		a = &aggregate{run: run, first: d.Time}
+		l.pending[k] = a
+	}
+	a.count++
+	a.last = d.Time
+}
+
+// Flush writes the aggregates of the denials dropped so far, one HTTP
+// Activity event per destination and reason with OCSF's count, start_time
+// and end_time, and opens a new window.
+func (l *Log) Flush() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flush()
+}
+
+func (l *Log) flush() {
+	keys := make([]aggKey, 0, len(l.pending))
+	for k := range l.pending {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		return a.host+"\x00"+strconv.Itoa(a.port)+"\x00"+a.reason < b.host+"\x00"+strconv.Itoa(b.port)+"\x00"+b.reason
+	})
+	for _, k := range keys {
+		a := l.pending[k]
+		e := Egress(a.run, EgressDecision{Time: a.last, Host: k.host, Port: k.port, Reason: k.reason})
+		e.Count, e.StartTime, e.EndTime = a.count, a.first.UnixMilli(), a.last.UnixMilli()
+		dest := net.JoinHostPort(k.host, strconv.Itoa(k.port))
+		if k.host == "" {
+			dest = "destinations beyond the first " + strconv.Itoa(maxKinds)
+		}
+		e.Message = fmt.Sprintf("%d denied requests to %s (%s) beyond the first %d of this window, aggregated", a.count, dest, k.reason, MaxDenied)
+		l.write(e)
+	}
+	clear(l.pending)
+	l.window = 0
+}
+
+// write appends e and rotates when the file reached MaxBytes.
+func (l *Log) write(e Event) {
+	if err := l.sink.Emit(e); err != nil {
+		return
+	}
+	l.stats.Events++
+	l.inCur++
+	if l.opts.MaxBytes <= 0 {
+		return
+	}
+	if l.n++; l.n < 256 {
+		return
+	}
+	l.n = 0
+	fi, err := os.Stat(l.path)
+	if err != nil || fi.Size() < l.opts.MaxBytes {
+		return
+	}
+	_ = l.sink.Close()
+	if err := os.Rename(l.path, l.path+".1"); err != nil {
+		return
+	}
+	s, err := Open(l.path)
+	if err != nil {
+		return
+	}
+	l.sink = s
+	l.stats.Rotations++
+	l.stats.LostInRotated += l.inPrev
+	lost := l.inPrev
+	l.inPrev, l.inCur = l.inCur, 0
+	msg := fmt.Sprintf("audit log rotated at %d bytes: the previous %d events are in %s.1", l.opts.MaxBytes, l.inPrev, l.path)
+	if lost > 0 {
+		msg += fmt.Sprintf("; the %d events that file held before were removed", lost)
+	}
+	if l.sink.Emit(Note(msg)) == nil {
+		l.stats.Events++
+		l.inCur++
+	}
+}
+
+// Stats returns what the log wrote and left out so far.
+func (l *Log) Stats() LogStats {
+	if l == nil {
+		return LogStats{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+// Close writes the pending aggregates, fsyncs and closes the file.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flush()
+	return l.sink.Close()
+}

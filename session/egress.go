@@ -1,0 +1,205 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// Rules converts a policy's network section to the proxy's rules.
+func Rules(n policy.Network) egress.Policy {
+	conv := func(eps []policy.Endpoint) []egress.Rule {
+		var out []egress.Rule
+		for _, e := range eps {
+			out = append(out, egress.Rule{Host: e.Host, Ports: e.Ports})
+		}
+		return out
+	}
+	return egress.Policy{Allow: conv(n.Allow), Deny: conv(n.Deny), AllowPrivate: conv(n.AllowPrivate), Hosts: n.Hosts}
+}
+
+// ResolverEnv names the DNS server (ip:port) the egress proxy asks instead
+// of the host's resolver configuration. It lets an operator pin the
+// proxy's DNS, and lets `corral qualify` observe every name the proxy
+// resolves (P19: only allowed names, never denied ones).
+const ResolverEnv = "CORRAL_EGRESS_RESOLVER"
+
+// CheckResolver reports a ResolverEnv value that is not ip:port.
+func CheckResolver() error {
+	if addr := os.Getenv(ResolverEnv); addr != "" {
+		if _, err := netip.ParseAddrPort(addr); err != nil {
+			return fmt.Errorf("%s=%q: want ip:port", ResolverEnv, addr)
+		}
+	}
+	return nil
+}
+
+// Resolver is the proxy's resolver: nil (the host's) unless ResolverEnv
+// names a valid server (CheckResolver).
+func Resolver() func(ctx context.Context, host string) ([]netip.Addr, error) {
+	addr := os.Getenv(ResolverEnv)
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		return nil
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return r.LookupNetIP(ctx, "ip", host)
+	}
+}
+
+// egressStats counts the proxy's decisions for the -v summary, bounded:
+// the workload decides how many there are.
+type egressStats struct {
+	mu      sync.Mutex
+	allowed int
+	denied  map[string]int // "host:port (reason)" -> count, at most maxDeniedKinds keys
+	other   int            // denials beyond maxDeniedKinds kinds
+}
+
+const maxDeniedKinds = 100
+
+func (l *egressStats) record(d egress.Decision) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d.Allowed {
+		l.allowed++
+		return
+	}
+	if l.denied == nil {
+		l.denied = map[string]int{}
+	}
+	key := fmt.Sprintf("%s (%s)", net.JoinHostPort(d.Host, strconv.Itoa(d.Port)), d.Reason)
+	if _, ok := l.denied[key]; ok || len(l.denied) < maxDeniedKinds {
+		l.denied[key]++
+	} else {
+		l.other++
+	}
+}
+
+// summary writes one line of counts and one per distinct denial.
+func (l *egressStats) summary(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.other
+	for _, c := range l.denied {
+		n += c
+	}
+	fmt.Fprintf(w, "corral: egress: %d allowed, %d denied\n", l.allowed, n)
+	if l.other > 0 {
+		fmt.Fprintf(w, "corral: egress: %d denials of further kinds not listed\n", l.other)
+	}
+	keys := make([]string, 0, len(l.denied))
+	for k := range l.denied {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "corral: egress: denied %dx %s\n", l.denied[k], strings.TrimSpace(k))
+	}
+}
+
+// egressSwitch serves a sandbox's egress listener with whichever proxy is
+// current: it accepts, and hands each connection to the current proxy
+// through a handoff listener. Swapping in a proxy with new rules applies
+// them to every connection from then on; the old proxy is closed with the
+// connections it carried (they were admitted under old rules).
+type egressSwitch struct {
+	mu    sync.Mutex
+	cur   *handoff
+	proxy *egress.Proxy
+	l     net.Listener
+	cred  string
+}
+
+func newEgressSwitch(l net.Listener, p *egress.Proxy, cred string) *egressSwitch {
+	sw := &egressSwitch{l: l, cred: cred}
+	sw.swap(p)
+	go sw.accept()
+	return sw
+}
+
+func (sw *egressSwitch) accept() {
+	for {
+		c, err := sw.l.Accept()
+		if err != nil {
+			return
+		}
+		sw.mu.Lock()
+		h := sw.cur
+		sw.mu.Unlock()
+		if h == nil || !h.give(c) {
+			c.Close()
+		}
+	}
+}
+
+// swap makes p the proxy for new connections and closes the previous one.
+func (sw *egressSwitch) swap(p *egress.Proxy) {
+	h := &handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: sw.l.Addr()}
+	go func() { _ = p.Serve(h) }()
+	sw.mu.Lock()
+	old := sw.proxy
+	sw.cur, sw.proxy = h, p
+	sw.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// Close stops handing over and closes the current proxy (not the
+// listener, which belongs to the sandbox).
+func (sw *egressSwitch) Close() {
+	sw.mu.Lock()
+	p := sw.proxy
+	sw.cur, sw.proxy = nil, nil
+	sw.mu.Unlock()
+	if p != nil {
+		p.Close()
+	}
+}
+
+// handoff is a net.Listener fed connections by egressSwitch.
+type handoff struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+	addr net.Addr
+}
+
+func (h *handoff) give(c net.Conn) bool {
+	select {
+	case h.ch <- c:
+		return true
+	case <-h.done:
+		return false
+	}
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.ch:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoff) Close() error {
+	h.once.Do(func() { close(h.done) })
+	return nil
+}
+
+func (h *handoff) Addr() net.Addr { return h.addr }

@@ -1,0 +1,337 @@
+// Package session owns one sandbox session, from a mapped plan to its end:
+// provision and start (fail closed), the sandbox's only way out (the
+// egress proxy, with rules that can be swapped live), the audit record of
+// every lifecycle and egress event, execs with their signals, the scan for
+// what a workload planted for later, and teardown. `corral run`, the
+// service supervisor and the gateway all reach a sandbox through it, so
+// each gets the same layers, egress and audit.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/planted"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// Config is what one session needs.
+type Config struct {
+	Provider provider.Provider
+	// Plan is Provider's mapping of the policy; one with error losses is
+	// refused before anything is created.
+	Plan    *provider.Plan
+	Options provider.ProvisionOptions
+	// Log records the session's events; nil records none.
+	Log *audit.Log
+	// Version is Corral's, for the events' metadata.
+	Version string
+	// Command is what the session is for (corral run's command, a
+	// service's workload), recorded when the session cannot start.
+	Command []string
+	// Step, when set, is called after each step of Open: "provisioned",
+	// "started" (the gateway's crash tests stop there).
+	Step func(step string)
+}
+
+func (c *Config) step(name string) {
+	if c.Step != nil {
+		c.Step(name)
+	}
+}
+
+// Session is one live sandbox.
+type Session struct {
+	cfg   Config
+	sb    provider.Sandbox
+	info  audit.RunInfo
+	pol   *policy.Resolved
+	sw    *egressSwitch // network proxy only
+	stats *egressStats
+
+	mu      sync.Mutex
+	scanned time.Time // planted: what changed after this is the workload's
+	closed  bool
+}
+
+// Open provisions and starts a sandbox for cfg.Plan and serves its egress.
+// Nothing is left of it on failure: a plan with error losses gives
+// CodePolicyRejected, rules the proxy cannot take CodePolicyRejected
+// (before anything is made), a proxy that cannot start CodeStartFailed.
+func Open(ctx context.Context, cfg Config) (*Session, error) {
+	s, err := open(ctx, cfg)
+	if err != nil {
+		// A start that failed is part of the record: which policy, which
+		// provider, why.
+		run := audit.RunInfo{PolicyHash: cfg.Plan.Policy.Hash, Provider: cfg.Provider.Name(), Version: cfg.Version}
+		cfg.Log.Emit(audit.Terminate(run, audit.Proc{CmdLine: cfg.Command, UID: -1}, audit.Exit{Code: provider.CodeOf(err).ExitCode(), Reason: err.Error()}))
+	}
+	return s, err
+}
+
+func open(ctx context.Context, cfg Config) (*Session, error) {
+	plan := cfg.Plan
+	if plan.Loss.HasErrors() {
+		return nil, provider.Rejected(plan.Loss)
+	}
+	s := newSession(cfg)
+	if err := s.checkEgress(); err != nil {
+		return nil, err
+	}
+	s.scanned = planted.Now()
+	sb, err := cfg.Provider.Provision(ctx, plan, cfg.Options)
+	cfg.step("provisioned")
+	if err != nil {
+		return nil, err
+	}
+	s.sb = sb
+	if err := sb.Start(ctx); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	cfg.step("started")
+	if err := s.attach(); err != nil {
+		s.teardown()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Recover reattaches to a persistent sandbox from its provider state
+// (provider.Provider.Recover) and serves its egress again. On an error
+// other than the provider's own, the recovered sandbox is released (not
+// destroyed: it is the caller's to decide).
+func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
+	s := newSession(cfg)
+	if err := s.checkEgress(); err != nil {
+		return nil, err
+	}
+	sb, err := cfg.Provider.Recover(ctx, cfg.Plan, state)
+	if err != nil {
+		return nil, err
+	}
+	s.sb = sb
+	s.scanned = planted.Now() // what an exec of the last gateway planted was reported then, or is lost
+	if err := s.attach(); err != nil {
+		_ = sb.Deprovision(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSession(cfg Config) *Session {
+	return &Session{cfg: cfg, pol: cfg.Plan.Policy, stats: &egressStats{}}
+}
+
+// checkEgress refuses, before anything is made, rules the proxy cannot
+// take.
+func (s *Session) checkEgress() error {
+	if s.pol.Network != policy.NetworkProxy {
+		return nil
+	}
+	return CheckRules(s.pol.Egress)
+}
+
+// CheckRules refuses (CodePolicyRejected) egress rules the proxy cannot
+// take.
+func CheckRules(n policy.Network) error {
+	if _, err := egress.New(egress.Config{Policy: Rules(n)}); err != nil {
+		return provider.Wrap(provider.CodePolicyRejected, "network", err)
+	}
+	return nil
+}
+
+// attach fills in the run's audit identity and serves the egress listener.
+func (s *Session) attach() error {
+	sb := s.sb
+	s.info = audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.pol.Hash, Provider: s.cfg.Provider.Name(), Version: s.cfg.Version, Layers: audit.LayersOf(sb.Layers())}
+	if s.pol.Network != policy.NetworkProxy {
+		return nil
+	}
+	l := sb.EgressListener()
+	if l == nil { // fail closed: a proxy policy with no proxy would be no network, or worse
+		return provider.Errorf(provider.CodeStartFailed, "egress proxy: %s gave no egress listener for network proxy", s.cfg.Provider.Name())
+	}
+	cred := ""
+	if a, ok := sb.(provider.ProxyAuthenticator); ok {
+		cred = a.ProxyCredential()
+	}
+	p, err := egress.New(s.proxyConfig(s.pol.Egress, cred))
+	if err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "egress proxy", err)
+	}
+	s.sw = newEgressSwitch(l, p, cred)
+	return nil
+}
+
+func (s *Session) proxyConfig(n policy.Network, cred string) egress.Config {
+	return egress.Config{Policy: Rules(n), Resolve: Resolver(), Credential: cred, Log: s.recordEgress}
+}
+
+func (s *Session) recordEgress(d egress.Decision) {
+	s.stats.record(d)
+	s.cfg.Log.Egress(s.info, audit.EgressOf(d))
+}
+
+// Sandbox is the session's sandbox, for optional abilities
+// (provider.PortDialer, provider.HostView, provider.Persistent).
+func (s *Session) Sandbox() provider.Sandbox { return s.sb }
+
+// ID is the sandbox's id.
+func (s *Session) ID() string { return s.sb.ID() }
+
+// Layers are the layers in force, verified from outside.
+func (s *Session) Layers() []provider.LayerStatus { return s.sb.Layers() }
+
+// Policy is the resolved policy the session enforces.
+func (s *Session) Policy() *policy.Resolved { return s.pol }
+
+// Info is the session's identity in its audit events.
+func (s *Session) Info() audit.RunInfo { return s.info }
+
+// SetEgress applies new egress rules (allow, deny, allow_private, hosts)
+// to every connection from now on; the connections admitted under the old
+// rules are closed. Only a network proxy session has rules.
+func (s *Session) SetEgress(n policy.Network) error {
+	if s.sw == nil {
+		return provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
+	}
+	p, err := egress.New(s.proxyConfig(n, s.sw.cred))
+	if err != nil {
+		return provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
+	}
+	s.sw.swap(p)
+	return nil
+}
+
+// Exec is one process of a session, as Exec records it.
+type Exec struct {
+	provider.ExecSpec
+	// UID is the workload's uid for the record (-1: the plan's, when
+	// it knows it).
+	UID int
+	// Killed, when set, says why the caller ended the process (a signal
+	// it received, a stop); it is asked once the process has ended.
+	Killed func() string
+}
+
+// Exec runs e in the sandbox and waits for it, recording its Launch (with
+// its host pid) and Terminate. The policy's timeout is the provider's to
+// enforce; ctx ending kills the process (CodeTimeout error).
+func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error) {
+	uid := e.UID
+	if uid < 0 {
+		uid = -1
+		if w, ok := s.cfg.Plan.Details.(provider.WorkloadIdentity); ok {
+			uid = w.WorkloadUID()
+		}
+	}
+	var mu sync.Mutex
+	wl := audit.Proc{CmdLine: e.Args, UID: uid}
+	started := e.Started
+	spec := e.ExecSpec
+	spec.Started = func(pid int) { // before init may reap it
+		mu.Lock()
+		wl.PID = pid
+		mu.Unlock()
+		s.cfg.Log.Emit(audit.Launch(s.info, wl))
+		if started != nil {
+			started(pid)
+		}
+	}
+	st, err := s.sb.Exec(ctx, spec)
+	ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration, Reason: st.Reason}
+	if e.Killed != nil {
+		if why := e.Killed(); why != "" {
+			ex.Killed, ex.Reason = true, why
+		}
+	}
+	if ex.Reason == "" && ctx.Err() != nil {
+		ex.Killed, ex.Reason = true, "ended by its caller: "+ctx.Err().Error()
+	}
+	if ex.Reason == "" && err != nil {
+		ex.Reason = err.Error() // e.g. the command was not found (and no Launch)
+	}
+	mu.Lock()
+	s.cfg.Log.Emit(audit.Terminate(s.info, wl, ex))
+	mu.Unlock()
+	s.cfg.Log.Flush()
+	return st, err
+}
+
+// Signal forwards sig to the running workload.
+func (s *Session) Signal(sig os.Signal) error { return s.sb.Signal(sig) }
+
+// CheckPlanted scans the session's read-write trees for what was planted
+// for later since the last check (internal/planted), writes each finding
+// to w (with strict, moves it aside: planted.Report) and to the audit log,
+// and returns them. After Close it covers the whole session.
+func (s *Session) CheckPlanted(w io.Writer, strict bool) []planted.Finding {
+	s.mu.Lock()
+	since := s.scanned
+	s.scanned = planted.Now()
+	s.mu.Unlock()
+	found := planted.Report(w, s.pol, since, strict)
+	for _, f := range found {
+		s.cfg.Log.Emit(audit.Planted(s.info, f.Path, f.Kind, f.What, f.Keys, strict))
+	}
+	return found
+}
+
+// EgressSummary writes the counts of the session's egress decisions and
+// one line per kind of denial (corral run -v), and, when the audit log
+// aggregated denials, says how many.
+func (s *Session) EgressSummary(w io.Writer) {
+	s.stats.summary(w)
+	s.warnAggregated(w)
+}
+
+func (s *Session) warnAggregated(w io.Writer) {
+	if st := s.cfg.Log.Stats(); st.Aggregated > 0 {
+		fmt.Fprintf(w, "corral: egress: %d denials beyond %d a window were written to the audit log as aggregates (count, start_time, end_time), not one by one\n", st.Aggregated, audit.MaxDenied)
+	}
+}
+
+// WarnAggregated is EgressSummary's note on the audit log alone, printed
+// without -v too: an audit log that summarises must not go unnoticed.
+func (s *Session) WarnAggregated(w io.Writer) { s.warnAggregated(w) }
+
+// Detach closes what this process holds of a persistent sandbox (its
+// egress proxy) and leaves the sandbox running for a later Recover.
+func (s *Session) Detach() {
+	if s.sw != nil {
+		s.sw.Close()
+	}
+}
+
+// Close stops everything in the sandbox, removes it and closes its egress
+// proxy; idempotent. The audit log is the caller's to close.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.teardown()
+}
+
+func (s *Session) teardown() error {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	serr := s.sb.Stop(c)
+	derr := s.sb.Deprovision(c)
+	if s.sw != nil {
+		s.sw.Close()
+	}
+	return errors.Join(serr, derr)
+}
