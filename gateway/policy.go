@@ -17,6 +17,7 @@ import (
 )
 
 func (s *Server) GetPolicy(ctx context.Context, req *connect.Request[gw.GetPolicyRequest]) (*connect.Response[gw.GetPolicyResponse], error) {
+	req.Msg.Id = s.idOf(req.Msg.Id)
 	rec, err := s.cfg.Store.Get(req.Msg.Id)
 	if err != nil {
 		return nil, storeErr(req.Msg.Id, err)
@@ -34,6 +35,7 @@ func (s *Server) GetPolicy(ctx context.Context, req *connect.Request[gw.GetPolic
 }
 
 func (s *Server) PolicyHistory(ctx context.Context, req *connect.Request[gw.PolicyHistoryRequest]) (*connect.Response[gw.PolicyHistoryResponse], error) {
+	req.Msg.Id = s.idOf(req.Msg.Id)
 	if _, err := s.cfg.Store.Get(req.Msg.Id); err != nil {
 		return nil, storeErr(req.Msg.Id, err)
 	}
@@ -56,6 +58,7 @@ func (s *Server) PolicyHistory(ctx context.Context, req *connect.Request[gw.Poli
 // request says recreate; otherwise it is refused, naming why.
 func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolicyRequest]) (*connect.Response[gw.SetPolicyResponse], error) {
 	m := req.Msg
+	m.Id = s.idOf(m.Id)
 	rec, unlock, err := s.lockRecord(m.Id)
 	if err != nil {
 		return nil, err

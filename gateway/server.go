@@ -13,6 +13,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -172,9 +174,39 @@ func fault(point string) {
 	}
 }
 
+// idOf is the id of the sandbox x names: x itself when it has an id's
+// shape or names no sandbox (the call then finds no record).
+func (s *Server) idOf(x string) string {
+	if provider.IsID(x) {
+		return x
+	}
+	if id, err := s.cfg.Store.IDByName(x); err == nil {
+		return id
+	}
+	return x
+}
+
+// nameRule is RFC 1123's DNS label, lower case.
+var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkName refuses a sandbox name that is not a DNS label, or that has an
+// id's shape (it would shadow, or be shadowed by, an id).
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case !nameRule.MatchString(name):
+		return fmt.Errorf("name %q: want a DNS label: 1 to 63 of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
+	case provider.IsID(name):
+		return fmt.Errorf("name %q has the shape of a sandbox id: choose another", name)
+	}
+	return nil
+}
+
 // lockRecord takes the sandbox's gate (exclusively) and reads its record;
 // the caller defers the returned unlock. The error is a connect error.
 func (s *Server) lockRecord(id string) (store.Sandbox, func(), error) {
+	id = s.idOf(id)
 	g := s.gate(id)
 	g.Lock()
 	rec, err := s.cfg.Store.Get(id)
@@ -199,6 +231,9 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	if m.Provider != "" && m.Provider != name {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (the only provider whose sandboxes outlive it here)", m.Provider, name))
 	}
+	if err := checkName(m.Name); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, m.Image, m.Workdir)
 	if err != nil {
 		return nil, err
@@ -210,7 +245,10 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	defer g.Unlock()
 	image := res.DockerImage()
 	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: name, Phase: store.PhaseProvisioning, Desired: "running",
-		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON)})
+		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON), Name: m.Name})
+	if errors.Is(err, store.ErrNameTaken) {
+		return nil, connect.NewError(connect.CodeAlreadyExists, err)
+	}
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
@@ -347,6 +385,7 @@ func (s *Server) openAudit(id string) (*audit.Log, error) {
 }
 
 func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[gw.GetSandboxRequest]) (*connect.Response[gw.GetSandboxResponse], error) {
+	req.Msg.Id = s.idOf(req.Msg.Id)
 	rec, err := s.cfg.Store.Get(req.Msg.Id)
 	if err != nil {
 		return nil, storeErr(req.Msg.Id, err)
@@ -440,6 +479,7 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	if len(m.Args) == 0 {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("no command given"))
 	}
+	m.Id = s.idOf(m.Id)
 	if _, err := s.cfg.Store.Get(m.Id); err != nil {
 		return storeErr(m.Id, err) // before making a gate for an id that does not exist
 	}
@@ -587,7 +627,7 @@ func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
 // WatchSandbox streams the sandbox (first, then on every change of its
 // resource version) and its new events, polling the store.
 func (s *Server) WatchSandbox(ctx context.Context, req *connect.Request[gw.WatchSandboxRequest], stream *connect.ServerStream[gw.WatchSandboxResponse]) error {
-	id, after := req.Msg.Id, req.Msg.AfterSeq
+	id, after := s.idOf(req.Msg.Id), req.Msg.AfterSeq
 	var version int64 = -1
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -660,25 +700,56 @@ func (s *Server) openLog(id string) (*os.File, error) {
 // follow it goes on with what is written later, until the sandbox is
 // deleted or the caller goes away.
 func (s *Server) LogsSandbox(ctx context.Context, req *connect.Request[gw.LogsSandboxRequest], stream *connect.ServerStream[gw.LogsSandboxResponse]) error {
-	id := req.Msg.Id
+	id := s.idOf(req.Msg.Id)
+	return s.tail(ctx, id, s.logPath(id), req.Msg.Follow, false, func(b []byte) error {
+		return stream.Send(&gw.LogsSandboxResponse{Data: b})
+	})
+}
+
+// AuditSandbox streams the sandbox's audit log (whole JSON lines) from the
+// start; with follow it goes on with what is written later, until the
+// sandbox is deleted or the caller goes away.
+func (s *Server) AuditSandbox(ctx context.Context, req *connect.Request[gw.AuditSandboxRequest], stream *connect.ServerStream[gw.AuditSandboxResponse]) error {
+	id := s.idOf(req.Msg.Id)
+	return s.tail(ctx, id, s.auditPath(id), req.Msg.Follow, true, func(b []byte) error {
+		return stream.Send(&gw.AuditSandboxResponse{Data: b})
+	})
+}
+
+// tail sends the file at path from the start, in chunks (whole lines
+// only, with lines), and with follow what is appended later, polling,
+// until sandbox id is deleted or ctx ends. A file that shrank was rotated:
+// it is read again from its start.
+func (s *Server) tail(ctx context.Context, id, path string, follow, lines bool, send func([]byte) error) error {
 	if _, err := s.cfg.Store.Get(id); err != nil {
 		return storeErr(id, err)
 	}
 	var off int64
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 64<<10)
 	for {
-		f, err := os.Open(s.logPath(id))
+		f, err := os.Open(path)
 		if err == nil {
+			if fi, err := f.Stat(); err == nil && fi.Size() < off {
+				off = 0
+			}
 			for {
 				n, rerr := f.ReadAt(buf, off)
-				if n > 0 {
-					off += int64(n)
-					if err := stream.Send(&gw.LogsSandboxResponse{Data: append([]byte(nil), buf[:n]...)}); err != nil {
+				chunk := buf[:n]
+				if lines && rerr != nil { // the last line may be partly written
+					if k := bytes.LastIndexByte(chunk, '\n'); k >= 0 {
+						chunk = chunk[:k+1]
+					} else {
+						chunk = nil
+					}
+				}
+				if len(chunk) > 0 {
+					off += int64(len(chunk))
+					if err := send(append([]byte(nil), chunk...)); err != nil {
 						f.Close()
 						return err
 					}
 				}
-				if rerr != nil {
+				if rerr != nil || (lines && len(chunk) == 0) {
 					break
 				}
 			}
@@ -686,7 +757,7 @@ func (s *Server) LogsSandbox(ctx context.Context, req *connect.Request[gw.LogsSa
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return connect.NewError(connect.CodeInternal, err)
 		}
-		if !req.Msg.Follow {
+		if !follow {
 			return nil
 		}
 		if _, err := s.cfg.Store.Get(id); errors.Is(err, store.ErrNotFound) {
@@ -704,7 +775,7 @@ func (s *Server) LogsSandbox(ctx context.Context, req *connect.Request[gw.LogsSa
 // force: the intent (provisioning, desired running) is stored first; the
 // result is ready, or error with the reason.
 func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.StartSandboxRequest]) (*connect.Response[gw.StartSandboxResponse], error) {
-	id := req.Msg.Id
+	id := s.idOf(req.Msg.Id)
 	rec, unlock, err := s.lockRecord(id)
 	if err != nil {
 		return nil, err
@@ -748,7 +819,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 // StopSandbox ends a sandbox's workload and releases its container; the
 // record stays (phase stopped) until DeleteSandbox.
 func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error) {
-	id := req.Msg.Id
+	id := s.idOf(req.Msg.Id)
 	rec, unlock, err := s.lockRecord(id)
 	if err != nil {
 		return nil, err
@@ -776,7 +847,7 @@ func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSa
 
 // DeleteSandbox releases a sandbox's resources and removes its record.
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.DeleteSandboxRequest]) (*connect.Response[gw.DeleteSandboxResponse], error) {
-	id := req.Msg.Id
+	id := s.idOf(req.Msg.Id)
 	rec, unlock, err := s.lockRecord(id)
 	if err != nil {
 		return nil, err
@@ -870,7 +941,7 @@ func toEvent(e store.Event) *gw.Event {
 func toProto(r store.Sandbox) *gw.Sandbox {
 	out := &gw.Sandbox{Id: r.ID, Provider: r.Provider, Phase: r.Phase, Reason: r.Reason, Desired: r.Desired, ResourceVersion: r.Version, PolicyRevision: r.PolicyRevision,
 		PolicyHash: r.PolicyHash, Image: r.Image, Workdir: r.Workdir,
-		CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: r.UpdatedAt.UTC().Format(time.RFC3339)}
+		Name: r.Name, CreatedAt: r.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: r.UpdatedAt.UTC().Format(time.RFC3339)}
 	var layers []provider.LayerStatus
 	_ = json.Unmarshal([]byte(r.Layers), &layers)
 	for _, l := range layers {

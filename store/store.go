@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -21,6 +22,8 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrStale    = errors.New("stale resource version")
+	// ErrNameTaken: Insert of a name another sandbox has.
+	ErrNameTaken = errors.New("name taken")
 )
 
 // Phases a sandbox moves through (docs/gateway.md).
@@ -53,8 +56,10 @@ type Sandbox struct {
 	// ProviderState is the provider's opaque state of a persistent
 	// sandbox (provider.Persistent.State), handed back to its Recover.
 	ProviderState string
-	CreatedAt     time.Time
-	UpdatedAt      time.Time
+	// Name is the caller's name for the sandbox (unique when not empty).
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Event is one line of a sandbox's history.
@@ -106,6 +111,8 @@ var migrations = []string{
 	// is the docker provider's whole state.
 	`ALTER TABLE sandboxes ADD COLUMN provider_state TEXT NOT NULL DEFAULT '';
 	UPDATE sandboxes SET provider_state = '{"id":"' || id || '"}' WHERE provider = 'docker';`,
+	`ALTER TABLE sandboxes ADD COLUMN name TEXT NOT NULL DEFAULT '';
+	CREATE UNIQUE INDEX sandboxes_name ON sandboxes (name) WHERE name != '';`,
 }
 
 // Store is an open database.
@@ -177,12 +184,12 @@ func (s *Store) migrate() error {
 
 func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
-const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, policy_revision, image, workdir, layers, losses, provider_state, created_at, updated_at`
+const columns = `id, provider, phase, reason, desired, version, policy_yaml, policy_hash, policy_revision, image, workdir, layers, losses, provider_state, name, created_at, updated_at`
 
 func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
 	var sb Sandbox
 	var created, updated string
-	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.PolicyRevision, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &sb.ProviderState, &created, &updated)
+	err := row.Scan(&sb.ID, &sb.Provider, &sb.Phase, &sb.Reason, &sb.Desired, &sb.Version, &sb.PolicyYAML, &sb.PolicyHash, &sb.PolicyRevision, &sb.Image, &sb.Workdir, &sb.Layers, &sb.Losses, &sb.ProviderState, &sb.Name, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sb, ErrNotFound
 	}
@@ -207,8 +214,11 @@ func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
 		return sb, err
 	}
 	defer tx.Rollback()
-	if _, err := tx.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
-		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Workdir, sb.Layers, sb.Losses, sb.ProviderState, t, t); err != nil {
+	if _, err := tx.Exec(`INSERT INTO sandboxes (`+columns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		sb.ID, sb.Provider, sb.Phase, sb.Reason, sb.Desired, sb.Version, sb.PolicyYAML, sb.PolicyHash, sb.PolicyRevision, sb.Image, sb.Workdir, sb.Layers, sb.Losses, sb.ProviderState, sb.Name, t, t); err != nil {
+		if strings.Contains(err.Error(), "UNIQUE constraint failed: sandboxes.name") {
+			return sb, fmt.Errorf("%w: a sandbox is named %q already", ErrNameTaken, sb.Name)
+		}
 		return sb, err
 	}
 	if _, err := tx.Exec(`INSERT INTO policy_revisions (sandbox_id, revision, policy_yaml, policy_hash, applied, created_at) VALUES (?, 1, ?, ?, 'created', ?)`,
@@ -224,6 +234,17 @@ func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
 // Get returns one sandbox.
 func (s *Store) Get(id string) (Sandbox, error) {
 	return scan(s.db.QueryRow(`SELECT `+columns+` FROM sandboxes WHERE id = ?`, id))
+}
+
+// IDByName returns the id of the sandbox named name (ErrNotFound when
+// none is).
+func (s *Store) IDByName(name string) (string, error) {
+	var id string
+	err := s.db.QueryRow(`SELECT id FROM sandboxes WHERE name = ? AND name != ''`, name).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return id, err
 }
 
 // List returns every sandbox, oldest first.

@@ -172,3 +172,21 @@ func TestProviderStateMigration(t *testing.T) {
 		t.Fatalf("after migration: state %q, %v", sb.ProviderState, err)
 	}
 }
+
+// Names are unique (an empty name is none) and lead to their id.
+func TestNames(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "g.db"))
+	for _, id := range []string{"a", "b", "c", "d"} {
+		name := map[string]string{"a": "web", "b": "web", "c": "", "d": ""}[id]
+		_, err := s.Insert(Sandbox{ID: id, Provider: "docker", Phase: PhaseReady, Desired: "running", Workdir: "/w", Name: name})
+		if want := id == "b"; (err != nil) != want || (want && !errors.Is(err, ErrNameTaken)) {
+			t.Errorf("insert %s (name %q): %v", id, name, err)
+		}
+	}
+	if id, err := s.IDByName("web"); err != nil || id != "a" {
+		t.Errorf("web is %q, %v", id, err)
+	}
+	if _, err := s.IDByName(""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the empty name found %v", err)
+	}
+}

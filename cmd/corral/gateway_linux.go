@@ -296,14 +296,14 @@ such sandbox, 121 gateway unreachable or refused, 122 policy rejected, 123
 the sandbox could not be made.`}
 	f.add(c)
 	ctx := context.Background()
-	var polFile, workdir, image string
+	var polFile, workdir, image, name, prov string
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (default policy without --policy)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
 			if err != nil {
 				return err
 			}
-			req := &gw.CreateSandboxRequest{Provider: docker.Name, Image: image}
+			req := &gw.CreateSandboxRequest{Provider: prov, Image: image, Name: name}
 			if polFile != "" {
 				if _, err := policy.Load(polFile); err != nil { // positioned errors here, not from the gateway
 					return err
@@ -329,6 +329,8 @@ the sandbox could not be made.`}
 	create.Flags().StringVarP(&polFile, "policy", "p", "", "policy file")
 	create.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory (default: the current one)")
 	create.Flags().StringVar(&image, "image", "", "image (sets the policy's docker.image)")
+	create.Flags().StringVar(&name, "name", "", "name the sandbox (unique, a DNS label); every command takes the name for the id")
+	create.Flags().StringVar(&prov, "provider", "", "provider (default: the gateway's)")
 
 	list := &cobra.Command{Use: "list", Short: "List sandboxes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -359,7 +361,7 @@ the sandbox could not be made.`}
 			}
 			s := resp.Msg.Sandbox
 			return f.show(resp.Msg, func(w io.Writer) {
-				fmt.Fprintf(w, "id:\t%s\nphase:\t%s\t%s\neffective:\t%s\ndesired:\t%s\nimage:\t%s\nworkdir:\t%s\npolicy:\t%s\nversion:\t%d\n", s.Id, s.Phase, s.Reason, s.Effective, s.Desired, s.Image, s.Workdir, s.PolicyHash, s.ResourceVersion)
+				fmt.Fprintf(w, "id:\t%s\nname:\t%s\nphase:\t%s\t%s\neffective:\t%s\ndesired:\t%s\nimage:\t%s\nworkdir:\t%s\npolicy:\t%s\nversion:\t%d\n", s.Id, s.Name, s.Phase, s.Reason, s.Effective, s.Desired, s.Image, s.Workdir, s.PolicyHash, s.ResourceVersion)
 				for _, l := range s.Layers {
 					fmt.Fprintf(w, "layer %s\t%s\t%s\t%s\n", l.Layer, l.State, l.Requirement, l.Detail)
 				}
@@ -493,7 +495,29 @@ the sandbox could not be made.`}
 			return nil
 		}}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
-	c.AddCommand(create, list, get, execc, logs, watch, start, stop, del)
+	var followAudit bool
+	auditc := &cobra.Command{Use: "audit ID", Short: "Print a sandbox's audit log (OCSF 1.3.0 JSON Lines: execs, egress decisions, planted files)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			actx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stream, err := cl.AuditSandbox(actx, connect.NewRequest(&gw.AuditSandboxRequest{Id: args[0], Follow: followAudit}))
+			if err != nil {
+				return apiErr(err)
+			}
+			for stream.Receive() {
+				os.Stdout.Write(stream.Msg().Data)
+			}
+			if err := stream.Err(); err != nil && actx.Err() == nil {
+				return apiErr(err)
+			}
+			return nil
+		}}
+	auditc.Flags().BoolVarP(&followAudit, "follow", "f", false, "keep printing new events")
+	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del)
 	return c
 }
 

@@ -48,10 +48,13 @@ type Sandbox struct {
 	Workdir    string `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// layers in force, verified from outside the workload when the sandbox
 	// became ready (or was adopted after a gateway restart).
-	Layers        []*Layer `protobuf:"bytes,10,rep,name=layers,proto3" json:"layers,omitempty"`
-	Losses        []*Loss  `protobuf:"bytes,11,rep,name=losses,proto3" json:"losses,omitempty"`
-	CreatedAt     string   `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339, UTC
-	UpdatedAt     string   `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Layers    []*Layer `protobuf:"bytes,10,rep,name=layers,proto3" json:"layers,omitempty"`
+	Losses    []*Loss  `protobuf:"bytes,11,rep,name=losses,proto3" json:"losses,omitempty"`
+	CreatedAt string   `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339, UTC
+	UpdatedAt string   `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// name is the caller's name for it (unique, a DNS label), or empty;
+	// every call that takes an id takes the name too.
+	Name          string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +190,13 @@ func (x *Sandbox) GetCreatedAt() string {
 func (x *Sandbox) GetUpdatedAt() string {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return ""
+}
+
+func (x *Sandbox) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -401,10 +411,14 @@ type CreateSandboxRequest struct {
 	PolicyYaml string `protobuf:"bytes,1,opt,name=policy_yaml,json=policyYaml,proto3" json:"policy_yaml,omitempty"`
 	// workdir is the host directory the policy's {workdir} means; it must exist.
 	Workdir string `protobuf:"bytes,2,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	// provider: docker (the only persistent provider today).
+	// provider: the gateway's persistent provider (docker), or empty.
 	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
 	// image overrides the policy's docker.image.
-	Image         string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	// name, when set, names the sandbox: unique, a DNS label (RFC 1123:
+	// 1-63 of a-z, 0-9 and '-', starting and ending with a letter or digit),
+	// and not of a sandbox id's shape.
+	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -463,6 +477,13 @@ func (x *CreateSandboxRequest) GetProvider() string {
 func (x *CreateSandboxRequest) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetName() string {
+	if x != nil {
+		return x.Name
 	}
 	return ""
 }
@@ -1312,6 +1333,106 @@ func (x *LogsSandboxResponse) GetData() []byte {
 	return nil
 }
 
+type AuditSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// follow: keep streaming new events until the caller goes away or the
+	// sandbox is deleted.
+	Follow        bool `protobuf:"varint,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditSandboxRequest) Reset() {
+	*x = AuditSandboxRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditSandboxRequest) ProtoMessage() {}
+
+func (x *AuditSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditSandboxRequest.ProtoReflect.Descriptor instead.
+func (*AuditSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AuditSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AuditSandboxRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// AuditSandboxResponse carries whole lines of the sandbox's OCSF JSONL
+// audit log (each an event), in order.
+type AuditSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditSandboxResponse) Reset() {
+	*x = AuditSandboxResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditSandboxResponse) ProtoMessage() {}
+
+func (x *AuditSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditSandboxResponse.ProtoReflect.Descriptor instead.
+func (*AuditSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AuditSandboxResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type StartSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1321,7 +1442,7 @@ type StartSandboxRequest struct {
 
 func (x *StartSandboxRequest) Reset() {
 	*x = StartSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1454,7 @@ func (x *StartSandboxRequest) String() string {
 func (*StartSandboxRequest) ProtoMessage() {}
 
 func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1467,7 @@ func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StartSandboxRequest) GetId() string {
@@ -1365,7 +1486,7 @@ type StartSandboxResponse struct {
 
 func (x *StartSandboxResponse) Reset() {
 	*x = StartSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1498,7 @@ func (x *StartSandboxResponse) String() string {
 func (*StartSandboxResponse) ProtoMessage() {}
 
 func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1511,7 @@ func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StartSandboxResponse) GetSandbox() *Sandbox {
@@ -1409,7 +1530,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1542,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1555,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StopSandboxRequest) GetId() string {
@@ -1453,7 +1574,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1586,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1599,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -1502,7 +1623,7 @@ type PolicyRevision struct {
 
 func (x *PolicyRevision) Reset() {
 	*x = PolicyRevision{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1635,7 @@ func (x *PolicyRevision) String() string {
 func (*PolicyRevision) ProtoMessage() {}
 
 func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1648,7 @@ func (x *PolicyRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRevision.ProtoReflect.Descriptor instead.
 func (*PolicyRevision) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PolicyRevision) GetRevision() int64 {
@@ -1574,7 +1695,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1707,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1720,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetPolicyRequest) GetId() string {
@@ -1618,7 +1739,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1751,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1764,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *PolicyRevision {
@@ -1668,7 +1789,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1801,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1814,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetPolicyRequest) GetId() string {
@@ -1734,7 +1855,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1867,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1880,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetPolicyResponse) GetSandbox() *Sandbox {
@@ -1785,7 +1906,7 @@ type PolicyHistoryRequest struct {
 
 func (x *PolicyHistoryRequest) Reset() {
 	*x = PolicyHistoryRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1918,7 @@ func (x *PolicyHistoryRequest) String() string {
 func (*PolicyHistoryRequest) ProtoMessage() {}
 
 func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1931,7 @@ func (x *PolicyHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryRequest.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PolicyHistoryRequest) GetId() string {
@@ -1829,7 +1950,7 @@ type PolicyHistoryResponse struct {
 
 func (x *PolicyHistoryResponse) Reset() {
 	*x = PolicyHistoryResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1962,7 @@ func (x *PolicyHistoryResponse) String() string {
 func (*PolicyHistoryResponse) ProtoMessage() {}
 
 func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1975,7 @@ func (x *PolicyHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyHistoryResponse.ProtoReflect.Descriptor instead.
 func (*PolicyHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
@@ -1873,7 +1994,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2006,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2019,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1916,7 +2037,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2049,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,14 +2062,14 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xe1\x03\n" +
+	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xf5\x03\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -1968,7 +2089,8 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\tR\tupdatedAt\"m\n" +
+	"updated_at\x18\r \x01(\tR\tupdatedAt\x12\x12\n" +
+	"\x04name\x18\x10 \x01(\tR\x04name\"m\n" +
 	"\x05Layer\x12\x14\n" +
 	"\x05layer\x18\x01 \x01(\tR\x05layer\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x14\n" +
@@ -1983,13 +2105,14 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x12\n" +
 	"\x04time\x18\x02 \x01(\tR\x04time\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x97\x01\n" +
 	"\x14CreateSandboxRequest\x12\x1f\n" +
 	"\vpolicy_yaml\x18\x01 \x01(\tR\n" +
 	"policyYaml\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1a\n" +
 	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05image\x18\x04 \x01(\tR\x05image\"M\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"M\n" +
 	"\x15CreateSandboxResponse\x124\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"#\n" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
@@ -2036,6 +2159,11 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06follow\x18\x02 \x01(\bR\x06follow\")\n" +
 	"\x13LogsSandboxResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"=\n" +
+	"\x13AuditSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06follow\x18\x02 \x01(\bR\x06follow\"*\n" +
+	"\x14AuditSandboxResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"%\n" +
 	"\x13StartSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
@@ -2073,7 +2201,7 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xe0\a\n" +
+	"\x15DeleteSandboxResponse2\xc3\b\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
@@ -2082,7 +2210,8 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vExecSandbox\x12%.corral.gateway.v1.ExecSandboxRequest\x1a&.corral.gateway.v1.ExecSandboxResponse0\x01\x12e\n" +
 	"\x11ExecSandboxStream\x12$.corral.gateway.v1.ExecStreamRequest\x1a&.corral.gateway.v1.ExecSandboxResponse(\x010\x01\x12a\n" +
 	"\fWatchSandbox\x12&.corral.gateway.v1.WatchSandboxRequest\x1a'.corral.gateway.v1.WatchSandboxResponse0\x01\x12^\n" +
-	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12_\n" +
+	"\vLogsSandbox\x12%.corral.gateway.v1.LogsSandboxRequest\x1a&.corral.gateway.v1.LogsSandboxResponse0\x01\x12a\n" +
+	"\fAuditSandbox\x12&.corral.gateway.v1.AuditSandboxRequest\x1a'.corral.gateway.v1.AuditSandboxResponse0\x01\x12_\n" +
 	"\fStartSandbox\x12&.corral.gateway.v1.StartSandboxRequest\x1a'.corral.gateway.v1.StartSandboxResponse\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
 	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse2\xa3\x02\n" +
@@ -2103,7 +2232,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
@@ -2124,19 +2253,21 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*WatchSandboxResponse)(nil),  // 16: corral.gateway.v1.WatchSandboxResponse
 	(*LogsSandboxRequest)(nil),    // 17: corral.gateway.v1.LogsSandboxRequest
 	(*LogsSandboxResponse)(nil),   // 18: corral.gateway.v1.LogsSandboxResponse
-	(*StartSandboxRequest)(nil),   // 19: corral.gateway.v1.StartSandboxRequest
-	(*StartSandboxResponse)(nil),  // 20: corral.gateway.v1.StartSandboxResponse
-	(*StopSandboxRequest)(nil),    // 21: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 22: corral.gateway.v1.StopSandboxResponse
-	(*PolicyRevision)(nil),        // 23: corral.gateway.v1.PolicyRevision
-	(*GetPolicyRequest)(nil),      // 24: corral.gateway.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 25: corral.gateway.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),      // 26: corral.gateway.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 27: corral.gateway.v1.SetPolicyResponse
-	(*PolicyHistoryRequest)(nil),  // 28: corral.gateway.v1.PolicyHistoryRequest
-	(*PolicyHistoryResponse)(nil), // 29: corral.gateway.v1.PolicyHistoryResponse
-	(*DeleteSandboxRequest)(nil),  // 30: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 31: corral.gateway.v1.DeleteSandboxResponse
+	(*AuditSandboxRequest)(nil),   // 19: corral.gateway.v1.AuditSandboxRequest
+	(*AuditSandboxResponse)(nil),  // 20: corral.gateway.v1.AuditSandboxResponse
+	(*StartSandboxRequest)(nil),   // 21: corral.gateway.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),  // 22: corral.gateway.v1.StartSandboxResponse
+	(*StopSandboxRequest)(nil),    // 23: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 24: corral.gateway.v1.StopSandboxResponse
+	(*PolicyRevision)(nil),        // 25: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),      // 26: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 27: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),      // 28: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 29: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),  // 30: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil), // 31: corral.gateway.v1.PolicyHistoryResponse
+	(*DeleteSandboxRequest)(nil),  // 32: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 33: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -2152,10 +2283,10 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	3,  // 10: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
 	0,  // 11: corral.gateway.v1.StartSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
 	0,  // 12: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	23, // 13: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	25, // 13: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
 	0,  // 14: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	23, // 15: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	23, // 16: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	25, // 15: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	25, // 16: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
 	4,  // 17: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
 	6,  // 18: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
 	8,  // 19: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
@@ -2163,27 +2294,29 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	11, // 21: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
 	15, // 22: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
 	17, // 23: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
-	19, // 24: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
-	21, // 25: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	30, // 26: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	24, // 27: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	26, // 28: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	28, // 29: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	5,  // 30: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 31: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 32: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	13, // 33: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	13, // 34: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
-	16, // 35: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	18, // 36: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
-	20, // 37: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
-	22, // 38: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	31, // 39: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	25, // 40: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	27, // 41: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	29, // 42: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	30, // [30:43] is the sub-list for method output_type
-	17, // [17:30] is the sub-list for method input_type
+	19, // 24: corral.gateway.v1.SandboxService.AuditSandbox:input_type -> corral.gateway.v1.AuditSandboxRequest
+	21, // 25: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
+	23, // 26: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	32, // 27: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	26, // 28: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	28, // 29: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	30, // 30: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	5,  // 31: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 32: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 33: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	13, // 34: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	13, // 35: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
+	16, // 36: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	18, // 37: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	20, // 38: corral.gateway.v1.SandboxService.AuditSandbox:output_type -> corral.gateway.v1.AuditSandboxResponse
+	22, // 39: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
+	24, // 40: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	33, // 41: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	27, // 42: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	29, // 43: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	31, // 44: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	31, // [31:45] is the sub-list for method output_type
+	17, // [17:31] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -2211,7 +2344,7 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

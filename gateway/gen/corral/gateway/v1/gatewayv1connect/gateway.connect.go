@@ -60,6 +60,9 @@ const (
 	// SandboxServiceLogsSandboxProcedure is the fully-qualified name of the SandboxService's
 	// LogsSandbox RPC.
 	SandboxServiceLogsSandboxProcedure = "/corral.gateway.v1.SandboxService/LogsSandbox"
+	// SandboxServiceAuditSandboxProcedure is the fully-qualified name of the SandboxService's
+	// AuditSandbox RPC.
+	SandboxServiceAuditSandboxProcedure = "/corral.gateway.v1.SandboxService/AuditSandbox"
 	// SandboxServiceStartSandboxProcedure is the fully-qualified name of the SandboxService's
 	// StartSandbox RPC.
 	SandboxServiceStartSandboxProcedure = "/corral.gateway.v1.SandboxService/StartSandbox"
@@ -94,6 +97,11 @@ type SandboxServiceClient interface {
 	// LogsSandbox streams the output (stdout and stderr, as written) of
 	// every command run in the sandbox, from the start.
 	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest]) (*connect.ServerStreamForClient[v1.LogsSandboxResponse], error)
+	// AuditSandbox streams the sandbox's audit log (OCSF 1.3.0 JSON Lines:
+	// Process Activity for each exec, HTTP Activity for each egress
+	// decision, Detection Finding for each file planted for later), from
+	// the start.
+	AuditSandbox(context.Context, *connect.Request[v1.AuditSandboxRequest]) (*connect.ServerStreamForClient[v1.AuditSandboxResponse], error)
 	// StartSandbox brings a stopped sandbox up again: same id, same policy,
 	// a new container (what the old one held in /tmp and its home is gone).
 	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
@@ -154,6 +162,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		auditSandbox: connect.NewClient[v1.AuditSandboxRequest, v1.AuditSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceAuditSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("AuditSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		startSandbox: connect.NewClient[v1.StartSandboxRequest, v1.StartSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceStartSandboxProcedure,
@@ -184,6 +198,7 @@ type sandboxServiceClient struct {
 	execSandboxStream *connect.Client[v1.ExecStreamRequest, v1.ExecSandboxResponse]
 	watchSandbox      *connect.Client[v1.WatchSandboxRequest, v1.WatchSandboxResponse]
 	logsSandbox       *connect.Client[v1.LogsSandboxRequest, v1.LogsSandboxResponse]
+	auditSandbox      *connect.Client[v1.AuditSandboxRequest, v1.AuditSandboxResponse]
 	startSandbox      *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
 	stopSandbox       *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	deleteSandbox     *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
@@ -224,6 +239,11 @@ func (c *sandboxServiceClient) LogsSandbox(ctx context.Context, req *connect.Req
 	return c.logsSandbox.CallServerStream(ctx, req)
 }
 
+// AuditSandbox calls corral.gateway.v1.SandboxService.AuditSandbox.
+func (c *sandboxServiceClient) AuditSandbox(ctx context.Context, req *connect.Request[v1.AuditSandboxRequest]) (*connect.ServerStreamForClient[v1.AuditSandboxResponse], error) {
+	return c.auditSandbox.CallServerStream(ctx, req)
+}
+
 // StartSandbox calls corral.gateway.v1.SandboxService.StartSandbox.
 func (c *sandboxServiceClient) StartSandbox(ctx context.Context, req *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
 	return c.startSandbox.CallUnary(ctx, req)
@@ -255,6 +275,11 @@ type SandboxServiceHandler interface {
 	// LogsSandbox streams the output (stdout and stderr, as written) of
 	// every command run in the sandbox, from the start.
 	LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error
+	// AuditSandbox streams the sandbox's audit log (OCSF 1.3.0 JSON Lines:
+	// Process Activity for each exec, HTTP Activity for each egress
+	// decision, Detection Finding for each file planted for later), from
+	// the start.
+	AuditSandbox(context.Context, *connect.Request[v1.AuditSandboxRequest], *connect.ServerStream[v1.AuditSandboxResponse]) error
 	// StartSandbox brings a stopped sandbox up again: same id, same policy,
 	// a new container (what the old one held in /tmp and its home is gone).
 	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
@@ -311,6 +336,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("LogsSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceAuditSandboxHandler := connect.NewServerStreamHandler(
+		SandboxServiceAuditSandboxProcedure,
+		svc.AuditSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("AuditSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceStartSandboxHandler := connect.NewUnaryHandler(
 		SandboxServiceStartSandboxProcedure,
 		svc.StartSandbox,
@@ -345,6 +376,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceWatchSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceLogsSandboxProcedure:
 			sandboxServiceLogsSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceAuditSandboxProcedure:
+			sandboxServiceAuditSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStartSandboxProcedure:
 			sandboxServiceStartSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStopSandboxProcedure:
@@ -386,6 +419,10 @@ func (UnimplementedSandboxServiceHandler) WatchSandbox(context.Context, *connect
 
 func (UnimplementedSandboxServiceHandler) LogsSandbox(context.Context, *connect.Request[v1.LogsSandboxRequest], *connect.ServerStream[v1.LogsSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.LogsSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) AuditSandbox(context.Context, *connect.Request[v1.AuditSandboxRequest], *connect.ServerStream[v1.AuditSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.AuditSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
