@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/trust"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -168,59 +169,43 @@ func shownPolicy(o ProvisionOptions) string {
 
 // ensureBase makes the base directory: 0711 for root (agent users
 // traverse it to their homes; no one lists the sessions), 0700 otherwise.
-// No other user may control any directory on the way to it: each must be
-// a real directory owned by the caller or root, writable by no one else —
-// except root's sticky directories such as /tmp above the caller's own —
-// so that nothing can be swapped under corral between a check and a use;
-// for root each must also let others through (agent users reach their
-// homes). The existing part of the path is checked before anything is
-// made. The base itself must be the caller's.
+// No other user may control any directory on the way to it (trust.Dirs:
+// real directories, the caller's or root's, writable by no one else but
+// root's sticky ones such as /tmp), so that nothing can be swapped under
+// corral between a check and a use; the existing part of the path is
+// checked before anything is made. The base itself must be the caller's
+// and writable by no one else, sticky or not; for root each directory must
+// also let others through (agent users reach their homes).
 func ensureBase(base string) error {
 	mode := os.FileMode(0o700)
-	if os.Getuid() == 0 {
+	uid := uint32(os.Getuid())
+	if uid == 0 {
 		mode = 0o711
 	}
-	existing := base
-	for {
-		if _, err := os.Lstat(existing); err == nil || existing == "/" {
-			break
-		}
-		existing = filepath.Dir(existing)
-	}
-	if err := checkDirs(base, existing); err != nil {
+	abs, err := filepath.Abs(base)
+	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(base, mode); err != nil {
-		return err
-	}
-	return checkDirs(base, base)
-}
-
-// checkDirs checks from up to / (see ensureBase).
-func checkDirs(base, from string) error {
-	uid := uint32(os.Getuid())
-	for d := from; ; d = filepath.Dir(d) {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(d, &st); err != nil {
-			return err
-		}
-		dir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		shared := st.Mode&0o022 != 0
-		sticky := st.Mode&syscall.S_ISVTX != 0 && st.Uid == 0
+	check := func(d string, st *syscall.Stat_t) error {
 		switch {
-		case !dir:
-			return fmt.Errorf("service directory %s: %s is not a directory (a symlink?): use a real path (%s)", base, d, DirEnv)
-		case d == base && st.Uid != uid:
+		case d == abs && st.Uid != uid:
 			return fmt.Errorf("service directory %s is owned by uid %d, not yours (%d): remove it", base, st.Uid, uid)
-		case st.Uid != uid && st.Uid != 0, shared && !(sticky && d != base):
-			return fmt.Errorf("service directory %s: %s is controlled by another user (owner %d, mode %o): put the sessions elsewhere (%s)", base, d, st.Uid, st.Mode&0o7777, DirEnv)
+		case d == abs && st.Mode&0o022 != 0:
+			return fmt.Errorf("service directory %s is writable by others (mode %04o): chmod go-w it, or remove it", base, st.Mode&0o7777)
 		case uid == 0 && st.Mode&0o001 == 0:
-			return fmt.Errorf("service directory %s: %s (mode %o) does not let agent users through to their homes: chmod o+x it, or put the sessions elsewhere (%s)", base, d, st.Mode&0o7777, DirEnv)
+			return fmt.Errorf("service directory %s: %s (mode %04o) does not let agent users through to their homes: chmod o+x it, or put the sessions elsewhere (%s)", base, d, st.Mode&0o7777, DirEnv)
 		}
-		if d == "/" {
-			return nil
-		}
+		return nil
 	}
+	err = trust.MkdirAll(abs, mode, uid, check)
+	var u *trust.Untrusted
+	switch {
+	case errors.As(err, &u) && u.NotDir:
+		return fmt.Errorf("service directory %s: %v: use a real path (%s)", base, u, DirEnv)
+	case errors.As(err, &u):
+		return fmt.Errorf("service directory %s: %v: put the sessions elsewhere (%s)", base, u, DirEnv)
+	}
+	return err
 }
 
 // makeDirs creates log/ (the caller's, 0700), home/ (the agent's, 0700)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/internal/trust"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
@@ -156,40 +157,75 @@ func instanceID(path string) (string, error) {
 }
 
 // loadToken reads the bearer token from path, or creates it (0600, 32
-// random bytes in hex) when missing. A token file others can read is
-// refused.
+// random bytes in hex) when missing. Whoever can write or replace the file
+// chooses the token, so it must be a regular file of the gateway's euid
+// that no one else can read or write (mode 0600 or stricter), in
+// directories no other user controls (trust.Dirs, as for a service's base
+// directory). It is opened without following a link (O_NOFOLLOW) and
+// checked on the open descriptor (fstat), so the file checked is the file
+// read.
 func loadToken(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		b := make([]byte, 32)
-		_, _ = rand.Read(b)
-		tok := hex.EncodeToString(b)
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return "", err
+	euid := uint32(os.Geteuid())
+	if err := trust.MkdirAll(filepath.Dir(path), 0o700, euid, nil); err != nil {
+		var u *trust.Untrusted
+		switch {
+		case errors.As(err, &u) && u.NotDir:
+			return "", fmt.Errorf("token file %s: %v: give --token-file a path without symbolic links", path, u)
+		case errors.As(err, &u):
+			return "", fmt.Errorf("token file %s: %v, so that user could replace the token: keep it in directories only uid %d or root can write (chmod go-w %s), or give another --token-file", path, u, euid, u.Dir)
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		_, err = f.WriteString(tok + "\n")
-		return tok, err
+		return "", fmt.Errorf("token file %s: %w", path, err)
 	}
+	// O_NONBLOCK: a fifo planted in its place does not block the open.
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return createToken(path)
+	case errors.Is(err, syscall.ELOOP):
+		return "", fmt.Errorf("token file %s is a symbolic link, which another file can be put behind: replace it with the file itself, or give --token-file the real path", path)
+	case err != nil:
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return "", fmt.Errorf("token file %s: fstat: %w", path, err)
+	}
+	switch {
+	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
+		return "", fmt.Errorf("token file %s is not a regular file (mode %o): remove it (a new token is made) or give --token-file a file", path, st.Mode)
+	case st.Uid != euid:
+		return "", fmt.Errorf("token file %s is owned by uid %d, not the gateway's uid %d, so that user chose the token or can change it: remove it (a new one is made), or chown %d %s if the token is yours", path, st.Uid, euid, euid, path)
+	case st.Mode&0o077 != 0:
+		return "", fmt.Errorf("token file %s is mode %04o: others could read it (chmod 600 %s)", path, st.Mode&0o7777, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
-		return "", err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s is mode %o: others could read it (chmod 600 %s)", path, fi.Mode().Perm(), path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
+		return "", fmt.Errorf("token file %s: %w", path, err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
+		return "", fmt.Errorf("token file %s is empty: remove it (a new token is made) or write one into it", path)
 	}
 	return tok, nil
+}
+
+// createToken makes the token file: never over an existing file or link
+// (O_EXCL), readable by the gateway's uid only.
+func createToken(path string) (string, error) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	tok := hex.EncodeToString(b)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return tok, f.Close()
 }
 
 // gatewayFlags are the flags every `corral sandbox` command shares.

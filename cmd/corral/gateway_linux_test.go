@@ -1,0 +1,136 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// otherUID is the uid of the test user corral-test (tests run as root,
+// which can give it files).
+func otherUID(t *testing.T) int {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files to another user")
+	}
+	u, err := user.Lookup("corral-test")
+	if err != nil {
+		t.Skipf("no user corral-test: %v", err)
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
+func writeToken(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A missing token file is made 0600 and read back; one the gateway's uid
+// owns in its own directories is read.
+func TestLoadTokenCreatesAndReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "token")
+	tok, err := loadToken(path)
+	if err != nil || len(tok) != 64 {
+		t.Fatalf("new token: %q, %v", tok, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, %v", fi, err)
+	}
+	if again, err := loadToken(path); err != nil || again != tok {
+		t.Fatalf("read again: %q, %v; want %q", again, err, tok)
+	}
+}
+
+// A token file another user could have written, or could replace, is
+// refused with the path, the owner or mode, and the fix.
+func TestLoadTokenRefusesUntrusted(t *testing.T) {
+	other := otherUID(t)
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		setup func(path string)
+		want  []string
+	}{
+		"another user's file": {func(p string) {
+			writeToken(t, p)
+			if err := os.Chown(p, other, other); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"owned by uid " + strconv.Itoa(other), "chown"}},
+		"readable by others": {func(p string) {
+			writeToken(t, p)
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"mode 0644", "chmod 600"}},
+		"world-writable directory": {func(p string) {
+			if err := os.Chmod(filepath.Dir(p), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			writeToken(t, p)
+		}, []string{"mode 0777", "chmod go-w"}},
+		"another user's directory": {func(p string) {
+			writeToken(t, p)
+			if err := os.Chown(filepath.Dir(p), other, other); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"owner uid " + strconv.Itoa(other)}},
+		"symlink to a good token": {func(p string) {
+			real := filepath.Join(filepath.Dir(p), "real")
+			writeToken(t, real)
+			if err := os.Symlink(real, p); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"symbolic link"}},
+		"fifo": {func(p string) {
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"not a regular file"}},
+	} {
+		sub := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.Mkdir(sub, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(sub, "token")
+		c.setup(path)
+		tok, err := loadToken(path)
+		if err == nil {
+			t.Errorf("%s: accepted (token %q)", name, tok)
+			continue
+		}
+		for _, w := range append(c.want, path) {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v; want it to say %q", name, err, w)
+			}
+		}
+	}
+}
+
+// Nothing is made under a directory another user could write.
+func TestLoadTokenMakesNothingUnderUntrustedDir(t *testing.T) {
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadToken(filepath.Join(open, "state", "token")); err == nil {
+		t.Fatal("accepted a token under a world-writable directory")
+	}
+	if _, err := os.Lstat(filepath.Join(open, "state")); err == nil {
+		t.Error("made a directory under the world-writable one")
+	}
+}
