@@ -1,9 +1,14 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -56,5 +61,37 @@ func TestRejectedListsOnlyErrors(t *testing.T) {
 	}
 	if (LossReport{{Severity: SeverityInfo}}).HasErrors() {
 		t.Error("info must not count as an error")
+	}
+}
+
+// Wrap reads as "code: what: cause" and keeps the cause for errors.Is and
+// errors.As, also under a further %w.
+func TestWrapKeepsCause(t *testing.T) {
+	_, cause := os.Open(filepath.Join(t.TempDir(), "absent"))
+	err := Wrap(CodeProvisionFailed, "docker: read state", cause)
+	if want := "provision_failed: docker: read state: " + cause.Error(); err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+	if got := Wrap(CodeTimeout, "", context.Canceled).Error(); got != "timeout: context canceled" {
+		t.Errorf("Wrap without a message = %q", got)
+	}
+	outer := fmt.Errorf("run: %w", err)
+	if !errors.Is(outer, fs.ErrNotExist) {
+		t.Error("errors.Is does not see fs.ErrNotExist through Wrap")
+	}
+	var errno syscall.Errno
+	if !errors.As(outer, &errno) || !errors.Is(errno, fs.ErrNotExist) {
+		t.Errorf("errors.As *syscall.Errno = %v", errno)
+	}
+	var pe *fs.PathError
+	if !errors.As(outer, &pe) || pe.Op != "open" {
+		t.Errorf("errors.As *fs.PathError = %v", pe)
+	}
+	if CodeOf(outer) != CodeProvisionFailed {
+		t.Errorf("CodeOf = %s", CodeOf(outer))
+	}
+	// What Errorf with %v built loses it: the reason for Wrap.
+	if errors.Is(Errorf(CodeProvisionFailed, "read state: %v", cause), fs.ErrNotExist) {
+		t.Error("Errorf kept a cause it cannot keep")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -125,9 +126,15 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	if plan.Loss.HasErrors() {
 		return nil, provider.Rejected(plan.Loss)
 	}
+	if opts.Persistent && opts.Owner == "" {
+		// Its owner label is what tells it from a per-run container:
+		// without one, Sweep would remove it once this process ended and
+		// Recover would not know it.
+		return nil, provider.Errorf(provider.CodeUnavailable, "docker: a persistent sandbox needs an owner (ProvisionOptions.Owner)")
+	}
 	h := p.facts()
 	if h.err != nil {
-		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+		return nil, provider.Wrap(provider.CodeUnavailable, "docker", h.err)
 	}
 	spec, ok := plan.Details.(*Spec)
 	if !ok {
@@ -150,7 +157,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = s.Deprovision(c)
-		return nil, provider.Errorf(provider.CodeProvisionFailed, "docker: %v", err)
+		return nil, provider.Wrap(provider.CodeProvisionFailed, "docker", err)
 	}
 	if f := os.Getenv(provider.FaultEnv); f != "" {
 		spec.Shim.FaultLayer = f
@@ -407,11 +414,11 @@ type initHello struct {
 // the layers are verified from outside (see verify).
 func (s *Sandbox) Start(ctx context.Context) error {
 	if _, err := s.cli.ContainerStart(ctx, s.cid, client.ContainerStartOptions{}); err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: start container: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "docker: start container", err)
 	}
 	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
 	if err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: inspect: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "docker: inspect", err)
 	}
 	if insp.Container.State == nil || insp.Container.State.Pid == 0 {
 		return provider.Errorf(provider.CodeStartFailed, "docker: the container is not running%s", s.containerEnd())
@@ -437,22 +444,22 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
-		return provider.Errorf(provider.CodeStartFailed, "docker: %v", ctx.Err())
+		return provider.Wrap(provider.CodeStartFailed, "docker", ctx.Err())
 	}
 	if a.err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init did not report within %s: %v%s", readyTimeout, a.err, s.containerEnd())
+		return provider.Wrap(provider.CodeStartFailed, "docker: corral's init did not report within "+readyTimeout.String(), fmt.Errorf("%w%s", a.err, s.containerEnd()))
 	}
 	s.lifeline = a.c
 	_ = s.control.Close() // init is the only one it was for; the socket file goes with it
 	_ = a.c.SetReadDeadline(time.Now().Add(readyTimeout))
 	line, err := bufio.NewReader(a.c).ReadBytes('\n')
 	if err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %v%s", err, s.containerEnd())
+		return provider.Wrap(provider.CodeStartFailed, "docker: corral's init", fmt.Errorf("%w%s", err, s.containerEnd()))
 	}
 	_ = a.c.SetReadDeadline(time.Time{})
 	var hello initHello
 	if err := json.Unmarshal(line, &hello); err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "docker: corral's init: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "docker: corral's init", err)
 	}
 	if hello.Error != "" {
 		if hello.Layer != "" {
@@ -548,11 +555,11 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	ex, err := s.cli.ExecCreate(ctx, s.cid, opts)
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "docker: exec", err)
 	}
 	att, err := s.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: spec.TTY, ConsoleSize: size})
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec attach: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "docker: exec attach", err)
 	}
 	defer att.Close()
 	execPID := 0
@@ -640,7 +647,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		in, err = s.cli.ExecInspect(c, ex.ID, client.ExecInspectOptions{})
 		cancel()
 		if err != nil {
-			return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "docker: exec inspect: %v", err)
+			return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "docker: exec inspect", err)
 		}
 		if !in.Running {
 			break
@@ -713,7 +720,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	if s.cid != "" {
 		_, err := s.cli.ContainerKill(ctx, s.cid, client.ContainerKillOptions{Signal: "SIGKILL"})
 		if err != nil && !isNotRunning(err) {
-			return provider.Errorf(provider.CodeStopFailed, "docker: kill: %v", err)
+			return provider.Wrap(provider.CodeStopFailed, "docker: kill", err)
 		}
 	}
 	return nil
@@ -728,7 +735,7 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 	var first error
 	if s.cid != "" {
 		if _, err := s.cli.ContainerRemove(ctx, s.cid, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			first = provider.Errorf(provider.CodeStopFailed, "docker: remove container %s: %v", s.id, err)
+			first = provider.Wrap(provider.CodeStopFailed, "docker: remove container "+s.id, err)
 		}
 	}
 	if first == nil { // never while the container may still have them mounted
@@ -741,7 +748,7 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 	}
 	if s.state != "" {
 		if err := removeState(s.state); err != nil && first == nil {
-			first = provider.Errorf(provider.CodeStopFailed, "docker: remove %s: %v", s.state, err)
+			first = provider.Wrap(provider.CodeStopFailed, "docker: remove "+s.state, err)
 		}
 	}
 	return first
@@ -835,7 +842,7 @@ func (s *Sandbox) State() []byte {
 func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) (provider.Sandbox, error) {
 	h := p.facts()
 	if h.err != nil {
-		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+		return nil, provider.Wrap(provider.CodeUnavailable, "docker", h.err)
 	}
 	var ps persistentState
 	if err := json.Unmarshal(saved, &ps); err != nil {
@@ -848,11 +855,18 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 	state := filepath.Join(managedBase(), id)
 	data, err := os.ReadFile(filepath.Join(state, "plan.json"))
 	if err != nil {
-		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: no saved plan: %v", id, err)
+		code := provider.CodeUnavailable // unreadable (EACCES, EIO): nothing is known
+		if errors.Is(err, fs.ErrNotExist) {
+			code = provider.CodeNotFound
+		}
+		return nil, provider.Wrap(code, "docker sandbox "+id+": saved plan", err)
 	}
 	var sp savedPlan
 	if err := json.Unmarshal(data, &sp); err != nil || sp.Spec == nil {
-		return nil, provider.Errorf(provider.CodeNotFound, "docker sandbox %s: saved plan: %v", id, err)
+		if err == nil {
+			err = errors.New("no spec")
+		}
+		return nil, provider.Wrap(provider.CodeNotFound, "docker sandbox "+id+": saved plan", err)
 	}
 	insp, err := h.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
@@ -860,7 +874,7 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 		if cerrdefs.IsNotFound(err) {
 			code = provider.CodeNotFound
 		}
-		return nil, provider.Errorf(code, "docker sandbox %s: %v", id, err)
+		return nil, provider.Wrap(code, "docker sandbox "+id, err)
 	}
 	c := insp.Container
 	if c.Config == nil || c.Config.Labels[LabelSandbox] != id || c.Config.Labels[LabelManaged] == "" {
@@ -877,11 +891,11 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 		_ = os.Remove(path) // the previous process's
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 		if err != nil {
-			return nil, provider.Errorf(provider.CodeStartFailed, "docker sandbox %s: egress socket: %v", id, err)
+			return nil, provider.Wrap(provider.CodeStartFailed, "docker sandbox "+id+": egress socket", err)
 		}
 		if err := os.Chmod(path, 0o666); err != nil {
 			l.Close()
-			return nil, provider.Errorf(provider.CodeStartFailed, "docker sandbox %s: egress socket: %v", id, err)
+			return nil, provider.Wrap(provider.CodeStartFailed, "docker sandbox "+id+": egress socket", err)
 		}
 		s.egress = l
 		s.egressPeers = &peerListener{UnixListener: l, allow: s.inContainer}
@@ -909,21 +923,38 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 	return s, nil
 }
 
-// Destroy removes a persistent sandbox's container and state dir by id,
+// Destroy removes a persistent sandbox's container, the placeholders it
+// had mounted (unless another run holds them) and its state dir by id,
 // whatever state they are in (idempotent: nothing there is not an error).
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	h := p.facts()
 	if h.err != nil {
-		return provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+		return provider.Wrap(provider.CodeUnavailable, "docker", h.err)
 	}
 	if !sandboxID.MatchString(id) {
 		return provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
 	}
-	if _, err := h.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return provider.Errorf(provider.CodeStopFailed, "docker: remove %s: %v", id, err)
+	state := filepath.Join(managedBase(), id)
+	var sp savedPlan
+	if data, err := os.ReadFile(filepath.Join(state, "plan.json")); err == nil {
+		_ = json.Unmarshal(data, &sp)
 	}
-	if err := removeState(filepath.Join(managedBase(), id)); err != nil {
-		return provider.Errorf(provider.CodeStopFailed, "docker: remove state of %s: %v", id, err)
+	if _, err := h.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return provider.Wrap(provider.CodeStopFailed, "docker: remove "+id, err)
+	}
+	if sp.Spec != nil {
+		// The placeholders its container had mounted: a process that
+		// held them may be gone (a gateway that crashed), so they are
+		// adopted and released, which removes each no other run holds.
+		held := heldPaths(sp.Spec)
+		for _, ph := range held.Placeholders {
+			if set, err := placeholder.Acquire(&policy.Resolved{Placeholders: []policy.Placeholder{ph}}); err == nil {
+				set.Release()
+			}
+		}
+	}
+	if err := removeState(state); err != nil {
+		return provider.Wrap(provider.CodeStopFailed, "docker: remove state of "+id, err)
 	}
 	return nil
 }
@@ -933,11 +964,11 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 func (p *Provider) Managed(ctx context.Context, manager string) ([]string, error) {
 	h := p.facts()
 	if h.err != nil {
-		return nil, provider.Errorf(provider.CodeUnavailable, "docker: %v", h.err)
+		return nil, provider.Wrap(provider.CodeUnavailable, "docker", h.err)
 	}
 	list, err := h.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelManaged+"="+manager)})
 	if err != nil {
-		return nil, err
+		return nil, provider.Wrap(provider.CodeUnavailable, "docker: list containers", err)
 	}
 	var ids []string
 	for _, c := range list.Items {

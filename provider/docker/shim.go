@@ -36,7 +36,7 @@ func parseShimSpec(args []string) (*ShimSpec, error) {
 	}
 	var s ShimSpec
 	if err := json.Unmarshal([]byte(args[0]), &s); err != nil {
-		return nil, fmt.Errorf("spec: %v", err)
+		return nil, fmt.Errorf("spec: %w", err)
 	}
 	return &s, nil
 }

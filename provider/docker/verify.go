@@ -62,7 +62,7 @@ func verify(planned []provider.LayerStatus, sp *Spec, initPID int, hc *container
 func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, hello initHello) (string, error) {
 	status, err := procStatus(pid)
 	if err != nil {
-		return "", fmt.Errorf("cannot read /proc/%d/status to verify: %v", pid, err)
+		return "", fmt.Errorf("cannot read /proc/%d/status to verify: %w", pid, err)
 	}
 	switch l {
 	case policy.LayerNamespaces:
@@ -71,7 +71,7 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 			theirs, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
 			ours, err2 := os.Readlink("/proc/self/ns/" + ns)
 			if err1 != nil || err2 != nil {
-				return "", fmt.Errorf("cannot read namespace %s of pid %d: %v", ns, pid, firstNonNil(err1, err2))
+				return "", fmt.Errorf("cannot read namespace %s of pid %d: %w", ns, pid, firstNonNil(err1, err2))
 			}
 			if theirs == ours {
 				if ns == "net" && sp.Network == "host" {
@@ -91,7 +91,7 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 	case policy.LayerMounts:
 		mi, err := mountinfo.Read(fmt.Sprintf("/proc/%d/mountinfo", pid))
 		if err != nil {
-			return "", fmt.Errorf("cannot read the container's mount table: %v", err)
+			return "", fmt.Errorf("cannot read the container's mount table: %w", err)
 		}
 		mounts := map[string]string{} // mount point -> per-mount options
 		for _, m := range mi {

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ type Sandbox struct {
 	initPID int
 	exited  chan struct{} // closed when init has been reaped
 	egress  net.Listener  // network proxy: the listener inside the sandbox
+	execd   atomic.Bool   // Exec was called: init runs one workload
 
 	sockMu  sync.Mutex
 	sockets *os.File // ServePorts: init's socket factory (socketFactory)
@@ -169,7 +171,7 @@ func (s *Sandbox) Layers() []provider.LayerStatus { return s.layers }
 func (s *Sandbox) Start(ctx context.Context) error {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "control socket: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "control socket", err)
 	}
 	s.ctl = os.NewFile(uintptr(fds[0]), "corral-ctl")
 	child := os.NewFile(uintptr(fds[1]), "corral-ctl-init")
@@ -218,7 +220,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if len(s.spec.ServePorts) > 0 {
 		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return provider.Errorf(provider.CodeStartFailed, "socket factory: %v", err)
+			return provider.Wrap(provider.CodeStartFailed, "socket factory", err)
 		}
 		s.sockets = os.NewFile(uintptr(sp[0]), "corral-sockets")
 		theirs := os.NewFile(uintptr(sp[1]), "corral-sockets-init")
@@ -268,11 +270,11 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	b, _ := json.Marshal(s.spec)
 	// Env is not serialised in the spec's JSON; it is sent with each exec.
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, rights, nil, 0); err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "send spec: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "send spec", err)
 	}
 	m, err := s.recv(ctx)
 	if err != nil {
-		return provider.Errorf(provider.CodeStartFailed, "init: %v", err)
+		return provider.Wrap(provider.CodeStartFailed, "init", err)
 	}
 	if !m.Ready {
 		return &provider.Error{Code: provider.CodeStartFailed, Layer: m.Layer, Msg: m.Error}
@@ -285,7 +287,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			return provider.Errorf(provider.CodeStartFailed, "network proxy: %v", err)
+			return provider.Wrap(provider.CodeStartFailed, "network proxy", err)
 		}
 		s.egress = l
 	}
@@ -373,17 +375,17 @@ func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
 // by everything it starts and cannot be shed.
 func (s *Sandbox) verify() error {
 	fail := func(l policy.Layer, format string, args ...any) error {
-		msg := fmt.Sprintf(format, args...)
+		err := fmt.Errorf(format, args...) // %w keeps a cause
 		if s.spec.Layers[l] == policy.Optional {
-			s.setLayer(l, provider.LayerSkipped, "verification failed: "+msg)
+			s.setLayer(l, provider.LayerSkipped, "verification failed: "+err.Error())
 			return nil
 		}
-		return &provider.Error{Code: provider.CodeStartFailed, Layer: string(l), Msg: "verification failed: " + msg}
+		return &provider.Error{Code: provider.CodeStartFailed, Layer: string(l), Msg: "verification failed", Err: err}
 	}
 	pid := strconv.Itoa(s.initPID)
 	differ, shared, err := Namespaces(s.initPID, s.spec.NewNet)
 	if err != nil {
-		return fail(policy.LayerNamespaces, "%v", err)
+		return fail(policy.LayerNamespaces, "%w", err)
 	}
 	if len(shared) > 0 {
 		return fail(policy.LayerNamespaces, "%s namespace is the host's", shared[0])
@@ -391,7 +393,7 @@ func (s *Sandbox) verify() error {
 	s.setLayer(policy.LayerNamespaces, provider.LayerActive, "own "+strings.Join(differ, ", ")+" namespaces (checked in /proc/"+pid+"/ns)")
 	fields, err := ProcStatus(s.initPID)
 	if err != nil {
-		return fail(policy.LayerNamespaces, "read status: %v", err)
+		return fail(policy.LayerNamespaces, "read status: %w", err)
 	}
 	if os.Getuid() == 0 && fields["Groups"] != "" {
 		return fail(policy.LayerNamespaces, "supplementary groups %q reached the sandbox", fields["Groups"])
@@ -416,7 +418,7 @@ func (s *Sandbox) verify() error {
 	if provider.StateOf(s.layers, policy.LayerMounts) == provider.LayerActive {
 		mi, err := os.ReadFile("/proc/" + pid + "/mountinfo")
 		if err != nil {
-			return fail(policy.LayerMounts, "read mountinfo: %v", err)
+			return fail(policy.LayerMounts, "read mountinfo: %w", err)
 		}
 		if !RootIsCorral(string(mi)) {
 			return fail(policy.LayerMounts, "root of the sandbox is not corral's tmpfs")
@@ -566,12 +568,16 @@ func (s *Sandbox) Signal(sig os.Signal) error {
 	return s.cmd.Process.Signal(sig)
 }
 
-// Exec runs spec inside and waits for it. The policy's timeout is enforced
-// here: when it expires, the whole sandbox is killed.
+// Exec runs spec inside and waits for it; a sandbox runs one workload, so
+// a second Exec fails. The policy's timeout is enforced here: when it
+// expires, the whole sandbox is killed.
 func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
 	t0 := time.Now()
 	if len(spec.Args) == 0 {
 		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "no command given")
+	}
+	if s.execd.Swap(true) {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "linux: sandbox %s ran its workload already (init runs one)", s.id)
 	}
 	dir := spec.Dir
 	if dir == "" {
@@ -590,7 +596,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			if devnull == nil {
 				var err error
 				if devnull, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
-					return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "%v", err)
+					return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
 				}
 				defer devnull.Close()
 			}
@@ -601,7 +607,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	req.NFiles = len(fds)
 	b, _ := json.Marshal(req)
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "send exec request: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "send exec request", err)
 	}
 	timeout := time.Duration(s.plan.Policy.Limits.Timeout)
 	var timer <-chan time.Time
@@ -772,7 +778,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 			select {
 			case <-s.exited:
 			case <-ctx.Done():
-				return provider.Errorf(provider.CodeStopFailed, "init %d did not exit: %v", s.initPID, ctx.Err())
+				return provider.Wrap(provider.CodeStopFailed, fmt.Sprintf("init %d did not exit", s.initPID), ctx.Err())
 			}
 		}
 	}

@@ -121,7 +121,7 @@ func (s store) read(id string) (*Record, error) {
 	}
 	var rec Record
 	if err := json.Unmarshal(b, &rec); err != nil || rec.LocalID != id {
-		return nil, provider.Errorf(provider.CodeInternal, "record %s is corrupt: %v", s.path(id), err)
+		return nil, provider.Wrap(provider.CodeInternal, "record "+s.path(id)+" is corrupt", err)
 	}
 	return &rec, nil
 }
@@ -175,7 +175,7 @@ func (s store) lock(ctx context.Context, id string) (*lifecycleLock, error) {
 	select {
 	case ch <- struct{}{}:
 	case <-ctx.Done():
-		return nil, provider.Errorf(provider.CodeStale, "sandbox %s is busy with another lifecycle operation: %v", id, ctx.Err())
+		return nil, provider.Wrap(provider.CodeStale, "sandbox "+id+" is busy with another lifecycle operation", ctx.Err())
 	}
 	// The lock file never exists without its owner's pid: the pid is
 	// written to a temporary file that is then hard-linked into place
@@ -207,7 +207,7 @@ func (s store) lock(ctx context.Context, id string) (*lifecycleLock, error) {
 		case <-ctx.Done():
 			<-ch
 			pid, _ := lockOwner(p)
-			return nil, provider.Errorf(provider.CodeStale, "sandbox %s is locked by process %d: %v", id, pid, ctx.Err())
+			return nil, provider.Wrap(provider.CodeStale, fmt.Sprintf("sandbox %s is locked by process %d", id, pid), ctx.Err())
 		}
 	}
 }

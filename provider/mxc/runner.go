@@ -50,7 +50,10 @@ func New(cfg Config, stateDir string) *Provider {
 	return &Provider{cfg: cfg.withDefaults(), stateDir: stateDir}
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider   = (*Provider)(nil)
+	_ provider.Persistent = (*session)(nil)
+)
 
 func (p *Provider) Name() string { return Name }
 
@@ -62,13 +65,13 @@ const installFix = "install MXC and put wxc-exec on PATH or set the path in the 
 func (p *Provider) wxcExec() (string, error) {
 	if p.cfg.WxcExec != "" {
 		if _, err := os.Stat(p.cfg.WxcExec); err != nil {
-			return "", fmt.Errorf("wxc-exec %s: %v", p.cfg.WxcExec, err)
+			return "", fmt.Errorf("wxc-exec %s: %w", p.cfg.WxcExec, err)
 		}
 		return p.cfg.WxcExec, nil
 	}
 	path, err := exec.LookPath("wxc-exec")
 	if err != nil {
-		return "", fmt.Errorf("wxc-exec not found in PATH: %v", err)
+		return "", fmt.Errorf("wxc-exec not found in PATH: %w", err)
 	}
 	return path, nil
 }
@@ -259,7 +262,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	if req.RuntimeConfig != nil && req.RuntimeConfig.NetworkProxy != "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, provider.Errorf(provider.CodeProvisionFailed, "egress proxy listener on 127.0.0.1: %v", err)
+			return nil, provider.Wrap(provider.CodeProvisionFailed, "egress proxy listener on 127.0.0.1", err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		var cb [16]byte
@@ -560,7 +563,8 @@ func (s *oneShot) Start(ctx context.Context) error { return nil }
 // wxc-exec reports a request error as exit 1 with diagnostics, which no
 // exit code of a workload can be told from; so the document is first
 // checked with --dry-run, and any exit of the real run without an
-// envelope is the workload's.
+// envelope is the workload's. Ending ctx kills wxc-exec
+// (provider.CancelledStatus).
 func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
 	req, err := s.execRequest(s.req, spec)
 	if err != nil {
@@ -568,15 +572,18 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	b64, err := configArg(req)
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeInternal, "encoding the request: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeInternal, "encoding the request", err)
 	}
 	// Validate the request without running anything.
 	var dout, derr bytes.Buffer
 	ps, err := s.run(ctx, invocation{args: execArgs([]string{"--dry-run"}, b64, spec), stdout: &dout, stderr: &derr}, nil)
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "running wxc-exec: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
 	}
 	if ps.ExitCode() != 0 {
+		if ctx.Err() != nil { // killed by exec.CommandContext
+			return provider.CancelledStatus(0, ctx.Err())
+		}
 		for _, text := range [][]byte{derr.Bytes(), dout.Bytes()} {
 			if e := findEnvelope(text); e != nil {
 				return provider.ExitStatus{}, s.envelopeError(e, "")
@@ -590,19 +597,19 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	ps, err = s.run(ctx, invocation{args: execArgs(nil, b64, spec), stdin: fileReader(spec.Stdin), stdout: fileWriter(spec.Stdout), stderr: f}, spec.Started)
 	_ = f.Close()
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "running wxc-exec: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
 	}
 	st := provider.ExitStatus{Duration: time.Since(t0)}
 	st.Code, st.Signal = exitOf(ps)
+	if ctx.Err() != nil && st.Signal != "" { // killed by exec.CommandContext
+		return provider.CancelledStatus(st.Duration, ctx.Err())
+	}
 	if st.Code != 0 && f.env != nil {
 		return st, s.envelopeError(f.env, "")
 	}
 	if timedOut(req, st.Code, f.tail.String(), st.Duration) {
 		st.TimedOut, st.Code = true, provider.CodeTimeout.ExitCode()
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
-	}
-	if ctx.Err() != nil && st.Reason == "" {
-		st.Reason = "the run was cancelled: " + ctx.Err().Error()
 	}
 	return st, nil
 }
@@ -801,7 +808,7 @@ func (p *Provider) provisionSession(ctx context.Context, base *sandboxBase) (pro
 	id := newLocalID()
 	preq, err := base.req.ForPhase(PhaseProvision, "")
 	if err != nil {
-		return nil, provider.Errorf(provider.CodeInternal, "%v", err)
+		return nil, provider.Wrap(provider.CodeInternal, "", err)
 	}
 	lk, err := st.lock(ctx, id)
 	if err != nil {
@@ -871,12 +878,12 @@ type phaseError struct {
 func (s *sandboxBase) phase(ctx context.Context, ph Phase, req *Request) (json.RawMessage, *phaseError) {
 	b64, err := configArg(req)
 	if err != nil {
-		return nil, &phaseError{err: provider.Errorf(provider.CodeInternal, "encoding the %s request: %v", ph, err)}
+		return nil, &phaseError{err: provider.Wrap(provider.CodeInternal, "encoding the "+string(ph)+" request", err)}
 	}
 	var stdout, stderr bytes.Buffer
 	ps, err := s.run(ctx, invocation{args: []string{"--experimental", "--config-base64", b64}, stdout: &stdout, stderr: &stderr}, nil)
 	if err != nil {
-		return nil, &phaseError{err: provider.Errorf(failedCode(ph), "running wxc-exec %s: %v", ph, err)}
+		return nil, &phaseError{err: provider.Wrap(failedCode(ph), "running wxc-exec "+string(ph), err)}
 	}
 	e, ok := parseEnvelope(stdout.Bytes())
 	switch {
@@ -918,7 +925,7 @@ func (s *session) transition(ctx context.Context, ph Phase, from []State, during
 	}
 	req, err := s.req.ForPhase(ph, cur.SandboxID)
 	if err != nil {
-		return provider.Errorf(provider.CodeInternal, "%v", err)
+		return provider.Wrap(provider.CodeInternal, "", err)
 	}
 	if during != "" {
 		s.setState(during, "")
@@ -1018,7 +1025,8 @@ func (s *session) Deprovision(ctx context.Context) error {
 // failure (returned as an error, redacted); otherwise it is the workload's
 // output and is copied, unchanged, to spec.Stdout after the run (so the
 // output arrives at the end, and is held in memory). stderr streams through
-// the redacting filter. The exit code is the workload's.
+// the redacting filter. The exit code is the workload's. Ending ctx kills
+// wxc-exec (provider.CancelledStatus).
 func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
 	if s.noPlan {
 		return provider.ExitStatus{}, provider.Errorf(provider.CodeStale, "sandbox %s was recovered without its plan: the policy's process section (environment, timeout) is not kept in the record; reattach with Provider.Reattach", s.id)
@@ -1037,7 +1045,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	base, err := s.req.ForPhase(PhaseExec, cur.SandboxID)
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeInternal, "%v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeInternal, "", err)
 	}
 	req, err := s.execRequest(base, spec)
 	if err != nil {
@@ -1045,7 +1053,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	b64, err := configArg(req)
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeInternal, "encoding the exec request: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeInternal, "encoding the exec request", err)
 	}
 	var stdout bytes.Buffer
 	f := newStderrFilter(spec.Stderr, s.secrets)
@@ -1053,7 +1061,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	ps, err := s.run(ctx, invocation{args: execArgs([]string{"--experimental"}, b64, spec), stdin: fileReader(spec.Stdin), stdout: &stdout, stderr: f}, spec.Started)
 	_ = f.Close()
 	if err != nil {
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "running wxc-exec exec: %v", err)
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec exec", err)
 	}
 	st := provider.ExitStatus{Duration: time.Since(t0)}
 	st.Code, st.Signal = exitOf(ps)
@@ -1068,15 +1076,15 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	if spec.Stdout != nil {
 		if _, err := spec.Stdout.Write(stdout.Bytes()); err != nil {
-			return st, provider.Errorf(provider.CodeExecFailed, "copying the workload's output: %v", err)
+			return st, provider.Wrap(provider.CodeExecFailed, "copying the workload's output", err)
 		}
+	}
+	if ctx.Err() != nil && st.Signal != "" { // killed by exec.CommandContext
+		return provider.CancelledStatus(st.Duration, ctx.Err())
 	}
 	if timedOut(req, st.Code, f.tail.String(), st.Duration) {
 		st.TimedOut, st.Code = true, provider.CodeTimeout.ExitCode()
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
-	}
-	if ctx.Err() != nil && st.Reason == "" {
-		st.Reason = "the run was cancelled: " + ctx.Err().Error()
 	}
 	return st, nil
 }
@@ -1095,6 +1103,13 @@ func SessionState(id string) []byte {
 
 // State is what Recover takes to reattach to the sandbox.
 func (s *session) State() []byte { return SessionState(s.id) }
+
+// Running reports whether the sandbox's record, read again, says started:
+// MXC has no call that lists or inspects sessions, so the record is all
+// Corral can check.
+func (s *session) Running(ctx context.Context) bool {
+	return s.reload() == nil && s.Record().PhaseState == StateStarted
+}
 
 // Recover reattaches to an isolation_session sandbox from its record. With
 // plan (the plan of the same policy: the hashes are compared, CodeStale
