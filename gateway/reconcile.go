@@ -63,9 +63,15 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 	}
 	switch r.Phase {
 	case store.PhaseReady:
-		var plan *provider.Plan // the policy as it maps now, for a provider that keeps none
+		// The policy as it maps now, for a provider that keeps no plan of
+		// its own; one that no longer maps (an image gone) still gives the
+		// session its rules, network and trees, the provider's saved plan
+		// being what the sandbox enforces.
+		var plan *provider.Plan
 		if _, p, _, err := s.mapPolicy(ctx, r.PolicyYAML, r.Image, r.Workdir); err == nil {
 			plan = p
+		} else if res, err := s.resolvePolicy(r.PolicyYAML, r.Image, r.Workdir); err == nil {
+			plan = &provider.Plan{Provider: s.cfg.Provider.Name(), Policy: res}
 		}
 		h, err := s.recover(ctx, r, plan)
 		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {

@@ -890,8 +890,8 @@ func (s *Server) release(ctx context.Context, id string) error {
 // recover reattaches to the persistent sandbox of record r (plan may be
 // nil) with its audit log.
 func (s *Server) recover(ctx context.Context, r store.Sandbox, plan *provider.Plan) (*held, error) {
-	if plan == nil { // the session needs the policy; the provider's saved plan enforces
-		return nil, provider.Errorf(provider.CodeNotFound, "its policy no longer maps")
+	if plan == nil { // the session needs the policy (egress rules, trees to scan)
+		return nil, provider.Errorf(provider.CodeNotFound, "its policy no longer resolves (a link planted in a granted tree?), so its egress rules and trees cannot be served")
 	}
 	log, err := s.openAudit(r.ID)
 	if err != nil {
