@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -29,10 +30,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
 
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
 	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
+	"github.com/corral-sandbox/corral/provider/docker"
 )
 
 // gatewayProc is a `corral gateway serve` started by a test.
@@ -416,89 +420,772 @@ func TestGatewayCrashes(t *testing.T) {
 	}
 }
 
-// Load: N sandboxes (CORRAL_GATEWAY_LOAD, default 8) created, exec'd and
-// deleted concurrently; nothing leaks; latency percentiles are logged (run
-// with CORRAL_GATEWAY_LOAD=100 -v for the benchmark figures).
+// Load: sandboxes created, exec'd once and deleted concurrently through one
+// gateway, in rounds. After every round nothing of them may be left —
+// store rows, containers, state dirs, output logs, cgroups, processes (the
+// container ids come from the daemon's events) — and over a level's rounds
+// the gateway's fds may not grow by half an fd per sandbox or more (each
+// level is compared with a round at its own concurrency: the connection
+// pools grow with it, once). The default is cheap for CI: a warm-up round
+// and two measured rounds of 8 on docker. bench/gateway.sh sets the
+// environment for the figures:
+//
+//	CORRAL_GATEWAY_LOAD       sandboxes at once, one level or a list: 1,8,100 (default 8)
+//	CORRAL_GATEWAY_PROVIDERS  providers asked of the gateway (default docker); one it refuses is "not available: REASON"
+//	CORRAL_GATEWAY_SAMPLES    measured sandboxes per level and provider, at least: max(2, ceil(SAMPLES/N)) rounds
+//	CORRAL_GATEWAY_BASELINE=1 the same cycle on plain Docker (no corral), a round after each round, for the ratios
+//	CORRAL_GATEWAY_REPORT     FILE: the tables in markdown
 func TestGatewayLoad(t *testing.T) {
 	id := gatewayIdent(t)
-	n := 8
-	if v, err := strconv.Atoi(os.Getenv("CORRAL_GATEWAY_LOAD")); err == nil && v > 0 {
-		n = v
-	}
+	o := loadOptionsFromEnv(t)
 	dir := mkdir(t, id, "gwload")
 	wd := dockerWorkdir(t, id, "gwload-wd")
 	g := startGateway(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
 	c := g.client(t, "")
 	ctx := context.Background()
-	// Three rounds: the first warms the connection pools (to Docker, to
-	// clients, whose size varies a little); a leak of even one fd per
-	// sandbox would add 2n over the next two.
-	stateDirs := func() int { ents, _ := os.ReadDir("/run/corral/docker-managed"); return len(ents) }
-	dirsBefore := stateDirs()
-	var fds [3]int
-	var creates, execs []time.Duration
-	for round := 0; round < 3; round++ {
-		creates, execs = loadRound(t, ctx, c, wd, n)
-		resp, err := c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
-		if err != nil || len(resp.Msg.Sandboxes) != 0 {
-			t.Errorf("rows left: %v %v", resp, err)
-		}
-		if left := managedContainers(t, dir); len(left) != 0 {
-			t.Errorf("containers left: %v", left)
-		}
-		if n := stateDirs(); n > dirsBefore {
-			t.Errorf("state dirs left: %d more than before", n-dirsBefore)
-		}
-		fds[round] = countFDs(g.cmd.Process.Pid)
+	cli := dockerAPIClient(t)
+	inst, err := os.ReadFile(filepath.Join(dir, "instance"))
+	if err != nil {
+		t.Fatalf("the gateway's instance id: %v", err)
 	}
-	if fds[2]-fds[0] >= n {
-		t.Errorf("the gateway's fds grew from %d to %d to %d over two more rounds of %d sandboxes", fds[0], fds[1], fds[2], n)
+	managed := docker.LabelManaged + "=" + strings.TrimSpace(string(inst))
+	lp := &leakProbe{t: t, c: c, cli: cli, dir: dir, gwPid: g.cmd.Process.Pid, label: managed, ev: watchDocker(t, cli, managed, true),
+		rounds: map[string]int{}, leaks: map[string][]string{}}
+	lp.children = len(procsBelow(lp.gwPid))
+	t.Cleanup(func() { lp.removeAll(ctx) }) // what a failed round left, before the gateway is killed
+	res := &loadResults{o: o, cells: map[string]*loadCell{}, unavailable: map[string]string{}, lp: lp}
+
+	for _, p := range o.providers {
+		// Asked once: a refusal is the gateway's answer, not a failure.
+		resp, err := c.CreateSandbox(ctx, connect.NewRequest(&gw.CreateSandboxRequest{Provider: p, Workdir: wd}))
+		var ce *connect.Error
+		if errors.As(err, &ce) && slices.Contains([]connect.Code{connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeUnimplemented}, ce.Code()) {
+			res.unavailable[p] = ce.Message()
+			lp.check(ctx, p+" refused", p, nil)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: create: %v\n%s", p, err, g.log)
+			continue
+		}
+		if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: resp.Msg.Sandbox.Id})); err != nil {
+			t.Errorf("%s: delete: %v", p, err)
+		}
+		// A round at the first level before the measured ones warms the
+		// pools (to the daemon, to clients): what grows after it grows
+		// with the sandboxes.
+		warm := loadRound(t, ctx, c, p, wd, o.levels[0])
+		lp.check(ctx, p+" warm-up", p, append(sampleIDs(warm), resp.Msg.Sandbox.Id))
+		res.avail = append(res.avail, p)
 	}
-	t.Logf("%d sandboxes: create p50 %s p99 %s; exec p50 %s p99 %s", n, pct(creates, 50), pct(creates, 99), pct(execs, 50), pct(execs, 99))
+	if len(res.avail) == 0 {
+		t.Fatalf("no provider of %v available: %v", o.providers, res.unavailable)
+	}
+	res.warmFDs = lp.fds()
+	var plainLabel string
+	if o.baseline {
+		plainLabel = "io.corral.e2e-plain=" + token()
+		t.Cleanup(func() { removePlain(cli, plainLabel) })
+		res.plainEv = watchDocker(t, cli, plainLabel, false)
+	}
+	for i, n := range o.levels {
+		rounds := max(2, (o.samples+n-1)/n)
+		for r := 1; r <= rounds; r++ {
+			for _, p := range res.avail {
+				s := loadRound(t, ctx, c, p, wd, n)
+				lp.check(ctx, fmt.Sprintf("%s, %d at once, round %d", p, n, r), p, sampleIDs(s))
+				cl := res.cell(p, n)
+				cl.samples = append(cl.samples, succeeded(s)...)
+				cl.fds = append(cl.fds, lp.fds())
+			}
+			if o.baseline {
+				s := plainRound(t, ctx, cli, plainLabel, n)
+				if left := plainLeft(t, cli, plainLabel); len(left) > 0 {
+					t.Errorf("plain docker, %d at once, round %d: containers left: %v", n, r, left)
+				}
+				res.plainEv.destroyed(sampleIDs(s))
+				res.cell("plain", n).samples = append(res.cell("plain", n).samples, succeeded(s)...)
+			}
+		}
+		// The pools grow with the concurrency, once: each level is
+		// compared with a round of its own (the warm-up for the first).
+		for _, p := range res.avail {
+			f := res.cell(p, n).fds
+			ref, counted := f[0], len(f)-1
+			if i == 0 {
+				ref, counted = res.warmFDs, len(f)
+			}
+			if grew := f[len(f)-1] - ref; 2*grew >= n*counted {
+				t.Errorf("%s, %d at once: the gateway's fds grew from %d to %d over %d rounds (%v): half an fd per sandbox or more", p, n, ref, f[len(f)-1], counted, f)
+			}
+		}
+	}
+	res.auditLogs = globCount(filepath.Join(dir, "logs", "*.audit.jsonl"))
+	for _, l := range res.lines() {
+		t.Log(l)
+	}
+	if o.report != "" {
+		if err := os.WriteFile(o.report, []byte(res.markdown()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
-// loadRound creates, execs in and deletes n sandboxes concurrently and
-// returns the create and exec latencies.
-func loadRound(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, wd string, n int) (creates, execs []time.Duration) {
+// loadResults is what TestGatewayLoad measured.
+type loadResults struct {
+	o           loadOptions
+	cells       map[string]*loadCell // by provider ("plain": plain Docker) and level
+	avail       []string             // the providers measured
+	unavailable map[string]string    // provider → the gateway's reason
+	warmFDs     int                  // the gateway's fds after the warm-up rounds
+	lp          *leakProbe
+	plainEv     *dockerWatch
+	auditLogs   int
+}
+
+// loadCell is one provider's samples at one level, and the gateway's fds
+// after each round.
+type loadCell struct {
+	samples []loadSample
+	fds     []int
+}
+
+func (r *loadResults) cell(p string, n int) *loadCell {
+	k := p + " " + strconv.Itoa(n)
+	if r.cells[k] == nil {
+		r.cells[k] = &loadCell{}
+	}
+	return r.cells[k]
+}
+
+// lines is the figures in a line per provider and level (the test's log).
+func (r *loadResults) lines() []string {
+	var out []string
+	for p, why := range r.unavailable {
+		out = append(out, fmt.Sprintf("%s: not available: %s", p, why))
+	}
+	ps := r.avail
+	if r.o.baseline {
+		ps = append(slices.Clone(ps), "plain")
+	}
+	for _, p := range ps {
+		for _, n := range r.o.levels {
+			s := r.cell(p, n).samples
+			l := fmt.Sprintf("%s, %d at once (%d sandboxes):", p, n, len(s))
+			for ph, name := range []string{"create", "exec", "delete", "total"} {
+				d := loadPhase(s, ph)
+				l += fmt.Sprintf(" %s p50 %s p99 %s;", name, pct(d, 50), pct(d, 99))
+			}
+			out = append(out, strings.TrimSuffix(l, ";"))
+		}
+	}
+	return out
+}
+
+// markdown is the figures as bench/gateway.sh reports them.
+func (r *loadResults) markdown() string {
+	var md strings.Builder
+	stat := func(ds []time.Duration) string { return fmtLoadDur(pct(ds, 50)) + " / " + fmtLoadDur(pct(ds, 99)) }
+	ratio := func(a, b []time.Duration) string {
+		if len(a) == 0 || len(b) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("×%.2f / ×%.2f", pct(a, 50).Seconds()/pct(b, 50).Seconds(), pct(a, 99).Seconds()/pct(b, 99).Seconds())
+	}
+	table := func(p string) {
+		md.WriteString("| at once | sandboxes | create p50 / p99 | first exec p50 / p99 | delete p50 / p99 | total p50 / p99 | total vs 1 at once | total vs plain Docker |\n|---|---|---|---|---|---|---|---|\n")
+		for _, n := range r.o.levels {
+			s := r.cell(p, n).samples
+			vs1, vsPlain := "–", "–"
+			if one := r.cells[p+" 1"]; one != nil && n != 1 {
+				vs1 = ratio(loadPhase(s, totalPhase), loadPhase(one.samples, totalPhase))
+			}
+			if pl := r.cells["plain "+strconv.Itoa(n)]; pl != nil && p != "plain" {
+				vsPlain = ratio(loadPhase(s, totalPhase), loadPhase(pl.samples, totalPhase))
+			}
+			fmt.Fprintf(&md, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", n, len(s),
+				stat(loadPhase(s, createPhase)), stat(loadPhase(s, execPhase)), stat(loadPhase(s, deletePhase)), stat(loadPhase(s, totalPhase)), vs1, vsPlain)
+		}
+	}
+	steps := func(p string, ev *dockerWatch) {
+		for _, n := range r.o.levels {
+			fmt.Fprintf(&md, "| %s | %d |", p, n)
+			for _, s := range ev.segments(r.cell(p, n).samples) {
+				fmt.Fprintf(&md, " %s |", fmtLoadDur(pct(s, 50)))
+			}
+			md.WriteString("\n")
+		}
+	}
+	for _, p := range r.o.providers {
+		fmt.Fprintf(&md, "\n## %s\n\n", p)
+		if why, ok := r.unavailable[p]; ok {
+			fmt.Fprintf(&md, "not available: %s\n", why)
+			continue
+		}
+		if !slices.Contains(r.avail, p) {
+			md.WriteString("failed (see the test's output)\n")
+			continue
+		}
+		table(p)
+		fmt.Fprintf(&md, "\nLeft behind, checked after each of %d rounds (the warm-up included): ", r.lp.rounds[p])
+		if l := r.lp.leaks[p]; len(l) == 0 {
+			md.WriteString("nothing (store rows, containers, state dirs, output logs, cgroups, processes).")
+		} else {
+			fmt.Fprintf(&md, "**%d leftovers**: %s.", len(l), strings.Join(l[:min(len(l), 10)], "; "))
+		}
+		fmt.Fprintf(&md, " The gateway's fds: %d after the warm-up;", r.warmFDs)
+		for _, n := range r.o.levels {
+			f := r.cell(p, n).fds
+			fmt.Fprintf(&md, " %d at once: %d after its first round, %d after its last (%d rounds);", n, f[0], f[len(f)-1], len(f))
+		}
+		fmt.Fprintf(&md, " audit logs kept: %d (delete keeps a sandbox's audit log).\n", r.auditLogs)
+	}
+	if r.o.baseline {
+		md.WriteString("\n## plain Docker (the baseline)\n\nThe same cycle without corral, through the Docker API: create + start `corral/base:1` running `sleep` (network none), exec `echo N` (create, attach, read to the end, inspect), remove (forced); a round after each gateway round.\n\n")
+		table("plain")
+	}
+	if slices.Contains(r.avail, "docker") {
+		md.WriteString("\n## Where the time goes\n\nMedians of each step, split at the daemon's events for the sandbox's container (`create`, `start`, `exec_create`, `exec_die`, `kill`, `destroy`):\n\n")
+		md.WriteString("| | at once | → created | created → started | started → create answered | → exec created | exec created → died | died → exec answered | → kill | kill → destroyed | destroyed → delete answered |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		steps("docker", r.lp.ev)
+		if r.plainEv != nil {
+			steps("plain", r.plainEv)
+		}
+	}
+	return md.String()
+}
+
+// loadOptions is what TestGatewayLoad measures (see its comment).
+type loadOptions struct {
+	levels    []int
+	providers []string
+	samples   int
+	baseline  bool
+	report    string
+}
+
+func loadOptionsFromEnv(t *testing.T) loadOptions {
+	t.Helper()
+	o := loadOptions{levels: []int{8}, providers: []string{"docker"}, baseline: os.Getenv("CORRAL_GATEWAY_BASELINE") == "1", report: os.Getenv("CORRAL_GATEWAY_REPORT")}
+	list := func(v string) []string {
+		return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	}
+	if v := os.Getenv("CORRAL_GATEWAY_LOAD"); v != "" {
+		o.levels = nil
+		for _, f := range list(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				t.Fatalf("CORRAL_GATEWAY_LOAD=%q: want counts of sandboxes (1,8,100)", v)
+			}
+			o.levels = append(o.levels, n)
+		}
+	}
+	if v := os.Getenv("CORRAL_GATEWAY_PROVIDERS"); v != "" {
+		o.providers = list(v)
+	}
+	if v := os.Getenv("CORRAL_GATEWAY_SAMPLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("CORRAL_GATEWAY_SAMPLES=%q: want a count", v)
+		}
+		o.samples = n
+	}
+	return o
+}
+
+// loadSample is one sandbox's cycle: the times of the create, first exec
+// and delete calls (t[0] create sent, t[1] create answered = exec sent,
+// t[2] exec's exit = delete sent, t[3] delete answered).
+type loadSample struct {
+	id     string // "" when the create failed
+	t      [4]time.Time
+	failed bool // a call failed: not a sample, but what it made is looked for
+}
+
+const (
+	createPhase = iota
+	execPhase
+	deletePhase
+	totalPhase
+)
+
+// loadPhase lists one phase of each sample (totalPhase: the whole cycle).
+func loadPhase(s []loadSample, ph int) []time.Duration {
+	out := make([]time.Duration, len(s))
+	for i, x := range s {
+		if ph == totalPhase {
+			out[i] = x.t[3].Sub(x.t[0])
+		} else {
+			out[i] = x.t[ph+1].Sub(x.t[ph])
+		}
+	}
+	return out
+}
+
+func sampleIDs(s []loadSample) []string {
+	var out []string
+	for _, x := range s {
+		if x.id != "" {
+			out = append(out, x.id)
+		}
+	}
+	return out
+}
+
+// succeeded is the samples of s whose calls all succeeded.
+func succeeded(s []loadSample) []loadSample {
+	return slices.DeleteFunc(slices.Clone(s), func(x loadSample) bool { return x.failed })
+}
+
+// loadRound creates, execs in and deletes n sandboxes on provider p
+// concurrently.
+func loadRound(t *testing.T, ctx context.Context, c gatewayv1connect.SandboxServiceClient, p, wd string, n int) []loadSample {
+	t.Helper()
+	return cycles(t, n, func(i int, s *loadSample) error {
+		resp, err := c.CreateSandbox(ctx, connect.NewRequest(&gw.CreateSandboxRequest{Provider: p, Workdir: wd}))
+		if err != nil {
+			return fmt.Errorf("%s: create %d: %w", p, i, err)
+		}
+		s.id, s.t[1] = resp.Msg.Sandbox.Id, time.Now()
+		o, code, err := execOut(ctx, c, s.id, "echo", strconv.Itoa(i))
+		s.t[2] = time.Now()
+		var errs []error
+		if err != nil || code != 0 || strings.TrimSpace(o) != strconv.Itoa(i) {
+			errs = append(errs, fmt.Errorf("%s: exec %d: %q %d %v", p, i, o, code, err))
+		}
+		if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: s.id})); err != nil {
+			errs = append(errs, fmt.Errorf("%s: delete %d: %w", p, i, err))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// plainRound is loadRound on plain Docker, without corral: the baseline.
+func plainRound(t *testing.T, ctx context.Context, cli *client.Client, label string, n int) []loadSample {
+	t.Helper()
+	k, v, _ := strings.Cut(label, "=")
+	return cycles(t, n, func(i int, s *loadSample) error {
+		cr, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Config:     &container.Config{Image: "corral/base:1", Cmd: []string{"sleep", "86400"}, Labels: map[string]string{k: v}},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err == nil {
+			_, err = cli.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("plain docker: create %d: %w", i, err)
+		}
+		s.id, s.t[1] = cr.ID, time.Now()
+		o, code, err := plainExec(ctx, cli, cr.ID, "echo", strconv.Itoa(i))
+		s.t[2] = time.Now()
+		var errs []error
+		if err != nil || code != 0 || !strings.Contains(o, strconv.Itoa(i)) {
+			errs = append(errs, fmt.Errorf("plain docker: exec %d: %q %d %v", i, o, code, err))
+		}
+		if _, err := cli.ContainerRemove(ctx, cr.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			errs = append(errs, fmt.Errorf("plain docker: remove %d: %w", i, err))
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// cycles runs n cycles at once, each timed from its start (t[0]) to its
+// return (t[3]); a cycle that failed is reported and marked.
+func cycles(t *testing.T, n int, cycle func(i int, s *loadSample) error) []loadSample {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errs := make(chan error, 3*n)
+	var out []loadSample
+	var errs []error
 	for i := 0; i < n; i++ {
 		wg.Add(1)
-		go func(i int) {
+		go func() {
 			defer wg.Done()
-			t0 := time.Now()
-			resp, err := c.CreateSandbox(ctx, connect.NewRequest(createReq(wd)))
-			if err != nil {
-				errs <- fmt.Errorf("create %d: %w", i, err)
-				return
-			}
-			t1 := time.Now()
-			out, code, err := execOut(ctx, c, resp.Msg.Sandbox.Id, "echo", strconv.Itoa(i))
-			t2 := time.Now()
-			if err != nil || code != 0 || strings.TrimSpace(out) != strconv.Itoa(i) {
-				errs <- fmt.Errorf("exec %d: %q %d %v", i, out, code, err)
-			}
-			if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: resp.Msg.Sandbox.Id})); err != nil {
-				errs <- fmt.Errorf("delete %d: %w", i, err)
-			}
+			var s loadSample
+			s.t[0] = time.Now()
+			err := cycle(i, &s)
+			s.t[3] = time.Now()
 			mu.Lock()
-			creates, execs = append(creates, t1.Sub(t0)), append(execs, t2.Sub(t1))
-			mu.Unlock()
-		}(i)
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				s.failed = true
+			}
+			out = append(out, s)
+		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range errs {
 		t.Error(err)
 	}
-	return creates, execs
+	return out
+}
+
+// plainExec runs args in container cid as `docker exec` does: create,
+// attach and read to the end, then inspect for the exit code.
+func plainExec(ctx context.Context, cli *client.Client, cid string, args ...string) (string, int, error) {
+	ex, err := cli.ExecCreate(ctx, cid, client.ExecCreateOptions{Cmd: args, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return "", -1, err
+	}
+	att, err := cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return "", -1, err
+	}
+	b, err := io.ReadAll(att.Reader)
+	att.Close()
+	if err != nil {
+		return "", -1, err
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		in, err := cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return "", -1, err
+		}
+		if !in.Running {
+			return string(b), in.ExitCode, nil
+		}
+	}
+	return string(b), -1, errors.New("the exec did not end")
+}
+
+func plainLeft(t *testing.T, cli *client.Client, label string) []string {
+	t.Helper()
+	l, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
+	if err != nil {
+		t.Errorf("docker ps: %v", err)
+		return nil
+	}
+	var out []string
+	for _, c := range l.Items {
+		out = append(out, c.ID[:12])
+	}
+	return out
+}
+
+func removePlain(cli *client.Client, label string) {
+	ctx := context.Background()
+	l, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", label)})
+	for _, c := range l.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+}
+
+// dockerAPIClient is a client of the local daemon, closed with the test.
+func dockerAPIClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err == nil {
+		_, err = cli.Ping(context.Background(), client.PingOptions{NegotiateAPIVersion: true})
+	}
+	if err != nil {
+		t.Fatalf("docker: %v", err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// dockerWatch follows the daemon's events for the containers labelled
+// label: each sandbox's container id (by the container's name, which is
+// the sandbox's id, or by the container's id) and when each step of its
+// life happened.
+type dockerWatch struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	cids map[string]string        // sandbox id → container id
+	evs  map[string][]dockerEvent // sandbox id → its events, in order
+	err  error
+}
+
+type dockerEvent struct {
+	action string // create, start, exec_create, exec_die, kill, destroy, ...
+	at     time.Time
+}
+
+func watchDocker(t *testing.T, cli *client.Client, label string, byName bool) *dockerWatch {
+	t.Helper()
+	w := &dockerWatch{cids: map[string]string{}, evs: map[string][]dockerEvent{}}
+	w.cond = sync.NewCond(&w.mu)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	res := cli.Events(ctx, client.EventsListOptions{Filters: client.Filters{}.Add("type", "container").Add("label", label)})
+	go func() {
+		for {
+			select {
+			case m := <-res.Messages:
+				name := m.Actor.ID
+				if byName {
+					name = m.Actor.Attributes["name"]
+				}
+				action, _, _ := strings.Cut(string(m.Action), ":")
+				w.mu.Lock()
+				w.cids[name] = m.Actor.ID
+				w.evs[name] = append(w.evs[name], dockerEvent{action, time.Unix(0, m.TimeNano)})
+				w.cond.Broadcast()
+				w.mu.Unlock()
+			case err := <-res.Err:
+				w.mu.Lock()
+				if ctx.Err() == nil {
+					w.err = fmt.Errorf("docker events: %v", err)
+				}
+				w.cond.Broadcast()
+				w.mu.Unlock()
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// destroyed waits (up to 5 s) until the daemon has reported the destroy
+// of each sandbox's container and returns the container ids, the
+// sandboxes of which it said nothing, and why the events stopped.
+func (w *dockerWatch) destroyed(ids []string) (cids, unseen []string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	late := false
+	timer := time.AfterFunc(5*time.Second, func() { w.mu.Lock(); late = true; w.cond.Broadcast(); w.mu.Unlock() })
+	defer timer.Stop()
+	gone := func(id string) bool {
+		return slices.ContainsFunc(w.evs[id], func(e dockerEvent) bool { return e.action == "destroy" })
+	}
+	for !late && w.err == nil && slices.ContainsFunc(ids, func(id string) bool { return !gone(id) }) {
+		w.cond.Wait()
+	}
+	for _, id := range ids {
+		if c, ok := w.cids[id]; ok {
+			cids = append(cids, c)
+		} else {
+			unseen = append(unseen, id)
+		}
+	}
+	return cids, unseen, w.err
+}
+
+// segments splits each sample's cycle at its container's events: before
+// docker create, create → start, start → ready; to exec_create, in the
+// exec, exec_die → reply; to kill, kill → destroy, destroy → reply.
+func (w *dockerWatch) segments(s []loadSample) [9][]time.Duration {
+	var out [9][]time.Duration
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range s {
+		first := func(action string, after time.Time) (time.Time, bool) {
+			for _, e := range w.evs[x.id] {
+				if e.action == action && !e.at.Before(after) {
+					return e.at, true
+				}
+			}
+			return time.Time{}, false
+		}
+		cr, ok1 := first("create", x.t[0])
+		st, ok2 := first("start", cr)
+		ec, ok3 := first("exec_create", x.t[1])
+		ed, ok4 := first("exec_die", ec)
+		kl, ok5 := first("kill", x.t[2])
+		ds, ok6 := first("destroy", kl)
+		if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+			continue
+		}
+		for i, d := range []time.Duration{cr.Sub(x.t[0]), st.Sub(cr), x.t[1].Sub(st), ec.Sub(x.t[1]), ed.Sub(ec), x.t[2].Sub(ed), kl.Sub(x.t[2]), ds.Sub(kl), x.t[3].Sub(ds)} {
+			out[i] = append(out[i], d)
+		}
+	}
+	return out
+}
+
+// leakProbe looks for what a round of sandboxes left behind.
+type leakProbe struct {
+	t        *testing.T
+	c        *gateway.Clients
+	cli      *client.Client
+	dir      string // the gateway's database dir
+	gwPid    int
+	label    string // the gateway's containers' label
+	ev       *dockerWatch
+	children int // the gateway's descendants before any sandbox
+	rounds   map[string]int
+	leaks    map[string][]string // provider → what was left, after each round
+}
+
+// check fails the test for everything of sandboxes ids (of provider
+// prov) still there 5 s after the round: store rows, the gateway's
+// containers, state dirs under /run/corral, output logs, cgroups under
+// /sys/fs/cgroup (named after the sandbox or its container, or the
+// gateway's own run-PID-…), host processes (in such a cgroup, naming the
+// container, or below the gateway beyond those it had).
+func (lp *leakProbe) check(ctx context.Context, what, prov string, ids []string) {
+	lp.t.Helper()
+	var names []string // what a leftover may be named after
+	names = append(names, ids...)
+	if prov == "docker" {
+		cids, unseen, err := lp.ev.destroyed(ids)
+		if len(unseen) > 0 || err != nil {
+			lp.t.Errorf("%s: the daemon reported no container for %v (%v): the cgroup and process checks would miss them", what, unseen, err)
+		}
+		names = append(names, cids...)
+	}
+	var left []string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left = lp.leftovers(ctx, ids, names)
+		if len(left) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	lp.rounds[prov]++
+	for _, l := range left {
+		lp.t.Errorf("%s: left behind: %s", what, l)
+		lp.leaks[prov] = append(lp.leaks[prov], what+": "+l)
+	}
+}
+
+func (lp *leakProbe) leftovers(ctx context.Context, ids, names []string) []string {
+	var left []string
+	resp, err := lp.c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{}))
+	if err != nil {
+		left = append(left, "the store could not be listed: "+err.Error())
+	} else {
+		for _, s := range resp.Msg.Sandboxes {
+			left = append(left, fmt.Sprintf("store row %s (%s)", s.Id, s.Phase))
+		}
+	}
+	l, err := lp.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", lp.label)})
+	if err != nil {
+		left = append(left, "docker ps: "+err.Error())
+	} else {
+		for _, c := range l.Items {
+			left = append(left, fmt.Sprintf("container %s %v (%s)", c.ID[:12], c.Names, c.State))
+		}
+	}
+	named := func(name string) bool {
+		return slices.ContainsFunc(names, func(n string) bool { return strings.Contains(name, n) })
+	}
+	loadWalkDirs("/run/corral", 3, func(p string) {
+		if named(filepath.Base(p)) {
+			left = append(left, "state dir "+p)
+		}
+	})
+	for _, id := range ids {
+		if _, err := os.Stat(filepath.Join(lp.dir, "logs", id+".log")); err == nil {
+			left = append(left, "output log "+id+".log")
+		}
+	}
+	own := fmt.Sprintf("run-%d-", lp.gwPid)
+	loadWalkDirs("/sys/fs/cgroup", 6, func(p string) {
+		if b := filepath.Base(p); named(b) || (strings.HasPrefix(b, own) && filepath.Base(filepath.Dir(p)) == "corral") {
+			left = append(left, "cgroup "+p)
+		}
+	})
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cg, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if slices.ContainsFunc(names, func(n string) bool { return bytes.Contains(cg, []byte(n)) || bytes.Contains(cmd, []byte(n)) }) {
+			left = append(left, fmt.Sprintf("process %s (%s)", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " ")))
+		}
+	}
+	if d := procsBelow(lp.gwPid); len(d) > lp.children {
+		left = append(left, fmt.Sprintf("the gateway has %d processes below it, had %d: %v", len(d), lp.children, d))
+	}
+	return left
+}
+
+// removeAll deletes every sandbox the gateway still has, then removes
+// what the gateway could not: its containers and their state dirs.
+func (lp *leakProbe) removeAll(ctx context.Context) {
+	if resp, err := lp.c.ListSandboxes(ctx, connect.NewRequest(&gw.ListSandboxesRequest{})); err == nil {
+		for _, s := range resp.Msg.Sandboxes {
+			_, _ = lp.c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: s.Id}))
+		}
+	}
+	l, _ := lp.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", lp.label)})
+	for _, c := range l.Items {
+		_, _ = lp.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+		if d := c.Labels[docker.LabelState]; strings.HasPrefix(d, "/run/corral/") {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+// fds counts the gateway's open fds once the count holds still (for
+// 300 ms; at most 3 s): what a round closed a moment after its last
+// answer is not counted.
+func (lp *leakProbe) fds() int {
+	n, same := countFDs(lp.gwPid), 0
+	for end := time.Now().Add(3 * time.Second); same < 3 && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+		if m := countFDs(lp.gwPid); m == n {
+			same++
+		} else {
+			n, same = m, 0
+		}
+	}
+	return n
+}
+
+// loadWalkDirs calls f for each directory below root, down to depth.
+func loadWalkDirs(root string, depth int, f func(string)) {
+	ents, err := os.ReadDir(root)
+	if err != nil || depth == 0 {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			p := filepath.Join(root, e.Name())
+			f(p)
+			loadWalkDirs(p, depth-1, f)
+		}
+	}
+}
+
+// procsBelow lists the processes below pid.
+func procsBelow(pid int) []int {
+	kids := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i > 0 {
+			if f := strings.Fields(string(b[i+1:])); len(f) > 1 {
+				pp, _ := strconv.Atoi(f[1])
+				kids[pp] = append(kids[pp], p)
+			}
+		}
+	}
+	var out []int
+	for q := kids[pid]; len(q) > 0; q = q[1:] {
+		out = append(out, q[0])
+		q = append(q, kids[q[0]]...)
+	}
+	return out
+}
+
+func globCount(pattern string) int {
+	m, _ := filepath.Glob(pattern)
+	return len(m)
 }
 
 func countFDs(pid int) int {
 	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	return len(ents)
+}
+
+// fmtLoadDur is d in ms below 10 s, else in s with one decimal.
+func fmtLoadDur(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
 // pct is the p-th percentile (nearest rank) of ds.
