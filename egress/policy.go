@@ -68,7 +68,10 @@ type compiledPolicy struct {
 // that holds '*' but is neither "*" nor "**" ("***", "*x", "x*"), '*' outside
 // the first label ("a.*.example.com", "*.*.example.com"), bad names, bad IPs
 // or CIDRs, ports outside 1..65535, Hosts values that are not IP literals and
-// AllowPrivate entries that are not IPs/CIDRs.
+// AllowPrivate entries that are not IPs/CIDRs. Corral's policy validation
+// refuses the same first, with the file's positions (policy.Validate;
+// cmd/corral's FuzzPolicyRefusesWhatProxyRefuses keeps them in step), so
+// for a validated policy this is a defensive check.
 func (p Policy) Validate() error {
 	_, err := compilePolicy(p)
 	return err

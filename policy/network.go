@@ -7,13 +7,18 @@ import (
 )
 
 // validateNetwork checks the egress rules of network.mode proxy: they are
-// refused in other modes; hosts are exact names, a wildcard first label
-// ("*." for exactly one label, "**." for any depth) over at least two
-// labels (so not "*", "**", "*.com" or "**.com"), IP literals or CIDRs;
-// an allow host that is a single label other than localhost needs
+// refused in other modes. The rules are the egress proxy's (egress.New
+// refuses the same hosts, with no position), checked here so that `corral
+// policy validate` and every front end refuse them with file:line:column
+// (cmd/corral's TestPolicyValidateAgreesWithRun and
+// FuzzPolicyRefusesWhatProxyRefuses keep the two in step): hosts
+// are names, wildcards (checkEndpointHost), IP literals without a zone or
+// CIDRs; an allow host that is a single label other than localhost needs
 // single_label: true (deny entries never do: denying is always safe);
-// ports are 1–65535; allow_private entries are IPs or CIDRs; hosts values
-// are IP literals.
+// ports are 1–65535; allow_private entries are IPs or CIDRs; hosts keys
+// are names (checkName: not IPs, CIDRs or wildcards), each once when
+// compared without case and trailing dot, and their values IP literals
+// without a zone.
 func (p *Policy) validateNetwork() []*Error {
 	var errs []*Error
 	n := &p.Network
@@ -53,34 +58,58 @@ func (p *Policy) validateNetwork() []*Error {
 			}
 		}
 	}
-	for name, addr := range n.Hosts {
-		if msg, _ := checkEndpointHost(name, false); msg != "" || strings.Contains(name, "*") {
-			errs = append(errs, p.errAt("network.hosts", fmt.Sprintf("hosts key %q is not a host name", name), "map exact names to IP literals"))
+	seen := map[string]string{}
+	for _, name := range sortedKeys(n.Hosts) {
+		field := "network.hosts." + name
+		canon := asciiLower(strings.TrimSuffix(name, "."))
+		if why, _ := checkName(canon); why != "" {
+			errs = append(errs, p.errAtKey(field, fmt.Sprintf("hosts key %q is not a host name: %s", name, why), "map exact names such as db.internal to IP literals (no IPs, CIDRs or wildcards as keys)"))
+		} else if other, dup := seen[canon]; dup {
+			errs = append(errs, p.errAtKey(field, fmt.Sprintf("hosts keys %q and %q name the same host (names compare without case and trailing dot)", other, name), "keep one of them"))
+		} else {
+			seen[canon] = name
 		}
-		if _, err := netip.ParseAddr(addr); err != nil {
-			errs = append(errs, p.errAt("network.hosts", fmt.Sprintf("hosts[%q] = %q is not an IP literal", name, addr), "map the name to an address such as 127.0.0.2 or ::1"))
+		addr := n.Hosts[name]
+		if a, err := netip.ParseAddr(addr); err != nil {
+			errs = append(errs, p.errAt(field, fmt.Sprintf("hosts[%q] = %q is not an IP literal", name, addr), "map the name to an address such as 127.0.0.2 or ::1"))
+		} else if a.Zone() != "" {
+			errs = append(errs, p.errAt(field, fmt.Sprintf("hosts[%q] = %q has a zone (%%%s): the proxy dials addresses, not interfaces", name, addr, a.Zone()), "write the address without the %zone"))
 		}
 	}
 	return errs
 }
 
 // checkEndpointHost returns a message and hint when host is not an
-// acceptable endpoint host; ipOnly requires an IP literal or CIDR.
+// acceptable endpoint host; ipOnly requires an IP literal or CIDR. The
+// rules are egress's compileRule: a host with "/" is a CIDR; else an IP
+// literal (no zone: a rule names addresses, not interfaces); else, with
+// one trailing dot dropped, a wildcard ("*." or "**." as the whole first
+// label over a checkName name of at least two labels) or a checkName name.
 func checkEndpointHost(host string, ipOnly bool) (msg, hint string) {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
-	if _, err := netip.ParseAddr(h); err == nil {
+	h := asciiLower(host)
+	switch {
+	case h == "":
+		return "empty host", "name a host such as api.example.com"
+	case strings.TrimSpace(h) != h:
+		return fmt.Sprintf("%q has surrounding whitespace", host), "remove the spaces"
+	case strings.Contains(h, "/"):
+		if _, err := netip.ParsePrefix(h); err != nil {
+			return fmt.Sprintf("%q is not a CIDR", host), "write an address and a prefix length such as 10.0.0.0/8 or fd00::/8 (no zone, no trailing dot)"
+		}
 		return "", ""
 	}
-	if _, err := netip.ParsePrefix(h); err == nil {
+	if a, err := netip.ParseAddr(h); err == nil {
+		if a.Zone() != "" {
+			return fmt.Sprintf("%q has a zone (%%%s): a rule names addresses, not interfaces", host, a.Zone()), "write the address without the %zone"
+		}
 		return "", ""
 	}
 	if ipOnly {
 		return fmt.Sprintf("%q is not an IP address or CIDR", host), "allow_private takes addresses such as 127.0.0.1/32 or ::1"
 	}
-	switch {
-	case h == "":
-		return "empty host", "name a host such as api.example.com"
-	case h == "*", h == "**":
+	h = strings.TrimSuffix(h, ".")
+	switch h {
+	case "*", "**":
 		return fmt.Sprintf("a bare %s would allow every host", h), "list the hosts the workload needs"
 	}
 	rest := h
@@ -95,21 +124,65 @@ func checkEndpointHost(host string, ipOnly bool) (msg, hint string) {
 		}
 		rest = after
 	}
-	for _, label := range strings.Split(rest, ".") {
-		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") {
-			return fmt.Sprintf("%q is not a valid host name", host), "use a name such as api.example.com, *.example.com, an IP or a CIDR"
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				if c == '*' {
-					return fmt.Sprintf("%q has a wildcard outside the first label", host), wildcardHint
-				}
-				return fmt.Sprintf("%q is not a valid host name", host), "use a name such as api.example.com, *.example.com, an IP or a CIDR"
-			}
-		}
+	if strings.Contains(rest, "*") {
+		return fmt.Sprintf("%q has a wildcard outside the first label", host), wildcardHint
+	}
+	if why, hint := checkName(rest); why != "" {
+		return fmt.Sprintf("%q is not a valid host name: %s", host, why), hint
 	}
 	return "", ""
 }
+
+// checkName says why name (lowercased, without its trailing dot) is not a
+// DNS name by the egress proxy's rule (canonicalName, isNumericName), and
+// how to fix it: at most 253 bytes of labels of 1–63 ASCII letters,
+// digits and '-' (not first or last), the last label not starting with a
+// digit (that is an IP address in another spelling, such as 127.1 or
+// 010.0.0.1, or a numeric top-level label). It returns "" for a name.
+func checkName(name string) (why, hint string) {
+	if len(name) > 253 {
+		return fmt.Sprintf("it is %d bytes long, more than DNS allows (253)", len(name)), "write the host's real name"
+	}
+	for _, label := range strings.Split(name, ".") {
+		switch {
+		case label == "":
+			return "it has an empty label", nameHint
+		case len(label) > 63:
+			return "a label is longer than 63 bytes", nameHint
+		case strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-"):
+			return "a label starts or ends with '-'", nameHint
+		}
+		for i := 0; i < len(label); i++ {
+			switch c := label[i]; {
+			case c >= 0x80:
+				return "it has a non-ASCII character", "write an internationalised name in its ASCII (xn--) form"
+			case !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'):
+				return fmt.Sprintf("%q is not a letter, digit, '-' or '.'", string(rune(c))), nameHint
+			}
+		}
+	}
+	if last := name[strings.LastIndexByte(name, '.')+1:]; last[0] >= '0' && last[0] <= '9' {
+		return "its last label starts with a digit, so it would be an IP address, and it is not one in canonical form",
+			"write an IP address as four decimal numbers without leading zeros (10.0.0.1) and no trailing dot, or write the host's full name"
+	}
+	return "", ""
+}
+
+// asciiLower lowercases the ASCII letters of s only: strings.ToLower
+// would turn the Kelvin sign U+212A into an ASCII 'k', accepting a name
+// the proxy refuses.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// nameHint says what an endpoint host may be.
+const nameHint = "use a name such as api.example.com (an IP address as 10.0.0.1 or ::1), *.example.com, or a CIDR"
 
 // wildcardHint says which wildcards a host may have.
 const wildcardHint = `only the whole first label may be a wildcard: "*.example.com" matches exactly one label below example.com (a.example.com), "**.example.com" any depth (a.b.example.com too)`

@@ -90,3 +90,78 @@ func TestEndpointHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// Hosts the egress proxy refuses (egress compileRule) are refused here,
+// at the host's position, so validation and a run agree; each once passed
+// validation and failed the run.
+func TestEndpointHostRefusedAsByProxy(t *testing.T) {
+	for _, c := range []struct{ list, host, msg, hint string }{
+		{"allow", `"fe80::1%lo"`, "has a zone (%lo)", "without the %zone"},
+		{"deny", `"fe80::1%eth0"`, "has a zone", "without the %zone"},
+		{"allow_private", `"fe80::1%lo"`, "has a zone", "without the %zone"},
+		{"allow", `"203.0.113.7."`, "last label starts with a digit", "10.0.0.1"},
+		{"deny", `"::1."`, `":" is not a letter`, "::1"},
+		{"allow", `"10.0.0.0/8."`, "is not a CIDR", "no trailing dot"},
+		{"allow_private", `"127.0.0.1."`, "not an IP address or CIDR", "127.0.0.1/32"},
+		{"allow", "127.1", "last label starts with a digit", "without leading zeros"},
+		{"deny", "010.0.0.1", "last label starts with a digit", "without leading zeros"},
+		{"allow", "example.123", "last label starts with a digit", "full name"},
+		{"allow", `"*.10.0.0"`, "last label starts with a digit", "full name"},
+		{"allow", strings.Repeat("a.", 127) + "com", "257 bytes long", "real name"},
+		{"allow", "\u212a.example.com", "non-ASCII", "xn--"},
+		{"allow", `" api.example.com"`, "surrounding whitespace", "remove"},
+	} {
+		_, err := Parse(proxyPolicy(c.list, c.host, ""), "p.yaml")
+		if err == nil {
+			t.Errorf("%s %s: accepted", c.list, c.host)
+			continue
+		}
+		e := only(t, err)
+		expectAt(t, e, "network."+c.list+"[0].host", 5, 13, c.msg)
+		if !strings.Contains(e.Hint, c.hint) {
+			t.Errorf("%s %s: hint %q, want …%s…", c.list, c.host, e.Hint, c.hint)
+		}
+	}
+}
+
+// hosts keys must be names, each once without case and trailing dot, and
+// values IPs without a zone (the proxy's rules); keys are reported at the
+// key, values at the value.
+func TestHostsRefusedAsByProxy(t *testing.T) {
+	hosts := func(entries string) []byte {
+		return []byte("version: 1\nnetwork:\n  mode: proxy\n  hosts:\n    " + entries + "\n")
+	}
+	for _, c := range []struct {
+		entries, field string
+		col            int
+		msg            string
+	}{
+		{`x: "fe80::1%lo"`, "network.hosts.x", 8, "has a zone"},
+		{`db.internal: nowhere`, "network.hosts.db.internal", 18, "not an IP literal"},
+		{`"10.0.0.1": 10.0.0.2`, "network.hosts.10.0.0.1", 5, "last label starts with a digit"},
+		{`"10.0.0.0/8": 10.0.0.2`, "network.hosts.10.0.0.0/8", 5, `"/" is not a letter`},
+		{`"::1": 10.0.0.2`, "network.hosts.::1", 5, `":" is not a letter`},
+		{`"127.1": 10.0.0.2`, "network.hosts.127.1", 5, "last label starts with a digit"},
+		{`"*.example.com": 10.0.0.2`, "network.hosts.*.example.com", 5, `"*" is not a letter`},
+		{"Example.com: 10.0.0.2\n    example.com: 10.0.0.3", "network.hosts.example.com", 5, `"Example.com" and "example.com" name the same host`},
+		{"\"example.com.\": 10.0.0.2\n    example.com: 10.0.0.3", "network.hosts.example.com.", 5, "name the same host"},
+	} {
+		_, err := Parse(hosts(c.entries), "p.yaml")
+		if err == nil {
+			t.Errorf("%s: accepted", c.entries)
+			continue
+		}
+		e := only(t, err)
+		line := 5
+		if strings.Contains(c.entries, "\n") {
+			line = 6 // the second key is the duplicate (sorted)
+			if c.field == "network.hosts.example.com." {
+				line = 5
+			}
+		}
+		expectAt(t, e, c.field, line, c.col, c.msg)
+	}
+	if _, err := Parse(hosts(`db.internal: 10.0.0.5`+"\n    "+`"api.example.com.": "::1"`), "p.yaml"); err != nil {
+		t.Errorf("names to IPs: %v", err)
+	}
+}

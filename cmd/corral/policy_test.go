@@ -1,0 +1,141 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/session"
+)
+
+// egressCases are network sections on which `corral policy validate` and
+// `corral run` once disagreed (validate passed, the run's proxy refused
+// the rules), and controls both accept.
+var egressCases = []struct {
+	name, network string
+	valid         bool
+}{
+	{"zone in an allow host", `allow: [{host: "fe80::1%lo"}]`, false},
+	{"zone in a deny host", `deny: [{host: "fe80::1%eth0"}]`, false},
+	{"zone in allow_private", `allow_private: [{host: "fe80::1%lo"}]`, false},
+	{"zone in a hosts value", `hosts: {x: "fe80::1%lo"}`, false},
+	{"IP with a trailing dot", `allow: [{host: "203.0.113.7."}]`, false},
+	{"IPv6 with a trailing dot", `deny: [{host: "::1."}]`, false},
+	{"CIDR with a trailing dot", `allow: [{host: "10.0.0.0/8."}]`, false},
+	{"allow_private IP with a trailing dot", `allow_private: [{host: "127.0.0.1."}]`, false},
+	{"short IPv4", `allow: [{host: "127.1"}]`, false},
+	{"IPv4 with a leading zero", `deny: [{host: "010.0.0.1"}]`, false},
+	{"numeric top-level label", `allow: [{host: "example.123"}]`, false},
+	{"wildcard over a numeric name", `allow: [{host: "*.10.0.0"}]`, false},
+	{"name longer than 253 bytes", `allow: [{host: "` + strings.Repeat("a.", 127) + `com"}]`, false},
+	{"Kelvin sign", "allow: [{host: \"\u212a.example.com\"}]", false},
+	{"IP as a hosts key", `hosts: {"10.0.0.1": 10.0.0.2}`, false},
+	{"CIDR as a hosts key", `hosts: {"10.0.0.0/8": 10.0.0.2}`, false},
+	{"short IPv4 as a hosts key", `hosts: {"127.1": 10.0.0.2}`, false},
+	{"hosts keys differing in case", `hosts: {Example.com: 10.0.0.2, example.com: 10.0.0.3}`, false},
+	{"hosts keys differing in a trailing dot", `hosts: {"example.com.": 10.0.0.2, example.com: 10.0.0.3}`, false},
+	{"wildcard hosts key", `hosts: {"*.example.com": 10.0.0.2}`, false},
+	{"name", `allow: [{host: api.example.com, ports: [443]}]`, true},
+	{"wildcards", `allow: [{host: "*.example.com"}, {host: "**.Example.COM."}]`, true},
+	{"IPs and CIDRs", `allow: [{host: 203.0.113.7}, {host: "::ffff:1.2.3.4"}, {host: 10.0.0.0/8}]`, true},
+	{"digits in a first label", `allow: [{host: 1e100.net}, {host: 3com.example}]`, true},
+	{"punycode", `allow: [{host: xn--bcher-kva.example}]`, true},
+	{"name with a trailing dot", `deny: [{host: example.com.}]`, true},
+	{"hosts", `hosts: {db.internal: 10.0.0.5, "api.example.com.": "::1"}`, true},
+}
+
+// positioned matches an error that starts with FILE:LINE:COL.
+var positioned = regexp.MustCompile(`^[^:]+:\d+:\d+: `)
+
+// `corral policy validate` (the command as the CLI runs it) and the run
+// path (load, resolve, the egress proxy's rule check in session) give the
+// same verdict on every case, and validate's refusal carries a position.
+func TestPolicyValidateAgreesWithRun(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range egressCases {
+		file := filepath.Join(dir, "p"+string(rune('a'+i))+".yaml")
+		src := "version: 1\nnetwork:\n  mode: proxy\n  " + c.network + "\n"
+		if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		verr := runValidate(t, file, dir)
+		validated := !isPolicyError(verr) // a host without a provider is not the policy's fault
+		rerr := runCheck(file, dir)
+		if validated != (rerr == nil) || validated != c.valid {
+			t.Errorf("%s: validate: %v; run: %v; want valid %v", c.name, verr, rerr, c.valid)
+			continue
+		}
+		if !validated && !positioned.MatchString(verr.Error()) {
+			t.Errorf("%s: validate's error has no file:line:col: %v", c.name, verr)
+		}
+	}
+}
+
+// runValidate runs `corral policy validate -C dir FILE`, its output
+// discarded.
+func runValidate(t *testing.T, file, dir string) error {
+	t.Helper()
+	out, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	stdout := os.Stdout
+	os.Stdout = out
+	defer func() { os.Stdout = stdout }()
+	cmd := newPolicyCmd()
+	cmd.SetArgs([]string{"validate", "-C", dir, file})
+	cmd.SetOut(out)
+	cmd.SetErr(out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	return cmd.Execute()
+}
+
+// runCheck is what `corral run` checks of a policy before anything runs:
+// load, resolve, then the egress proxy's rules (session.Open's
+// checkEgress).
+func runCheck(file, dir string) error {
+	p, err := loadPolicy(file)
+	if err != nil {
+		return err
+	}
+	r, err := resolvePolicy(p, dir)
+	if err != nil {
+		return err
+	}
+	if r.Network != policy.NetworkProxy {
+		return nil
+	}
+	return session.CheckRules(r.Egress)
+}
+
+// FuzzPolicyRefusesWhatProxyRefuses: every endpoint host, hosts key and
+// hosts value the egress proxy refuses, policy validation refuses too
+// (with a position, when written in a file), so no front end starts a
+// sandbox on rules its proxy will not take. Policy may refuse more (a
+// bracketed IP, a single-label allow host without single_label).
+func FuzzPolicyRefusesWhatProxyRefuses(f *testing.F) {
+	for _, s := range []string{"fe80::1%lo", "1.2.3.4.", "10.0.0.0/8.", "127.1", "010.0.0.1", "example.123", "*.10.0.0",
+		"\u212a.example.com", "api.example.com", "*.example.com", "**.a.b", "::1", "[::1]", "10.0.0.0/8", "a..b", "-a.b", "a_b.c",
+		"Example.COM.", " a.b", "1e100.net", "x", "*", "*.com", strings.Repeat("a.", 127) + "com"} {
+		f.Add(s, "10.0.0.1")
+	}
+	f.Fuzz(func(t *testing.T, host, addr string) {
+		check := func(what string, n policy.Network) {
+			n.Mode = policy.NetworkProxy
+			p := &policy.Policy{Version: policy.Version, Network: n}
+			if session.CheckRules(n) != nil && p.Validate() == nil {
+				t.Errorf("%s: the proxy refuses %+v, policy validation accepts it", what, n)
+			}
+		}
+		check("deny host", policy.Network{Deny: []policy.Endpoint{{Host: host}}})
+		check("allow_private host", policy.Network{AllowPrivate: []policy.Endpoint{{Host: host}}})
+		check("allow host", policy.Network{Allow: []policy.Endpoint{{Host: host, SingleLabel: !strings.Contains(host, ".")}}})
+		check("hosts key", policy.Network{Hosts: map[string]string{host: "10.0.0.1"}})
+		check("hosts value", policy.Network{Hosts: map[string]string{"h.example": addr}})
+		check("hosts keys", policy.Network{Hosts: map[string]string{host: "10.0.0.1", strings.ToLower(strings.TrimSuffix(host, ".")): "10.0.0.2"}})
+	})
+}
