@@ -153,7 +153,7 @@ func DangerousForWrite(p string) bool {
 		}
 	}
 	for _, d := range dangerousTrees {
-		if under(p, d) {
+		if Within(p, d) {
 			return true
 		}
 	}
@@ -260,14 +260,14 @@ func (r *resolver) resolveWorkdir() *Error {
 	if wd == "" || !filepath.IsAbs(wd) {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %q is not an absolute path", wd), Hint: hint}
 	}
-	if under(filepath.Clean(wd), "/proc") {
+	if Within(filepath.Clean(wd), "/proc") {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %s is under /proc", wd), Hint: hint}
 	}
 	canon, err := filepath.EvalSymlinks(wd)
 	if err != nil {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %s: %v", wd, unwrapPath(err)), Hint: hint, Err: err}
 	}
-	if under(canon, "/proc") {
+	if Within(canon, "/proc") {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %s resolves to %s, under /proc", wd, canon), Hint: hint}
 	}
 	fi, err := os.Stat(canon)
@@ -307,14 +307,6 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// under reports whether p is root or lies beneath it (both clean, absolute).
-func under(p, root string) bool {
-	if root == "/" {
-		return true
-	}
-	return p == root || strings.HasPrefix(p, root+"/")
 }
 
 func rank(a Access) int {
@@ -484,7 +476,7 @@ func (r *resolver) untrustedLink(dir string, fi fs.FileInfo) string {
 		return fmt.Sprintf("lives in %s, a directory others can write (mode %04o)", dir, perm)
 	}
 	for _, g := range r.grants {
-		if g.Access == AccessReadWrite && under(dir, g.Path) {
+		if g.Access == AccessReadWrite && Within(dir, g.Path) {
 			return fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links", dir, g.Path, g.Field)
 		}
 	}
@@ -519,7 +511,7 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 		return false
 	}
 	for _, d := range serviceTrees {
-		if p := filepath.Clean(written); under(p, d) || under(canon, d) {
+		if p := filepath.Clean(written); Within(p, d) || Within(canon, d) {
 			r.fail(field, fmt.Sprintf("%s is under %s, where the host's services keep their sockets (a read-only grant does not stop connect())", desc, d),
 				"remove the grant; a later release adds explicit socket grants", nil)
 			return false
@@ -547,7 +539,7 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 			}
 		}
 		for _, d := range dangerousTrees {
-			if under(p, d) {
+			if Within(p, d) {
 				r.fail(field, fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host system", desc, d), hint, nil)
 				return false
 			}
@@ -612,7 +604,7 @@ func inProtected(p, e string, r *resolver) bool {
 		case strings.HasPrefix(e, "{workdir}"):
 			abs = filepath.Join(r.workdir, strings.TrimPrefix(e, "{workdir}"))
 		}
-		return under(p, filepath.Clean(abs))
+		return Within(p, filepath.Clean(abs))
 	}
 	e = strings.Trim(filepath.Clean(e), "/")
 	return strings.HasSuffix(p, "/"+e) || strings.Contains(p+"/", "/"+e+"/")
@@ -1025,7 +1017,7 @@ func (r *Resolved) SkippedLinks() (links, absent []string) {
 func (r *Resolved) Covering(path string) PathGrant {
 	var best PathGrant
 	for _, g := range r.Grants {
-		if (path == g.Path || strings.HasPrefix(path, g.Path+"/")) && len(g.Path) >= len(best.Path) {
+		if Within(path, g.Path) && len(g.Path) >= len(best.Path) {
 			best = g
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
@@ -54,7 +53,8 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	// let it hold a lock or read another agent's state).
 	base := filepath.Dir(rec.Dir)
 	for _, g := range res.Grants {
-		if g.Access != policy.AccessDeny && g.Field != "service home" && !strings.HasPrefix(g.Path, rec.Home+"/") && (g.Path == base || strings.HasPrefix(base, g.Path+"/") || strings.HasPrefix(g.Path, base+"/")) {
+		inHome := policy.Within(g.Path, rec.Home) && g.Path != rec.Home
+		if g.Access != policy.AccessDeny && g.Field != "service home" && !inHome && (policy.Within(base, g.Path) || policy.Within(g.Path, base)) {
 			extra = append(extra, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: g.Field,
 				Message: fmt.Sprintf("%s (%s) overlaps %s, where the sessions' records, status, logs and homes are, which must stay out of the workload's view: grant something narrower", g.Path, g.Access, base)})
 		}

@@ -154,7 +154,7 @@ func (s *scan) add(f Finding) {
 func rootOf(roots []string, p string) string {
 	best := ""
 	for _, r := range roots {
-		if strings.HasPrefix(p, r+"/") && len(r) > len(best) {
+		if policy.Within(p, r) && p != r && len(r) > len(best) {
 			best = r
 		}
 	}

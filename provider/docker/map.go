@@ -297,7 +297,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	// parent is the nearest enclosing grant of grant i.
 	parent := func(i int) (policy.PathGrant, bool) {
 		for j := i - 1; j >= 0; j-- {
-			if strings.HasPrefix(r.Grants[i].Path, r.Grants[j].Path+"/") {
+			if policy.Within(r.Grants[i].Path, r.Grants[j].Path) && r.Grants[i].Path != r.Grants[j].Path {
 				return r.Grants[j], true
 			}
 		}
@@ -312,7 +312,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 			}
 			continue // covered by its parent's bind, or by the image
 		}
-		if slices.ContainsFunc(denied, func(d string) bool { return strings.HasPrefix(g.Path, d+"/") }) {
+		if slices.ContainsFunc(denied, func(d string) bool { return policy.Within(g.Path, d) && g.Path != d }) {
 			if g.Access != policy.AccessDeny {
 				add(provider.SeverityError, "filesystem", g.Field, "%s is inside a denied directory; a grant cannot reopen part of a denied tree (remove one of the rules)", g.Path)
 			}
@@ -365,7 +365,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 		case b.Mask:
 		case b.Target == "/":
 			add(provider.SeverityError, "filesystem", b.Field, "Docker cannot bind a host path over the container's root /: grant the directories the command needs instead")
-		case dataRoot != "" && (within(b.Source, dataRoot) || within(dataRoot, b.Source)):
+		case dataRoot != "" && (policy.Within(b.Source, dataRoot) || policy.Within(dataRoot, b.Source)):
 			add(provider.SeverityError, "filesystem", b.Field, "%s holds or is inside Docker's data root %s (every container's files; the daemon refuses such binds): grant a narrower directory", b.Source, dataRoot)
 		}
 	}
@@ -375,7 +375,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 		// Read-only system trees hold no sockets worth a walk; every
 		// other bound tree is searched, read-write ones for nested
 		// protected names too.
-		if b.Mask || !b.Dir || (b.ReadOnly && slices.ContainsFunc(imageTrees, func(t string) bool { return b.Source == t || strings.HasPrefix(b.Source, t+"/") })) {
+		if b.Mask || !b.Dir || (b.ReadOnly && slices.ContainsFunc(imageTrees, func(t string) bool { return policy.Within(b.Source, t) })) {
 			continue
 		}
 		var protect map[string]bool
@@ -401,7 +401,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	var nested []string
 	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
 	for _, b := range spec.Binds {
-		if !b.Mask && b.Dir && slices.ContainsFunc(mounts, func(m mountinfo.Entry) bool { return strings.HasPrefix(m.Point, b.Source+"/") }) {
+		if !b.Mask && b.Dir && slices.ContainsFunc(mounts, func(m mountinfo.Entry) bool { return policy.Within(m.Point, b.Source) && m.Point != b.Source }) {
 			nested = append(nested, b.Source)
 		}
 	}
@@ -441,11 +441,6 @@ func heldPaths(sp *Spec) *policy.Resolved {
 		}
 	}
 	return r
-}
-
-// within reports whether path is dir or below it.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // daemonSocket is the host path of the Docker socket this provider uses.

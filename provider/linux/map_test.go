@@ -220,3 +220,32 @@ func TestMapWarnsAboutExposedCredentials(t *testing.T) {
 		t.Errorf("home through a link: warning %q, want ~/.ssh named", w)
 	}
 }
+
+// A grant of / is the parent of every other grant (policy.Within): one
+// below it with the same access needs no bind of its own.
+func TestMountPlanRootIsParent(t *testing.T) {
+	ms, _, errs := mountPlan(resolved(
+		policy.PathGrant{Path: "/", Access: policy.AccessReadOnly, Dir: true},
+		policy.PathGrant{Path: "/usr", Access: policy.AccessReadOnly, Dir: true},
+	))
+	if len(errs) > 0 || indexOf(ms, "/", MountBind) < 0 || indexOf(ms, "/usr", MountBind) >= 0 {
+		t.Errorf("want / bound and /usr covered by it: %+v %+v", ms, errs)
+	}
+}
+
+// As root, read-only grants inside root's home are idmapped; a home of /
+// makes none so (system directories keep their root-only files
+// unreadable).
+func TestMapHomeRootIdmapsNothing(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("idmapped binds are for a root caller")
+	}
+	r := resolved(policy.PathGrant{Path: "/etc", Access: policy.AccessReadOnly, Dir: true})
+	r.Home = "/"
+	plan, _ := New().Map(context.Background(), r)
+	for _, m := range plan.Details.(*InitSpec).Mounts {
+		if m.Path == "/etc" && m.IDMap {
+			t.Errorf("/etc idmapped for a home of /: %+v", m)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
 )
 
 // The mount tree is built with the new mount API (open_tree, mount_setattr,
@@ -75,7 +77,7 @@ type tree struct {
 func (t *tree) enclosing(p string) string {
 	best := "/"
 	for _, m := range t.placed {
-		if (p == m || strings.HasPrefix(p, m+"/") || m == "/") && len(m) >= len(best) && m != p {
+		if policy.Within(p, m) && len(m) >= len(best) && m != p {
 			best = m
 		}
 	}

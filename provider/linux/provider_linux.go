@@ -330,10 +330,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		// root) can use them as granted: every read-write grant, and
 		// read-only grants inside root's home (a module or package cache
 		// is typically 0700 there). System directories are not: their
-		// root-only files stay unreadable.
+		// root-only files stay unreadable (so a home of / counts for none).
 		for i := range mounts {
 			m := &mounts[i]
-			if m.Kind == MountBind && identity.Owner(m.Source) == 0 && (!m.ReadOnly || inside(m.Source, r.Home)) {
+			if m.Kind == MountBind && identity.Owner(m.Source) == 0 && (!m.ReadOnly || r.Home != "/" && policy.Within(m.Source, r.Home)) {
 				m.IDMap = true
 			}
 		}
@@ -408,7 +408,7 @@ func exposedCredentials(r *policy.Resolved) []string {
 			continue
 		}
 		best := r.Covering(p)
-		inHome := best.Path == home || strings.HasPrefix(best.Path, home+"/")
+		inHome := policy.Within(best.Path, home)
 		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
 		if inHome && best.Access != policy.AccessDeny && !byName {
 			out = append(out, "~/"+c)
@@ -445,11 +445,6 @@ func nofileSource() string {
 		return "fs.nr_open"
 	}
 	return "the caller's hard RLIMIT_NOFILE"
-}
-
-// inside reports whether path is dir or below it.
-func inside(path, dir string) bool {
-	return dir != "" && dir != "/" && (path == dir || strings.HasPrefix(path, dir+"/"))
 }
 
 func includesWorkdirRW(r *policy.Resolved) bool {
@@ -491,7 +486,7 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 	// parentAccess is the access of the nearest enclosing grant.
 	parentAccess := func(i int) policy.Access {
 		for j := i - 1; j >= 0; j-- {
-			if strings.HasPrefix(r.Grants[i].Path, r.Grants[j].Path+"/") {
+			if policy.Within(r.Grants[i].Path, r.Grants[j].Path) && r.Grants[i].Path != r.Grants[j].Path {
 				return r.Grants[j].Access
 			}
 		}
@@ -502,7 +497,7 @@ func mountPlan(r *policy.Resolved) ([]MountSpec, LandlockSpec, []planErr) {
 			continue // already covered by its parent's bind (e.g. /usr/bin under /usr)
 		}
 		for _, d := range denied {
-			if strings.HasPrefix(g.Path, d+"/") && g.Access != policy.AccessDeny {
+			if policy.Within(g.Path, d) && g.Path != d && g.Access != policy.AccessDeny {
 				errs = append(errs, planErr{g.Field, fmt.Sprintf("%s is inside denied %s; a grant cannot reopen part of a denied tree (remove one of the rules)", g.Path, d)})
 			}
 		}
@@ -555,14 +550,14 @@ func pins(ms []MountSpec) []MountSpec {
 		var parent *MountSpec
 		for i := range ms {
 			p := &ms[i]
-			if p.Kind == MountBind && strings.HasPrefix(m.Path, p.Path+"/") && (parent == nil || len(p.Path) > len(parent.Path)) {
+			if p.Kind == MountBind && policy.Within(m.Path, p.Path) && m.Path != p.Path && (parent == nil || len(p.Path) > len(parent.Path)) {
 				parent = p
 			}
 		}
 		if parent == nil || parent.ReadOnly {
 			continue
 		}
-		for dir := filepath.Dir(m.Path); dir != parent.Path && strings.HasPrefix(dir, parent.Path+"/"); dir = filepath.Dir(dir) {
+		for dir := filepath.Dir(m.Path); dir != parent.Path && policy.Within(dir, parent.Path); dir = filepath.Dir(dir) {
 			if !have[dir] {
 				have[dir] = true
 				out = append(out, MountSpec{Kind: MountBind, Path: dir, Source: dir, Dir: true, Field: parent.Field + " (pinned: holds " + m.Path + ")"})
@@ -596,7 +591,7 @@ func rootSymlinks(grants []policy.PathGrant, granted map[string]bool) []MountSpe
 			continue
 		}
 		for _, g := range grants {
-			if g.Access != policy.AccessDeny && (real == g.Path || strings.HasPrefix(real, g.Path+"/")) {
+			if g.Access != policy.AccessDeny && policy.Within(real, g.Path) {
 				out = append(out, MountSpec{Kind: MountSymlink, Path: link, Source: target, Field: "builtin (host root symlink)"})
 				break
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/hostscan"
 	"github.com/corral-sandbox/corral/internal/mountinfo"
+	"github.com/corral-sandbox/corral/policy"
 )
 
 // Read-write trees are vetted on the host before they are granted: a
@@ -40,7 +41,7 @@ func containing(mounts []mountInfo, path string) (mountInfo, bool) {
 	var best mountInfo
 	found := false
 	for _, m := range mounts {
-		if inside(path, m.Point) || m.Point == "/" {
+		if policy.Within(path, m.Point) {
 			if !found || len(m.Point) >= len(best.Point) {
 				best, found = m, true
 			}
@@ -69,7 +70,7 @@ func bindSource(mounts []mountInfo, path string) string {
 func submounts(mounts []mountInfo, path string) []string {
 	var out []string
 	for _, m := range mounts {
-		if m.Point != path && inside(m.Point, path) {
+		if m.Point != path && policy.Within(m.Point, path) {
 			out = append(out, m.Point)
 		}
 	}
@@ -127,7 +128,7 @@ func socketMask(m MountSpec, p string) MountSpec {
 // default policy grants read-only, or inside one.
 func systemTree(p string) bool {
 	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"} {
-		if inside(p, d) {
+		if policy.Within(p, d) {
 			return true
 		}
 	}
