@@ -226,6 +226,18 @@ func Launch(run RunInfo, workload Proc) ProcessActivity {
 	return e
 }
 
+// NotLaunched builds the Process Activity: Launch event of a workload
+// that never ran because its sandbox could not be made or started: status
+// Failure, severity Medium, the reason in status_detail.
+func NotLaunched(run RunInfo, workload Proc, reason string) ProcessActivity {
+	e := base(run, workload, ActivityLaunch, "Launch")
+	e.setSeverity(SeverityMedium)
+	e.setStatus(StatusFailure)
+	e.StatusDetail = reason
+	e.Message = "sandboxed workload not launched: " + reason
+	return e
+}
+
 // Terminate builds the Process Activity: Terminate event (type_uid 100702).
 // A clean exit (code 0, no signal) is Success/Informational; a non-zero exit
 // or signal death is Failure/Informational; a kill by Corral is

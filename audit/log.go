@@ -10,13 +10,18 @@ import (
 	"time"
 )
 
-// A workload decides how many egress denials it causes, so a session's log
-// writes them one by one only up to MaxDenied per window and aggregates
-// the rest; everything else — lifecycle events, findings and every allowed
-// decision, which can carry data out — is always written.
+// A workload decides how many egress decisions it causes, so a session's
+// log writes denials one by one only up to MaxDenied per window and
+// aggregates the rest. An allowed decision can carry data out: each is
+// written one by one up to MaxAllowed per window (a log that is not
+// rotated would otherwise grow without bound), and beyond that still with
+// its destination, in an aggregate. Lifecycle events and findings are
+// always written.
 const (
 	// MaxDenied is how many denied decisions a window writes one by one.
 	MaxDenied = 10000
+	// MaxAllowed is how many allowed decisions a window writes one by one.
+	MaxAllowed = 100000
 	// maxKinds bounds the aggregates kept for one window (destination and
 	// reason); denials of further kinds are counted under one "other".
 	maxKinds = 256
@@ -28,9 +33,12 @@ type LogOptions struct {
 	// (replacing the older one), and the new file's first event says
 	// what was moved and what was lost.
 	MaxBytes int64
-	// Window > 0 writes the aggregates of dropped denials every Window
-	// (a long-lived session); otherwise at Flush and Close only.
+	// Window > 0 writes the aggregates every Window and opens a new
+	// window (a long-lived session); otherwise the log is one window,
+	// its aggregates written at Flush and Close.
 	Window time.Duration
+	// MaxDenied and MaxAllowed replace the constants (tests); 0: them.
+	MaxDenied, MaxAllowed int
 }
 
 // LogStats is what a Log has written and left out, for `corral run -v`
@@ -39,7 +47,8 @@ type LogStats struct {
 	Events        int `json:"events"`                    // events written
 	Allowed       int `json:"allowed"`                   // allowed egress decisions (all written)
 	Denied        int `json:"denied"`                    // denied egress decisions
-	Aggregated    int `json:"aggregated,omitempty"`      // denials written as aggregates, not one by one
+	Aggregated    int `json:"aggregated,omitempty"`      // decisions written as aggregates, not one by one
+	Failed        int `json:"failed,omitempty"`          // events that could not be written (the file: see stderr)
 	Rotations     int `json:"rotations,omitempty"`       // times the file was rotated
 	LostInRotated int `json:"lost_in_rotated,omitempty"` // events of this log in a PATH.1 that a rotation replaced
 }
@@ -52,20 +61,22 @@ type Log struct {
 	sink    *Sink
 	opts    LogOptions
 	stats   LogStats
-	size    int64 // bytes written since open or the last rotation (checked every 256 events)
-	n       int   // events since the size was last checked
-	inCur   int   // events of this log in the current file
-	inPrev  int   // events of this log in PATH.1
-	window  int   // denials written one by one in this window
+	n       int // events since the size was last checked
+	inCur   int // events of this log in the current file
+	inPrev  int // events of this log in PATH.1
+	denied  int // denials written one by one in this window
+	allowed int // allowed decisions written one by one in this window
 	pending map[aggKey]*aggregate
+	closed  bool
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 type aggKey struct {
-	host   string
-	port   int
-	reason string
+	allowed bool
+	host    string
+	port    int
+	reason  string
 }
 
 type aggregate struct {
@@ -79,6 +90,12 @@ func OpenLog(path string, opts LogOptions) (*Log, error) {
 	s, err := Open(path)
 	if err != nil {
 		return nil, err
+	}
+	if opts.MaxDenied == 0 {
+		opts.MaxDenied = MaxDenied
+	}
+	if opts.MaxAllowed == 0 {
+		opts.MaxAllowed = MaxAllowed
 	}
 	l := &Log{path: path, sink: s, opts: opts, pending: map[aggKey]*aggregate{}}
 	if opts.Window > 0 {
@@ -95,7 +112,10 @@ func (l *Log) tick() {
 	for {
 		select {
 		case <-t.C:
-			l.Flush()
+			l.mu.Lock()
+			l.flush()
+			l.denied, l.allowed = 0, 0 // a new window
+			l.mu.Unlock()
 		case <-l.stop:
 			return
 		}
@@ -120,22 +140,23 @@ func (l *Log) Egress(run RunInfo, d EgressDecision) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n, max := &l.denied, l.opts.MaxDenied
 	if d.Allowed {
 		l.stats.Allowed++
-		l.write(Egress(run, d))
-		return
+		n, max = &l.allowed, l.opts.MaxAllowed
+	} else {
+		l.stats.Denied++
 	}
-	l.stats.Denied++
-	if l.window < MaxDenied {
-		l.window++
+	if *n < max {
+		*n++
 		l.write(Egress(run, d))
 		return
 	}
 	l.stats.Aggregated++
-	k := aggKey{d.Host, d.Port, d.Reason}
+	k := aggKey{d.Allowed, d.Host, d.Port, d.Reason}
 	a, ok := l.pending[k]
 	if !ok && len(l.pending) >= maxKinds {
-		k = aggKey{reason: "other"}
+		k = aggKey{allowed: d.Allowed, reason: "other"}
 		a, ok = l.pending[k]
 	}
 	if !ok {
@@ -146,9 +167,10 @@ func (l *Log) Egress(run RunInfo, d EgressDecision) {
 	a.last = d.Time
 }
 
-// Flush writes the aggregates of the denials dropped so far, one HTTP
-// Activity event per destination and reason with OCSF's count, start_time
-// and end_time, and opens a new window.
+// Flush writes the aggregates of the decisions not written one by one so
+// far: one HTTP Activity event per decision, destination and reason, with
+// OCSF's count, start_time and end_time. The window goes on (only Window's
+// tick opens a new one).
 func (l *Log) Flush() {
 	if l == nil {
 		return
@@ -163,28 +185,36 @@ func (l *Log) flush() {
 	for k := range l.pending {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		return a.host+"\x00"+strconv.Itoa(a.port)+"\x00"+a.reason < b.host+"\x00"+strconv.Itoa(b.port)+"\x00"+b.reason
-	})
+	key := func(k aggKey) string { return fmt.Sprint(k.allowed, "\x00", k.host, "\x00", k.port, "\x00", k.reason) }
+	sort.Slice(keys, func(i, j int) bool { return key(keys[i]) < key(keys[j]) })
 	for _, k := range keys {
 		a := l.pending[k]
-		e := Egress(a.run, EgressDecision{Time: a.last, Host: k.host, Port: k.port, Reason: k.reason})
+		e := Egress(a.run, EgressDecision{Time: a.last, Allowed: k.allowed, Host: k.host, Port: k.port, Reason: k.reason})
 		e.Count, e.StartTime, e.EndTime = a.count, a.first.UnixMilli(), a.last.UnixMilli()
 		dest := net.JoinHostPort(k.host, strconv.Itoa(k.port))
 		if k.host == "" {
 			dest = "destinations beyond the first " + strconv.Itoa(maxKinds)
 		}
-		e.Message = fmt.Sprintf("%d denied requests to %s (%s) beyond the first %d of this window, aggregated", a.count, dest, k.reason, MaxDenied)
+		what, max := "denied", l.opts.MaxDenied
+		if k.allowed {
+			what, max = "allowed", l.opts.MaxAllowed
+		}
+		e.Message = fmt.Sprintf("%d %s requests to %s (%s) beyond the first %d of this window, aggregated", a.count, what, dest, k.reason, max)
 		l.write(e)
 	}
 	clear(l.pending)
-	l.window = 0
 }
 
 // write appends e and rotates when the file reached MaxBytes.
 func (l *Log) write(e Event) {
+	if l.closed {
+		l.stats.Failed++
+		return
+	}
 	if err := l.sink.Emit(e); err != nil {
+		if l.stats.Failed++; l.stats.Failed == 1 {
+			fmt.Fprintf(os.Stderr, "corral: audit: %v (later failures are counted, not printed)\n", err)
+		}
 		return
 	}
 	l.stats.Events++
@@ -200,14 +230,18 @@ func (l *Log) write(e Event) {
 	if err != nil || fi.Size() < l.opts.MaxBytes {
 		return
 	}
-	_ = l.sink.Close()
+	// Renamed while open (the descriptor follows the file), then the new
+	// file opened: a rename or an open that fails leaves the log writing
+	// where it was.
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
 		return
 	}
 	s, err := Open(l.path)
 	if err != nil {
+		_ = os.Rename(l.path+".1", l.path)
 		return
 	}
+	_ = l.sink.Close()
 	l.sink = s
 	l.stats.Rotations++
 	l.stats.LostInRotated += l.inPrev
@@ -233,11 +267,18 @@ func (l *Log) Stats() LogStats {
 	return l.stats
 }
 
-// Close writes the pending aggregates, fsyncs and closes the file.
+// Close writes the pending aggregates, fsyncs and closes the file; later
+// events are counted as Failed. Closing twice is a no-op.
 func (l *Log) Close() error {
 	if l == nil {
 		return nil
 	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
 	if l.stop != nil {
 		close(l.stop)
 		<-l.done
@@ -245,5 +286,6 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.flush()
+	l.closed = true
 	return l.sink.Close()
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -68,5 +69,59 @@ func TestLogRotationIsRecorded(t *testing.T) {
 	first := readLines(t, path)[0]
 	if msg, _ := first["message"].(string); msg == "" || first["class_uid"].(float64) != BaseClassUID {
 		t.Fatalf("first event of the rotated log: %v", first)
+	}
+}
+
+// Allowed decisions beyond the window's one-by-one bound are still
+// recorded, with their destination, in aggregates; Flush does not open a
+// new window (an exec's end must not reset the bound).
+func TestLogAggregatesAllowedBeyondBound(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	l, err := OpenLog(path, LogOptions{MaxDenied: 2, MaxAllowed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		l.Egress(RunInfo{}, EgressDecision{Time: time.Now(), Allowed: true, Host: "ok.test", Port: 443})
+		l.Flush()
+	}
+	l.Egress(RunInfo{}, EgressDecision{Time: time.Now(), Allowed: true, Host: "exfil.test", Port: 443})
+	_ = l.Close()
+	_ = l.Close() // twice: a no-op
+	var one, agg int
+	exfil := false
+	for _, m := range readLines(t, path) {
+		if c, ok := m["count"].(float64); ok {
+			agg += int(c)
+			exfil = exfil || m["dst_endpoint"].(map[string]any)["hostname"] == "exfil.test"
+		} else {
+			one++
+		}
+	}
+	if one != 3 || agg != 3 || !exfil {
+		t.Errorf("%d one by one, %d aggregated (exfil.test among them: %v); want 3 and 3", one, agg, exfil)
+	}
+	if st := l.Stats(); st.Allowed != 6 || st.Aggregated != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// A rotation that cannot rename (PATH.1 is a directory) leaves the log
+// writing where it was: nothing is lost.
+func TestLogRotationFailureLosesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	if err := os.MkdirAll(path+".1/x", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLog(path, LogOptions{MaxBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600; i++ {
+		l.Emit(Note("event " + strconv.Itoa(i)))
+	}
+	_ = l.Close()
+	if n := len(readLines(t, path)); n != 600 || l.Stats().Failed != 0 {
+		t.Errorf("%d events in the log, stats %+v; want 600", n, l.Stats())
 	}
 }

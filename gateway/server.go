@@ -727,19 +727,25 @@ func (s *Server) tail(ctx context.Context, id, path string, follow, lines bool, 
 	var off int64
 	buf := make([]byte, 64<<10)
 	for {
-		f, err := os.Open(path)
+		// Never a link or a fifo put in its place: only the gateway writes
+		// LOGDIR (New), but what it streams must be its own file.
+		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 		if err == nil {
+			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+				f.Close()
+				return connect.NewError(connect.CodeInternal, fmt.Errorf("%s is not a regular file", path))
+			}
 			if fi, err := f.Stat(); err == nil && fi.Size() < off {
 				off = 0
 			}
 			for {
 				n, rerr := f.ReadAt(buf, off)
 				chunk := buf[:n]
-				if lines && rerr != nil { // the last line may be partly written
+				if lines { // whole lines only: the last may be partly written
 					if k := bytes.LastIndexByte(chunk, '\n'); k >= 0 {
 						chunk = chunk[:k+1]
-					} else {
-						chunk = nil
+					} else if n < len(buf) {
+						chunk = nil // a line longer than buf goes in pieces
 					}
 				}
 				if len(chunk) > 0 {

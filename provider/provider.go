@@ -185,8 +185,9 @@ type ExecSpec struct {
 	Resize <-chan [2]uint16
 	// ExtraFiles are passed as fds 3, 4, ... ; nothing else is inherited.
 	ExtraFiles []*os.File
-	// Started, if set, is called with the workload's pid as seen from the
-	// host once it runs.
+	// Started, if set, is called once, on Exec's goroutine, when the
+	// workload runs, with its pid as seen from the host (0 when the
+	// provider could not learn it); Exec returns after it.
 	Started func(hostPID int)
 }
 

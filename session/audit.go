@@ -15,8 +15,20 @@ func CheckLogOutside(path string, res *policy.Resolved, fix string) error {
 	if err != nil {
 		return err
 	}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		abs = filepath.Join(dir, filepath.Base(abs))
+	// Links resolved in the deepest part of the path that exists: a
+	// directory made later under a linked one is where the link points.
+	rest := ""
+	for dir := abs; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			abs = filepath.Join(real, rest)
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
 	}
 	var best policy.PathGrant
 	for _, g := range res.Grants {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
@@ -117,26 +119,38 @@ func (l *egressStats) summary(w io.Writer) {
 // them to every connection from then on; the old proxy is closed with the
 // connections it carried (they were admitted under old rules).
 type egressSwitch struct {
-	mu    sync.Mutex
-	cur   *handoff
-	proxy *egress.Proxy
-	l     net.Listener
-	cred  string
+	mu     sync.Mutex
+	cur    *handoff
+	proxy  *egress.Proxy
+	l      net.Listener
+	cred   string
+	closed bool // no proxy ever again (Close)
 }
 
+// newEgressSwitch serves l with p from now on.
 func newEgressSwitch(l net.Listener, p *egress.Proxy, cred string) *egressSwitch {
 	sw := &egressSwitch{l: l, cred: cred}
-	sw.swap(p)
+	_ = sw.swap(p) // a new switch is open
 	go sw.accept()
 	return sw
 }
 
+// accept hands every connection over until the listener is closed; on
+// other errors (EMFILE) it backs off as net/http does, 5 ms doubling to
+// 1 s, so that one bad moment does not end the sandbox's egress.
 func (sw *egressSwitch) accept() {
+	var delay time.Duration
 	for {
 		c, err := sw.l.Accept()
-		if err != nil {
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil {
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
 		sw.mu.Lock()
 		h := sw.cur
 		sw.mu.Unlock()
@@ -146,17 +160,24 @@ func (sw *egressSwitch) accept() {
 	}
 }
 
-// swap makes p the proxy for new connections and closes the previous one.
-func (sw *egressSwitch) swap(p *egress.Proxy) {
+// swap makes p the proxy for new connections and closes the previous one;
+// after Close it closes p and says so.
+func (sw *egressSwitch) swap(p *egress.Proxy) error {
 	h := &handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: sw.l.Addr()}
-	go func() { _ = p.Serve(h) }()
 	sw.mu.Lock()
+	if sw.closed {
+		sw.mu.Unlock()
+		p.Close()
+		return errors.New("the session's egress is closed")
+	}
 	old := sw.proxy
 	sw.cur, sw.proxy = h, p
 	sw.mu.Unlock()
+	go func() { _ = p.Serve(h) }()
 	if old != nil {
 		old.Close()
 	}
+	return nil
 }
 
 // Close stops handing over and closes the current proxy (not the
@@ -164,7 +185,7 @@ func (sw *egressSwitch) swap(p *egress.Proxy) {
 func (sw *egressSwitch) Close() {
 	sw.mu.Lock()
 	p := sw.proxy
-	sw.cur, sw.proxy = nil, nil
+	sw.cur, sw.proxy, sw.closed = nil, nil, true
 	sw.mu.Unlock()
 	if p != nil {
 		p.Close()

@@ -71,8 +71,8 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 	if err != nil {
 		// A start that failed is part of the record: which policy, which
 		// provider, why.
-		run := audit.RunInfo{PolicyHash: cfg.Plan.Policy.Hash, Provider: cfg.Provider.Name(), Version: cfg.Version}
-		cfg.Log.Emit(audit.Terminate(run, audit.Proc{CmdLine: cfg.Command, UID: -1}, audit.Exit{Code: provider.CodeOf(err).ExitCode(), Reason: err.Error()}))
+		run := audit.RunInfo{SandboxID: cfg.Options.ID, PolicyHash: cfg.Plan.Policy.Hash, Provider: cfg.Provider.Name(), Version: cfg.Version}
+		cfg.Log.Emit(audit.NotLaunched(run, audit.Proc{CmdLine: cfg.Command, UID: -1}, err.Error()))
 	}
 	return s, err
 }
@@ -106,9 +106,9 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 }
 
 // Recover reattaches to a persistent sandbox from its provider state
-// (provider.Provider.Recover) and serves its egress again. On an error
-// other than the provider's own, the recovered sandbox is released (not
-// destroyed: it is the caller's to decide).
+// (provider.Provider.Recover) and serves its egress again. An error after
+// the provider's Recover leaves the sandbox as it is (CodeInternal): it is
+// the caller's to decide.
 func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 	s := newSession(cfg)
 	if err := s.checkEgress(); err != nil {
@@ -121,8 +121,9 @@ func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 	s.sb = sb
 	s.scanned = planted.Now() // what an exec of the last gateway planted was reported then, or is lost
 	if err := s.attach(); err != nil {
-		_ = sb.Deprovision(ctx)
-		return nil, err
+		// Not NotFound: the sandbox is there, and nothing may be
+		// destroyed on a guess; it stays as it was.
+		return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID(), err)
 	}
 	return s, nil
 }
@@ -136,6 +137,9 @@ func newSession(cfg Config) *Session {
 func (s *Session) checkEgress() error {
 	if s.pol.Network != policy.NetworkProxy {
 		return nil
+	}
+	if err := CheckResolver(); err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "egress proxy", err)
 	}
 	return CheckRules(s.pol.Egress)
 }
@@ -208,7 +212,9 @@ func (s *Session) SetEgress(n policy.Network) error {
 	if err != nil {
 		return provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
 	}
-	s.sw.swap(p)
+	if err := s.sw.swap(p); err != nil {
+		return provider.Wrap(provider.CodeNotFound, "egress rules", err)
+	}
 	return nil
 }
 
@@ -265,6 +271,11 @@ func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error)
 	mu.Unlock()
 	s.cfg.Log.Flush()
 	return st, err
+}
+
+// NotLaunched records that cmd was never run in the session, and why.
+func (s *Session) NotLaunched(cmd []string, reason string) {
+	s.cfg.Log.Emit(audit.NotLaunched(s.info, audit.Proc{CmdLine: cmd, UID: -1}, reason))
 }
 
 // Signal forwards sig to the running workload.

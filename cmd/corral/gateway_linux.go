@@ -126,7 +126,14 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 		return err
 	}
 	home, _ := os.UserHomeDir()
-	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: filepath.Join(filepath.Dir(db), "logs"), Version: version})
+	// The sandboxes' output and audit logs: the gateway's alone, made (or
+	// found) in directories no other user controls, before any policy is
+	// checked against it (session.CheckLogOutside resolves its links).
+	logDir := filepath.Join(filepath.Dir(db), "logs")
+	if err := trust.MkdirAll(logDir, 0o700, uint32(os.Geteuid()), nil); err != nil {
+		return fmt.Errorf("log directory %s: %w", logDir, err)
+	}
+	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: logDir, Version: version})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -124,9 +124,6 @@ func runMain(o runOpts, args []string) error {
 			return fmt.Errorf("--audit: %w", err)
 		}
 	}
-	if err := session.CheckResolver(); err != nil {
-		return err
-	}
 	log, err := openAudit(o.audit)
 	if err != nil {
 		return err
@@ -178,28 +175,29 @@ func runMain(o runOpts, args []string) error {
 			_ = cur.Signal(s)
 		}
 	}()
-	sess, err = openSession(ctx, session.Config{Provider: prov, Plan: plan, Log: log, Version: version, Command: args}, &mu, &sess)
+	killed := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if killedBy != "" {
+			return "corral received " + killedBy
+		}
+		return ""
+	}
+	opened, err := openSession(ctx, session.Config{Provider: prov, Plan: plan, Log: log, Version: version, Command: args}, &mu, &sess, killed)
 	var st provider.ExitStatus
 	if err == nil {
 		if o.verbose {
-			printLayers(os.Stderr, "corral: ", sess.Layers())
+			printLayers(os.Stderr, "corral: ", opened.Layers())
 		}
-		st, err = sess.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: func() string {
-			mu.Lock()
-			defer mu.Unlock()
-			if killedBy != "" {
-				return "corral received " + killedBy
-			}
-			return ""
-		}})
-		if cerr := sess.Close(); err == nil && cerr != nil {
+		st, err = opened.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: killed})
+		if cerr := opened.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
 		if res.Network == policy.NetworkProxy {
 			if o.verbose {
-				sess.EgressSummary(os.Stderr)
+				opened.EgressSummary(os.Stderr)
 			} else {
-				sess.WarnAggregated(os.Stderr)
+				opened.WarnAggregated(os.Stderr)
 			}
 		}
 	}
@@ -210,8 +208,8 @@ func runMain(o runOpts, args []string) error {
 		st.Code = 128 + int(sig.(syscall.Signal))
 	}
 	found := 0
-	if sess != nil {
-		found = len(sess.CheckPlanted(os.Stderr, o.strictTree)) // strict: the run fails, and nothing it planted stays armed
+	if opened != nil {
+		found = len(opened.CheckPlanted(os.Stderr, o.strictTree)) // strict: the run fails, and nothing it planted stays armed
 	}
 	if err != nil {
 		if by != "" {
@@ -237,8 +235,8 @@ func runMain(o runOpts, args []string) error {
 // openSession opens the run's session and publishes it under mu, so that
 // a signal from then on is forwarded to the workload; a signal that came
 // while it was being made (ctx cancelled) ends it before the workload
-// starts.
-func openSession(ctx context.Context, cfg session.Config, mu *sync.Mutex, out **session.Session) (*session.Session, error) {
+// starts, and the record says why (killed).
+func openSession(ctx context.Context, cfg session.Config, mu *sync.Mutex, out **session.Session, killed func() string) (*session.Session, error) {
 	s, err := session.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -247,6 +245,7 @@ func openSession(ctx context.Context, cfg session.Config, mu *sync.Mutex, out **
 	*out = s
 	mu.Unlock()
 	if err := ctx.Err(); err != nil {
+		s.NotLaunched(cfg.Command, killed())
 		_ = s.Close()
 		return s, err
 	}

@@ -564,10 +564,11 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	defer att.Close()
 	execPID := 0
 	if spec.Started != nil || s.spec.Persistent {
-		// The exec starts with the attach; its pid shows a moment later.
-		for i := 0; i < 50; i++ {
+		// The exec starts with the attach; its pid shows a moment later
+		// (and stays once it ended), a busy daemon's much later: up to 2 s.
+		for i := 0; i < 400; i++ {
 			in, err := s.cli.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
-			if err != nil || in.PID != 0 || (!in.Running && i > 0) {
+			if err != nil || in.PID != 0 {
 				if err == nil {
 					execPID = in.PID
 				}
@@ -575,8 +576,8 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if spec.Started != nil && execPID != 0 {
-			spec.Started(execPID)
+		if spec.Started != nil {
+			spec.Started(execPID) // 0: the daemon never said; it was launched all the same
 		}
 	}
 	// end kills what must end when the command is cut short: the whole
@@ -846,7 +847,7 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 	}
 	var ps persistentState
 	if err := json.Unmarshal(saved, &ps); err != nil {
-		return nil, provider.Wrap(provider.CodeNotFound, "docker: recover state", err)
+		return nil, provider.Wrap(provider.CodeInternal, "docker: recover state (not the state this provider gave: nothing is known of the sandbox)", err)
 	}
 	id := ps.ID
 	if !sandboxID.MatchString(id) {

@@ -1122,7 +1122,7 @@ func (s *session) Running(ctx context.Context) bool {
 func (p *Provider) Recover(ctx context.Context, plan *provider.Plan, state []byte) (provider.Sandbox, error) {
 	var ss sessionState
 	if err := json.Unmarshal(state, &ss); err != nil {
-		return nil, provider.Wrap(provider.CodeNotFound, "mxc: recover state", err)
+		return nil, provider.Wrap(provider.CodeInternal, "mxc: recover state (not the state this provider gave: nothing is known of the sandbox)", err)
 	}
 	return p.reattach(ctx, ss.ID, plan)
 }
