@@ -243,6 +243,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.Shim.Env = env
 
 	mapFilesystem(r, spec, h.dataRoot, add)
+	loss = append(loss, provider.LintLoss(r)...) // credentials exposed, /usr, absent protected paths
 	if !r.Visible(r.Workdir) {
 		spec.Workdir = r.Home
 		add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so the command starts in the private home %s", r.Workdir, r.Home)
@@ -408,18 +409,12 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(pro
 	if len(nested) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem", "mounts below these grants are not visible inside: Docker binds them non-recursively so that read-only stays read-only: %s", strings.Join(nested, ", "))
 	}
-	links, absent := r.SkippedLinks()
+	links, _ := r.SkippedLinks()
 	if len(links) > 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected paths are symlinks: a bind cannot cover the link itself, so the workload can replace it (their targets stay read-only; a replaced one is reported after the run): %s", strings.Join(links, ", "))
 	}
-	if len(absent) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths are absent with their directory, so no placeholder holds them (one the workload creates is reported after the run): %s", len(absent), strings.Join(absent, ", "))
-	}
 	if n := len(r.Placeholders); n > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the sandbox's life, so the workload cannot create it, and removed afterwards", n)
-	}
-	if !r.Visible("/usr/bin") && !served["/usr"] {
-		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (keep /usr, /etc and the other system directories in read_only; see corral policy default)")
 	}
 }
 

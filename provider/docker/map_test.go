@@ -257,3 +257,25 @@ filesystem:
 		t.Errorf("docker socket in a grant: %+v", loss)
 	}
 }
+
+// Map reports policy.Lint's findings as losses: a grant of the home that
+// exposes ~/.ssh warns here too, and so does a policy without /usr.
+func TestMapReportsLint(t *testing.T) {
+	p := needDocker(t)
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Parse([]byte("version: 1\nfilesystem: {read_only: [\"~\"], include_workdir: false}\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := pol.Resolve(policy.Context{Home: home, Workdir: userDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, loss := p.Map(context.Background(), r)
+	if !find(loss, provider.SeverityWarning, "filesystem", "~/.ssh") || !find(loss, provider.SeverityWarning, "filesystem.read_only", "/usr is not granted") {
+		t.Errorf("want the credentials and /usr warnings: %+v", loss)
+	}
+}

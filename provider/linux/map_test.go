@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,52 +173,24 @@ func TestMapWorkdirNotGranted(t *testing.T) {
 	}
 }
 
-// Granting a tree that holds the real home's credentials warns, naming
-// them; denying them, or granting one by name, does not.
-func TestMapWarnsAboutExposedCredentials(t *testing.T) {
+// Map reports policy.Lint's findings (credentials, /usr, absent protected
+// paths) as losses.
+func TestMapReportsLint(t *testing.T) {
 	home := t.TempDir()
-	for _, d := range []string{".ssh", ".aws"} {
-		if err := os.Mkdir(filepath.Join(home, d), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := resolved(policy.PathGrant{Path: "/usr", Access: policy.AccessReadOnly, Dir: true})
-	r.Home = home
-	warning := func() string {
-		_, loss := New().Map(context.Background(), r)
-		for _, l := range loss {
-			if l.Severity == provider.SeverityWarning && strings.Contains(l.Message, "credentials") {
-				return l.Message
-			}
-		}
-		return ""
-	}
-	if w := warning(); w != "" {
-		t.Errorf("private home: unexpected warning %q", w)
-	}
-	r.Grants = append(r.Grants, policy.PathGrant{Path: filepath.Dir(home), Access: policy.AccessReadOnly, Dir: true})
-	if w := warning(); w != "" {
-		t.Errorf("a tree above the home (the private home covers it): unexpected warning %q", w)
-	}
-	r.Grants = append(r.Grants, policy.PathGrant{Path: home, Access: policy.AccessReadOnly, Dir: true})
-	if w := warning(); !strings.Contains(w, "~/.ssh") || !strings.Contains(w, "~/.aws") {
-		t.Errorf("home granted: warning %q, want ~/.ssh and ~/.aws named", w)
-	}
-	r.Grants = append(r.Grants,
-		policy.PathGrant{Path: filepath.Join(home, ".ssh"), Access: policy.AccessDeny, Dir: true},
-		policy.PathGrant{Path: filepath.Join(home, ".aws"), Access: policy.AccessReadOnly, Dir: true, Field: "filesystem.read_only[3]"})
-	if w := warning(); w != "" {
-		t.Errorf(".ssh denied and .aws granted by name: unexpected warning %q", w)
-	}
-	// $HOME a link to the real home: grants are canonical, the check too.
-	link := filepath.Join(t.TempDir(), "home-link")
-	if err := os.Symlink(home, link); err != nil {
+	if err := os.Mkdir(filepath.Join(home, ".ssh"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r.Home = link
-	r.Grants = r.Grants[:3] // /usr, the home's parent, the home
-	if w := warning(); !strings.Contains(w, "~/.ssh") {
-		t.Errorf("home through a link: warning %q, want ~/.ssh named", w)
+	r := resolved(policy.PathGrant{Path: home, Access: policy.AccessReadOnly, Dir: true})
+	r.Home = home
+	lint := provider.LintLoss(r)
+	if len(lint) < 2 {
+		t.Fatalf("want the credentials and /usr findings: %+v", lint)
+	}
+	_, loss := New().Map(context.Background(), r)
+	for _, l := range lint {
+		if !slices.Contains(loss, l) {
+			t.Errorf("%+v is not in the loss report %+v", l, loss)
+		}
 	}
 }
 

@@ -288,19 +288,14 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 			add(provider.SeverityWarning, "filesystem", "filesystem.include_workdir", "the workload runs as uid %d but the workdir %s is owned by uid %d: writes there may fail (set process.run_as_user)", uid, r.Workdir, o)
 		}
 	}
-	links, missing := r.SkippedLinks()
+	links, _ := r.SkippedLinks()
 	for _, p := range links {
 		add(provider.SeverityWarning, "filesystem", "filesystem.protected", "protected path %s is a symlink: a bind cannot cover the link itself, so the workload can replace it (its target stays read-only; a replaced one is reported after the run; make it a real file or directory)", p)
-	}
-	if len(missing) > 0 {
-		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected paths are absent with their directory, so no placeholder holds them (one the workload creates is reported after the run): %s", len(missing), strings.Join(missing, ", "))
 	}
 	if n := len(r.Placeholders); n > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the run, so the workload cannot create it, and removed afterwards: %s", n, placeholderList(r.Placeholders))
 	}
-	if !r.Visible("/usr/bin") {
-		add(provider.SeverityWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (a read_only list replaces the default one: keep /usr, /etc and the other system directories in it; see corral policy default)")
-	}
+	loss = append(loss, provider.LintLoss(r)...) // credentials exposed, /usr, absent protected paths
 	var hidden []string
 	for _, kv := range r.Env {
 		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -313,9 +308,6 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	if len(hidden) > 0 {
 		add(provider.SeverityInfo, "process", "process.env", "PATH directories not visible in the sandbox (commands there resolve to the system's, or are not found): %s", strings.Join(hidden, ", "))
-	}
-	if exposed := exposedCredentials(r); len(exposed) > 0 {
-		add(provider.SeverityWarning, "filesystem", "filesystem", "credentials in the real home are visible to the workload through a grant: %s (add them to filesystem.deny unless the workload needs them)", strings.Join(exposed, ", "))
 	}
 	if !r.Visible(r.Workdir) {
 		spec.Workdir = r.Home
@@ -384,37 +376,6 @@ func placeholderList(phs []policy.Placeholder) string {
 		ps[i] = ph.Path
 	}
 	return strings.Join(ps, ", ")
-}
-
-// credentialPaths are well-known credential stores under a home directory
-// (SSH and GnuPG keys, cloud, container, Kubernetes and package-registry
-// tokens, git and netrc passwords).
-var credentialPaths = []string{".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".kube",
-	".docker/config.json", ".netrc", ".git-credentials", ".npmrc", ".pypirc"}
-
-// exposedCredentials lists the credential paths of the caller's real home
-// that exist and that a grant of ~ or of a tree inside it makes visible,
-// other than a grant of that very path (which says the workload needs
-// it). Grants above ~ do not count: the private home is mounted over it.
-func exposedCredentials(r *policy.Resolved) []string {
-	if r.Home == "" || r.Home == "/" {
-		return nil
-	}
-	home := realPath(r.Home) // grants are canonical; a home may be a link (/home -> /var/home)
-	var out []string
-	for _, c := range credentialPaths {
-		p := filepath.Join(home, c)
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		best := r.Covering(p)
-		inHome := policy.Within(best.Path, home)
-		byName := best.Path == p && !strings.HasPrefix(best.Field, "filesystem.protected")
-		if inHome && best.Access != policy.AccessDeny && !byName {
-			out = append(out, "~/"+c)
-		}
-	}
-	return out
 }
 
 // realPath is path with symlinks resolved on the host, or path itself.
