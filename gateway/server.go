@@ -291,11 +291,11 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 	if err := session.CheckLogOutside(s.auditPath(provider.NewID()), res, "the policy must not grant "+s.cfg.LogDir+" read-write"); err != nil {
 		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	plan, loss := s.cfg.Provider.Map(ctx, res)
-	if loss.HasErrors() {
-		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, provider.Rejected(loss))
+	plan, err := session.Plan(ctx, s.cfg.Provider, res)
+	if err != nil {
+		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	}
-	return res, plan, loss, nil
+	return res, plan, plan.Loss, nil
 }
 
 // resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).

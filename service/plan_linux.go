@@ -11,6 +11,7 @@ import (
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
+	"github.com/corral-sandbox/corral/session"
 )
 
 // Environ is the environment a session's policy takes process.env.pass
@@ -68,9 +69,8 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 		extra = append(extra, provider.Loss{Severity: provider.SeverityWarning, Area: "identity", Field: "service",
 			Message: "unprivileged session: the workload runs as your own uid in a user namespace, a weaker same-uid boundary than a dedicated agent user (provision as root for one)"})
 	}
-	p := linux.New()
-	plan, loss := p.Map(ctx, res)
-	plan.Loss = append(loss, extra...)
+	plan, _ := session.Plan(ctx, linux.New(), res) // its error losses are in plan.Loss, with the session's below: the caller refuses them
+	plan.Loss = append(plan.Loss, extra...)
 	spec := plan.Details.(*linux.InitSpec)
 	if spec.UID != rec.UID {
 		plan.Loss = append(plan.Loss, provider.Loss{Severity: provider.SeverityError, Area: "identity", Field: "process.run_as_user",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/session"
 )
 
 func newRootCmd() *cobra.Command {
@@ -107,36 +108,9 @@ func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
 	return p.Resolve(policy.Context{Home: home, Workdir: workdir, Environ: os.Environ()})
 }
 
-// selectProvider picks the provider named, or with "auto" the first
-// (strongest) available one whose mapping has no error. It never falls back
-// to a weaker provider once one rejected the policy, and never runs
-// unconfined.
+// selectProvider is session.Select over this build's providers.
 func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provider.Plan, error) {
-	ctx := contextBackground()
-	var reasons []string
-	for _, p := range providers() {
-		if name != "auto" && name != p.Name() {
-			continue
-		}
-		hr := p.Probe(ctx)
-		if !hr.Available {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", p.Name(), hr.Reason))
-			if name == "auto" {
-				continue
-			}
-			return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("provider %s: %s (fix: %s)", p.Name(), hr.Reason, strings.Join(hr.Fixes, "; "))}
-		}
-		plan, loss := p.Map(ctx, r)
-		if loss.HasErrors() {
-			// policy_rejected is final: never retried on another provider.
-			return p, plan, provider.RejectedIn(r.Policy, loss)
-		}
-		return p, plan, nil
-	}
-	if len(reasons) == 0 {
-		return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("no provider named %q in this build", name)}
-	}
-	return nil, nil, &provider.Error{Code: provider.CodeUnavailable, Msg: "no provider available: " + strings.Join(reasons, "; ")}
+	return session.Select(contextBackground(), providers(), name, r)
 }
 
 // outputFormat is the value of -o/--output: "text" or "json".
