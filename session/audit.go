@@ -32,7 +32,7 @@ func CheckLogOutside(path string, res *policy.Resolved, fix string) error {
 	}
 	var best policy.PathGrant
 	for _, g := range res.Grants {
-		if within(abs, g.Path) && len(g.Path) > len(best.Path) {
+		if policy.Within(abs, g.Path) && len(g.Path) > len(best.Path) {
 			best = g
 		}
 	}
@@ -40,11 +40,4 @@ func CheckLogOutside(path string, res *policy.Resolved, fix string) error {
 		return fmt.Errorf("audit log %s is inside %s, which the sandbox can write (%s): the workload could rewrite it; %s", path, best.Path, best.Field, fix)
 	}
 	return nil
-}
-
-// within reports whether path is dir or lies under it. filepath.Rel makes
-// it portable: separators, and case-insensitive names on Windows.
-func within(path, dir string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && !filepath.IsAbs(rel) && rel != ".." && !(len(rel) > 2 && rel[:3] == ".."+string(filepath.Separator))
 }
