@@ -195,12 +195,6 @@ func (s *Session) ID() string { return s.sb.ID() }
 // Layers are the layers in force, verified from outside.
 func (s *Session) Layers() []provider.LayerStatus { return s.sb.Layers() }
 
-// Policy is the resolved policy the session enforces.
-func (s *Session) Policy() *policy.Resolved { return s.pol }
-
-// Info is the session's identity in its audit events.
-func (s *Session) Info() audit.RunInfo { return s.info }
-
 // SetEgress applies new egress rules (allow, deny, allow_private, hosts)
 // to every connection from now on; the connections admitted under the old
 // rules are closed. Only a network proxy session has rules.

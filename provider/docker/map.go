@@ -131,9 +131,6 @@ type Spec struct {
 	ID         string `json:"id,omitempty"`
 }
 
-// NewID is provider.NewID (the shape Sweep and Recover recognise).
-func NewID() string { return provider.NewID() }
-
 // WorkloadUID is the host uid the workload runs as (for audit records).
 func (s *Spec) WorkloadUID() int { return s.UID }
 

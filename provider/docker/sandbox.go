@@ -141,7 +141,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		return nil, provider.Errorf(provider.CodeInternal, "docker: plan details are %T", plan.Details)
 	}
 	_, _ = p.Sweep(ctx) // best effort: leftovers of killed runs
-	id := NewID()
+	id := provider.NewID()
 	if opts.ID != "" {
 		if !sandboxID.MatchString(opts.ID) {
 			return nil, provider.Errorf(provider.CodeInternal, "docker: sandbox id %q is not of NewID's shape", opts.ID)

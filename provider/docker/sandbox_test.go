@@ -28,7 +28,7 @@ import (
 func TestRecoverKeepsCause(t *testing.T) {
 	p := needDocker(t)
 	ctx := context.Background()
-	id := NewID()
+	id := provider.NewID()
 	state := (&Sandbox{id: id}).State()
 	_, err := p.Recover(ctx, nil, state)
 	if provider.CodeOf(err) != provider.CodeNotFound || !errors.Is(err, fs.ErrNotExist) {
@@ -90,7 +90,7 @@ func TestDestroyRemovesPlaceholders(t *testing.T) {
 	if loss.HasErrors() {
 		t.Fatal(provider.Rejected(loss))
 	}
-	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + NewID()})
+	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + provider.NewID()})
 	if err != nil {
 		t.Fatal(err)
 	}
