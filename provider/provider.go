@@ -319,45 +319,6 @@ func (r LossReport) Errors() LossReport {
 	return out
 }
 
-// Run executes spec in a fresh sandbox for plan: Provision, Start, Exec,
-// Stop, Deprovision. Stop and Deprovision always run once Provision
-// succeeded, even when ctx is cancelled, so nothing is left behind.
-func Run(ctx context.Context, p Provider, plan *Plan, spec ExecSpec, onStart func(Sandbox)) (ExitStatus, error) {
-	if plan.Loss.HasErrors() {
-		return ExitStatus{}, Rejected(plan.Loss)
-	}
-	sb, err := p.Provision(ctx, plan, ProvisionOptions{})
-	if err != nil {
-		return ExitStatus{}, err
-	}
-	cleanup := func() error {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		serr := sb.Stop(c)
-		derr := sb.Deprovision(c)
-		if serr != nil {
-			return serr
-		}
-		return derr
-	}
-	if err := sb.Start(ctx); err != nil {
-		_ = cleanup()
-		return ExitStatus{}, err
-	}
-	if onStart != nil {
-		onStart(sb)
-	}
-	if err := ctx.Err(); err != nil { // onStart (or a signal) called it off: the workload never starts
-		_ = cleanup()
-		return ExitStatus{}, err
-	}
-	st, err := sb.Exec(ctx, spec)
-	if cerr := cleanup(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return st, err
-}
-
 // FaultEnv names the environment variable that makes one layer fail when
 // applied, for testing fail-closed behaviour (qualify P08, P16). It can
 // only make a run fail or drop a layer the policy already marked optional.

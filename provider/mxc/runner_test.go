@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	csession "github.com/corral-sandbox/corral/session"
 )
 
 var standIn string // the built stand-in, "wxc-exec"
@@ -507,14 +508,22 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 }
 
-// provider.Run drives the whole lifecycle.
+// A session's whole lifecycle through the session core (as corral run
+// drives it) leaves the record deprovisioned.
 func TestSessionRun(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendIsolationSession)
 	dir := t.TempDir()
 	out, _ := os.Create(filepath.Join(dir, "out"))
 	defer out.Close()
-	st, err := provider.Run(context.Background(), p, mustPlan(t, p, testPolicy(policy.NetworkHost)), provider.ExecSpec{Args: []string{"sh", "-c", "echo hi; exit 7"}, Stdout: out}, nil)
+	sess, err := csession.Open(context.Background(), csession.Config{Provider: p, Plan: mustPlan(t, p, testPolicy(policy.NetworkHost))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sess.Exec(context.Background(), csession.Exec{UID: -1, ExecSpec: provider.ExecSpec{Args: []string{"sh", "-c", "echo hi; exit 7"}, Stdout: out}})
+	if cerr := sess.Close(); err == nil {
+		err = cerr
+	}
 	b, _ := os.ReadFile(out.Name())
 	if err != nil || st.Code != 7 || string(b) != "hi\n" {
 		t.Errorf("run: %+v %v %q", st, err, b)
