@@ -31,6 +31,7 @@ mkdir -p bench/results
 out=bench/results/gateway-$(date +%Y-%m-%d-%H%M%S).md
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
+start=$(date -Iseconds)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 status=0
@@ -38,7 +39,7 @@ log=$(CGO_ENABLED=0 CORRAL_TEST_DOCKER=1 CORRAL_GATEWAY_LOAD="$levels" CORRAL_GA
 	CORRAL_GATEWAY_SAMPLES="$samples" CORRAL_GATEWAY_BASELINE="$baseline" CORRAL_GATEWAY_REPORT="$tables" \
 	go test -count=1 -v -timeout 90m -run 'TestGatewayLoad$' ./e2e 2>&1) || status=$?
 {
-	echo "# corral gateway load, $(date -Iseconds)"
+	echo "# corral gateway load, $start"
 	echo
 	echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' (work tree modified)'), $(nproc) CPUs, kernel $(uname -r), $(docker version --format 'Docker {{.Server.Version}}' 2>/dev/null), cgroups $(docker info --format '{{.CgroupDriver}} v{{.CgroupVersion}}' 2>/dev/null); load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $(($(date +%s) - t0)) s"
 	echo

@@ -492,9 +492,12 @@ func TestGatewayLoad(t *testing.T) {
 		rounds := max(2, (o.samples+n-1)/n)
 		for r := 1; r <= rounds; r++ {
 			for _, p := range res.avail {
+				cpu0 := cpuTime(lp.gwPid)
 				s := loadRound(t, ctx, c, p, wd, n)
-				lp.check(ctx, fmt.Sprintf("%s, %d at once, round %d", p, n, r), p, sampleIDs(s))
 				cl := res.cell(p, n)
+				cl.cpu += cpuTime(lp.gwPid) - cpu0
+				cl.cycles += len(s)
+				lp.check(ctx, fmt.Sprintf("%s, %d at once, round %d", p, n, r), p, sampleIDs(s))
 				cl.samples = append(cl.samples, succeeded(s)...)
 				cl.fds = append(cl.fds, lp.fds())
 			}
@@ -520,7 +523,7 @@ func TestGatewayLoad(t *testing.T) {
 			}
 		}
 	}
-	res.auditLogs = globCount(filepath.Join(dir, "logs", "*.audit.jsonl"))
+	res.auditLogs, res.auditSize = filesSize(filepath.Join(dir, "logs", "*.audit.jsonl"))
 	for _, l := range res.lines() {
 		t.Log(l)
 	}
@@ -540,14 +543,17 @@ type loadResults struct {
 	warmFDs     int                  // the gateway's fds after the warm-up rounds
 	lp          *leakProbe
 	plainEv     *dockerWatch
-	auditLogs   int
+	auditLogs   int   // audit logs the gateway keeps (of deleted sandboxes too)
+	auditSize   int64 // their bytes
 }
 
-// loadCell is one provider's samples at one level, and the gateway's fds
-// after each round.
+// loadCell is one provider's samples at one level, the gateway's fds
+// after each round, and the CPU time it used in the rounds for the cycles.
 type loadCell struct {
 	samples []loadSample
 	fds     []int
+	cpu     time.Duration
+	cycles  int
 }
 
 func (r *loadResults) cell(p string, n int) *loadCell {
@@ -633,12 +639,14 @@ func (r *loadResults) markdown() string {
 		} else {
 			fmt.Fprintf(&md, "**%d leftovers**: %s.", len(l), strings.Join(l[:min(len(l), 10)], "; "))
 		}
-		fmt.Fprintf(&md, " The gateway's fds: %d after the warm-up;", r.warmFDs)
+		var fds, cpu []string
 		for _, n := range r.o.levels {
-			f := r.cell(p, n).fds
-			fmt.Fprintf(&md, " %d at once: %d after its first round, %d after its last (%d rounds);", n, f[0], f[len(f)-1], len(f))
+			cl := r.cell(p, n)
+			fds = append(fds, fmt.Sprintf("%d at once: %d after its first round, %d after its last (%d rounds)", n, cl.fds[0], cl.fds[len(cl.fds)-1], len(cl.fds)))
+			cpu = append(cpu, fmt.Sprintf("%d at once %s", n, fmtLoadDur(cl.cpu/time.Duration(max(cl.cycles, 1)))))
 		}
-		fmt.Fprintf(&md, " audit logs kept: %d (delete keeps a sandbox's audit log).\n", r.auditLogs)
+		fmt.Fprintf(&md, " The gateway's fds: %d after the warm-up; %s. Its CPU time (user + system) per sandbox: %s. Audit logs kept at the end: %d, %d KiB (delete keeps a sandbox's audit log).\n",
+			r.warmFDs, strings.Join(fds, "; "), strings.Join(cpu, "; "), r.auditLogs, r.auditSize>>10)
 	}
 	if r.o.baseline {
 		md.WriteString("\n## plain Docker (the baseline)\n\nThe same cycle without corral, through the Docker API: create + start `corral/base:1` running `sleep` (network none), exec `echo N` (create, attach, read to the end, inspect), remove (forced); a round after each gateway round.\n\n")
@@ -1150,16 +1158,9 @@ func procsBelow(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i > 0 {
-			if f := strings.Fields(string(b[i+1:])); len(f) > 1 {
-				pp, _ := strconv.Atoi(f[1])
-				kids[pp] = append(kids[pp], p)
-			}
+		if f := procStat(e.Name()); len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			kids[pp] = append(kids[pp], p)
 		}
 	}
 	var out []int
@@ -1170,9 +1171,37 @@ func procsBelow(pid int) []int {
 	return out
 }
 
-func globCount(pattern string) int {
+// procStat is the fields of /proc/PID/stat after the command (the state
+// first); the command may hold spaces and parentheses.
+func procStat(pid string) []string {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// cpuTime is the CPU time (user + system) process pid has used.
+func cpuTime(pid int) time.Duration {
+	f := procStat(strconv.Itoa(pid))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * time.Second / 100 // in USER_HZ, 100 a second
+}
+
+// filesSize is how many files match pattern and their size.
+func filesSize(pattern string) (n int, size int64) {
 	m, _ := filepath.Glob(pattern)
-	return len(m)
+	for _, f := range m {
+		if fi, err := os.Stat(f); err == nil {
+			size += fi.Size()
+		}
+	}
+	return len(m), size
 }
 
 func countFDs(pid int) int {
