@@ -87,6 +87,7 @@ func TestGatewayAuditMatchesRun(t *testing.T) {
 	req := createReq(wd)
 	req.PolicyYaml, req.Name = polText, "audited"
 	sb := g.create(t, ctx, c, req)
+	t.Cleanup(func() { _, _ = c.DeleteSandbox(context.Background(), connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb.Id})) })
 	if sb.Name != "audited" {
 		t.Errorf("created sandbox's name: %q", sb.Name)
 	}
@@ -124,5 +125,12 @@ func TestGatewayAuditMatchesRun(t *testing.T) {
 	st, err := c.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: "audited"}))
 	if err != nil || st.Msg.Sandbox.Id != sb.Id {
 		t.Errorf("get by name: %v %v", st, err)
+	}
+	// Delete (by name) removes the record and its logs, audit included.
+	if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: "audited"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs", sb.Id+".audit.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("the audit log stays after delete: %v", err)
 	}
 }

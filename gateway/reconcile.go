@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/store"
@@ -115,7 +114,7 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 			return err
 		}
 		rep.Finished = append(rep.Finished, r.ID)
-		_ = os.Remove(s.logPath(r.ID))
+		s.removeLogs(r.ID)
 		return s.cfg.Store.Delete(r.ID, r.Version)
 	default: // error: nothing of it may run
 		return s.cfg.Provider.Destroy(ctx, r.ID)

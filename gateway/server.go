@@ -372,6 +372,14 @@ func (s *Server) sessionConfig(id string, plan *provider.Plan, log *audit.Log, s
 		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance}}
 }
 
+// removeLogs removes a deleted sandbox's output and audit logs (a
+// gateway that kept them would grow without bound).
+func (s *Server) removeLogs(id string) {
+	for _, p := range []string{s.logPath(id), s.auditPath(id), s.auditPath(id) + ".1"} {
+		_ = os.Remove(p)
+	}
+}
+
 // auditPath is sandbox id's audit log.
 func (s *Server) auditPath(id string) string { return filepath.Join(s.cfg.LogDir, id+".audit.jsonl") }
 
@@ -870,7 +878,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 	if err := s.cfg.Store.Delete(id, rec.Version); err != nil {
 		return nil, storeErr(id, err)
 	}
-	_ = os.Remove(s.logPath(id))
+	s.removeLogs(id)
 	s.mu.Lock()
 	delete(s.gates, id) // later callers find no record
 	s.mu.Unlock()
