@@ -258,13 +258,42 @@ func (f *gatewayFlags) client() (clientT, error) {
 	}
 	tok := ""
 	if f.tokenFile != "" {
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
+		var err error
+		if tok, err = readClientToken(f.tokenFile); err != nil {
 			return nil, err
 		}
-		tok = strings.TrimSpace(string(b))
 	}
 	return gateway.Client(f.addr, tok, f.caFile)
+}
+
+// readClientToken reads the bearer token a client sends. As ssh does for
+// a private key, a token file that others may read is refused (whoever
+// reads it controls every sandbox); it may be a link (secret mounts are).
+func readClientToken(path string) (string, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	defer fd.Close()
+	fi, err := fd.Stat()
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("--token-file %s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("--token-file %s is mode %04o: others could read the token, which controls every sandbox of the gateway (chmod 600 %s)", path, fi.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(fd, 4096))
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s is empty", path)
+	}
+	return tok, nil
 }
 
 type clientT = *gateway.Clients

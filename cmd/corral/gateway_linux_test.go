@@ -134,3 +134,26 @@ func TestLoadTokenMakesNothingUnderUntrustedDir(t *testing.T) {
 		t.Error("made a directory under the world-writable one")
 	}
 }
+
+// A client's token file that others may read is refused, as ssh refuses
+// such a private key; a 0600 one (through a link too) is read.
+func TestReadClientToken(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readClientToken(tok); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a 0644 token file: %v", err)
+	}
+	if err := os.Chmod(tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(tok, link); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readClientToken(link); err != nil || got != "secret" {
+		t.Errorf("a 0600 token file through a link: %q, %v", got, err)
+	}
+}
