@@ -2,39 +2,31 @@
 
 package e2e
 
-// Fixtures for the governed-egress tests (network.mode: proxy): upstream
-// servers on 127.0.0.0/8 addresses that count what reaches them, a test CA
-// whose certificate the sandbox's TLS clients trust, and a writer for the
-// policy's network rules. No test traffic leaves 127.0.0.0/8 (and ::1).
+// Fixtures for the governed-egress tests (network.mode: proxy): qualify's
+// upstream servers on 127.0.0.0/8 addresses that count what reaches them
+// and its writer for the policy's network rules, and a test CA whose
+// certificate the sandbox's TLS clients trust. No test traffic leaves
+// 127.0.0.0/8 (and ::1).
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha1"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log"
-	"math/big"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // proxyAddr is where the egress proxy listens inside every sandbox.
@@ -55,50 +47,12 @@ var testCA struct {
 func caCert(t *testing.T) ([]byte, tls.Certificate) {
 	t.Helper()
 	testCA.once.Do(func() {
-		testCA.initErr = func() error {
-			caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			caTmpl := &x509.Certificate{
-				SerialNumber:          big.NewInt(1),
-				Subject:               pkix.Name{CommonName: "corral e2e test CA"},
-				NotBefore:             now.Add(-time.Hour),
-				NotAfter:              now.Add(24 * time.Hour),
-				IsCA:                  true,
-				BasicConstraintsValid: true,
-				KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-			}
-			caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-			if err != nil {
-				return err
-			}
-			ca, err := x509.ParseCertificate(caDER)
-			if err != nil {
-				return err
-			}
-			key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-			if err != nil {
-				return err
-			}
-			leafTmpl := &x509.Certificate{
-				SerialNumber: big.NewInt(2),
-				Subject:      pkix.Name{CommonName: testNames[0]},
-				NotBefore:    now.Add(-time.Hour),
-				NotAfter:     now.Add(24 * time.Hour),
-				DNSNames:     testNames,
-				KeyUsage:     x509.KeyUsageDigitalSignature,
-				ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			}
-			leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-			if err != nil {
-				return err
-			}
-			testCA.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-			testCA.leaf = tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
-			return nil
-		}()
+		ca, err := qualify.NewCertificate(nil)
+		if err == nil {
+			testCA.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]})
+			testCA.leaf, err = qualify.NewCertificate(&ca, testNames...)
+		}
+		testCA.initErr = err
 	})
 	if testCA.initErr != nil {
 		t.Fatalf("test CA: %v", testCA.initErr)
@@ -117,38 +71,10 @@ func writeCA(t *testing.T, id *ident) (dir, file string) {
 	return dir, file
 }
 
-// countingListener counts accepted connections.
-type countingListener struct {
-	net.Listener
-	n *atomic.Int32
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
-	}
-	return c, err
-}
-
-// upstream is an HTTP(S) server on a loopback address standing in for an
-// internet host. It counts TCP connections, TLS ClientHellos and requests.
-// Its default handler answers "upstream-ok HOST PATH"; /ws is a WebSocket
-// echo; more routes can be added to mux.
-type upstream struct {
-	srv     *httptest.Server
-	mux     *http.ServeMux
-	ip      string
-	port    int
-	accepts atomic.Int32
-	hellos  atomic.Int32
-	mu      sync.Mutex
-	reqs    []string // "METHOD HOST REQUEST-URI"
-}
-
-// newUpstream starts an upstream on ip:0 (ip:port when port != 0), with
-// TLS when tlsOn. It fails the test when the address cannot be bound.
-func newUpstream(t *testing.T, ip string, port int, tlsOn bool) *upstream {
+// newUpstream starts a qualify.Upstream for the test on ip:port (0: any
+// port), with TLS from the test CA when tlsOn. It fails the test when the
+// address cannot be bound.
+func newUpstream(t *testing.T, ip string, port int, tlsOn bool) *qualify.Upstream {
 	t.Helper()
 	u, err := startUpstream(ip, port, tlsOn, t)
 	if err != nil {
@@ -157,66 +83,42 @@ func newUpstream(t *testing.T, ip string, port int, tlsOn bool) *upstream {
 	return u
 }
 
-func startUpstream(ip string, port int, tlsOn bool, t *testing.T) (*upstream, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+// startUpstream is newUpstream returning the error. Besides "upstream-ok
+// HOST PATH" the upstream serves /ws (a WebSocket echo), /hdrs (the
+// request headers as received) and /len (the request body's length).
+func startUpstream(ip string, port int, tlsOn bool, t *testing.T) (*qualify.Upstream, error) {
+	var cert *tls.Certificate
+	if tlsOn {
+		_, leaf := caCert(t)
+		cert = &leaf
+	}
+	u, err := qualify.NewUpstream(ip, port, cert)
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{mux: http.NewServeMux(), ip: ip, port: ln.Addr().(*net.TCPAddr).Port}
-	u.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
+	u.Mux.HandleFunc("/ws", wsEcho)
+	u.Mux.HandleFunc("/hdrs", func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Write(w)
 	})
-	u.mux.HandleFunc("/ws", wsEcho)
-	u.mux.HandleFunc("/hdrs", func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Write(w) // the request headers as received
-	})
-	u.mux.HandleFunc("/len", func(w http.ResponseWriter, r *http.Request) {
+	u.Mux.HandleFunc("/len", func(w http.ResponseWriter, r *http.Request) {
 		n, err := io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "len %d %v\n", n, err)
 	})
-	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u.mu.Lock()
-		u.reqs = append(u.reqs, r.Method+" "+r.Host+" "+r.RequestURI)
-		u.mu.Unlock()
-		u.mux.ServeHTTP(w, r)
-	}))
-	u.srv.Listener.Close()
-	u.srv.Listener = countingListener{ln, &u.accepts}
-	u.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	if tlsOn {
-		_, leaf := caCert(t)
-		u.srv.TLS = &tls.Config{
-			Certificates: []tls.Certificate{leaf},
-			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-				u.hellos.Add(1)
-				return nil, nil
-			},
-		}
-		u.srv.StartTLS()
-	} else {
-		u.srv.Start()
-	}
-	t.Cleanup(u.srv.Close)
+	t.Cleanup(u.Close)
 	return u, nil
 }
 
-// hostPort is the upstream's authority under name.
-func (u *upstream) hostPort(name string) string { return net.JoinHostPort(name, strconv.Itoa(u.port)) }
-
-// requests returns what the upstream served so far.
-func (u *upstream) requests() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.reqs...)
+// assertUntouched fails when anything reached u.
+func assertUntouched(t *testing.T, u *qualify.Upstream, what string) {
+	t.Helper()
+	if got := u.Touched(); got != "" {
+		t.Errorf("%s (%s:%d) was reached: %s", what, u.IP, u.Port, got)
+	}
 }
 
-// assertUntouched fails when anything reached u.
-func (u *upstream) assertUntouched(t *testing.T, what string) {
-	t.Helper()
-	time.Sleep(100 * time.Millisecond) // let in-flight accepts land
-	if n, h, r := u.accepts.Load(), u.hellos.Load(), u.requests(); n != 0 || h != 0 || len(r) != 0 {
-		t.Errorf("%s (%s:%d) was reached: %d connections, %d TLS ClientHellos, requests %q", what, u.ip, u.port, n, h, r)
-	}
+// ep is a network rule for qualify.Egress.
+func ep(host string, ports ...int) qualify.Endpoint {
+	return qualify.Endpoint{Host: host, Ports: ports}
 }
 
 // wsEcho is a minimal RFC 6455 server: it completes the handshake and
@@ -275,110 +177,12 @@ func wsEcho(w http.ResponseWriter, r *http.Request) {
 	brw.Flush()
 }
 
-// rawCounter is a plain TCP, UDP or unix listener that counts connections
-// or datagrams and answers nothing.
-type rawCounter struct {
-	addr string
-	n    atomic.Int32
-}
-
-// listenCounter starts a counting listener; network is tcp, udp or unix.
-// It returns nil (and logs why) when the address cannot be bound.
-func listenCounter(t *testing.T, network, addr string) *rawCounter {
-	t.Helper()
-	rc := &rawCounter{}
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			t.Logf("cannot listen on udp %s: %v", addr, err)
-			return nil
-		}
-		t.Cleanup(func() { pc.Close() })
-		rc.addr = pc.LocalAddr().String()
-		go func() {
-			buf := make([]byte, 2048)
-			for {
-				if _, _, err := pc.ReadFrom(buf); err != nil {
-					return
-				}
-				rc.n.Add(1)
-			}
-		}()
-		return rc
-	}
-	ln, err := net.Listen(network, addr)
-	if err != nil {
-		t.Logf("cannot listen on %s %s: %v", network, addr, err)
-		return nil
-	}
-	t.Cleanup(func() { ln.Close() })
-	rc.addr = ln.Addr().String()
-	if network == "unix" {
-		rc.addr = addr
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			rc.n.Add(1)
-			c.Close()
-		}
-	}()
-	return rc
-}
-
-// ep is one network endpoint rule.
-type ep struct {
-	host  string
-	ports []int
-}
-
-// egressNet is the network section of a proxy-mode policy.
-type egressNet struct {
-	allow, deny, private []ep
-	hosts                map[string]string
-}
-
-// yaml renders the rules as lines under "network:".
-func (n egressNet) yaml() string {
-	var b strings.Builder
-	list := func(name string, eps []ep) {
-		if len(eps) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, "  %s:\n", name)
-		for _, e := range eps {
-			fmt.Fprintf(&b, "    - {host: %s", strconv.Quote(e.host))
-			if len(e.ports) > 0 {
-				ps := make([]string, len(e.ports))
-				for i, p := range e.ports {
-					ps[i] = strconv.Itoa(p)
-				}
-				fmt.Fprintf(&b, ", ports: [%s]", strings.Join(ps, ", "))
-			}
-			b.WriteString("}\n")
-		}
-	}
-	list("allow", n.allow)
-	list("deny", n.deny)
-	list("allow_private", n.private)
-	if len(n.hosts) > 0 {
-		b.WriteString("  hosts:\n")
-		for k, v := range n.hosts {
-			fmt.Fprintf(&b, "    %s: %s\n", strconv.Quote(k), strconv.Quote(v))
-		}
-	}
-	return b.String()
-}
-
 // proxyRun runs script in a proxy-mode sandbox as id with the given rules;
 // ro directories are granted read-only. The workdir is returned too.
-func proxyRun(t *testing.T, id *ident, n egressNet, ro []string, flags []string, script string) (result, string) {
+func proxyRun(t *testing.T, id *ident, n qualify.Egress, ro []string, flags []string, script string) (result, string) {
 	t.Helper()
 	wd := mkdir(t, id, "egress")
-	pol := writePolicy(t, id, policy{RO: ro, Network: "proxy", NetRules: n.yaml()})
+	pol := writePolicy(t, id, policy{RO: ro, Network: "proxy", NetRules: n.YAML()})
 	res := corral(t, run{id: id, policy: pol, workdir: wd, flags: flags, args: sh(script)})
 	return res, wd
 }

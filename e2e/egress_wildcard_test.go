@@ -5,6 +5,8 @@ package e2e
 import (
 	"fmt"
 	"testing"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // TestEgressProxyEnvAndWildcards: the workload's environment points gRPC
@@ -13,11 +15,11 @@ import (
 func TestEgressProxyEnvAndWildcards(t *testing.T) {
 	eachIdent(t, func(t *testing.T, id *ident) {
 		h := newUpstream(t, "127.0.0.2", 0, false)
-		deep, one, two := h.hostPort("a.b.deep.allowed.test"), h.hostPort("a.one.allowed.test"), h.hostPort("a.b.one.allowed.test")
-		n := egressNet{
-			allow:   []ep{{"**.deep.allowed.test", []int{h.port}}, {"*.one.allowed.test", []int{h.port}}},
-			private: []ep{{h.ip + "/32", []int{h.port}}},
-			hosts:   map[string]string{"a.b.deep.allowed.test": h.ip, "a.one.allowed.test": h.ip, "a.b.one.allowed.test": h.ip},
+		deep, one, two := h.HostPort("a.b.deep.allowed.test"), h.HostPort("a.one.allowed.test"), h.HostPort("a.b.one.allowed.test")
+		n := qualify.Egress{
+			Allow:   []qualify.Endpoint{ep("**.deep.allowed.test", h.Port), ep("*.one.allowed.test", h.Port)},
+			Private: []qualify.Endpoint{ep(h.IP+"/32", h.Port)},
+			Hosts:   map[string]string{"a.b.deep.allowed.test": h.IP, "a.one.allowed.test": h.IP, "a.b.one.allowed.test": h.IP},
 		}
 		script := `echo "grpc: $GRPC_PROXY $grpc_proxy"
 echo "gcloud: $CLOUDSDK_PROXY_TYPE $CLOUDSDK_PROXY_ADDRESS $CLOUDSDK_PROXY_PORT"

@@ -16,11 +16,13 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // twinPolicy loads the example and rewrites network.hosts and
 // network.allow_private (and, for id not root, layers.cgroups).
-func twinPolicy(t *testing.T, id *ident, example string, hosts map[string]string, private []ep) string {
+func twinPolicy(t *testing.T, id *ident, example string, hosts map[string]string, private []qualify.Endpoint) string {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
@@ -65,7 +67,7 @@ func twinPolicy(t *testing.T, id *ident, example string, hosts map[string]string
 		h = append(h, fmt.Sprintf("%q: %q", k, v))
 	}
 	for _, e := range private {
-		p = append(p, fmt.Sprintf("{host: %q, ports: %v}", e.host, strings.ReplaceAll(fmt.Sprint(e.ports), " ", ", ")))
+		p = append(p, fmt.Sprintf("{host: %q, ports: %v}", e.Host, strings.ReplaceAll(fmt.Sprint(e.Ports), " ", ", ")))
 	}
 	set(network, "hosts", "{"+strings.Join(h, ", ")+"}")
 	set(network, "allow_private", "["+strings.Join(p, ", ")+"]")
@@ -97,8 +99,8 @@ func TestExampleAgentAPI(t *testing.T) {
 	}
 	eachIdent(t, func(t *testing.T, id *ident) {
 		pol := twinPolicy(t, id, "examples/agent-api.yaml",
-			map[string]string{"api.github.com": twin.ip},
-			[]ep{{twin.ip + "/32", []int{443}}})
+			map[string]string{"api.github.com": twin.IP},
+			[]qualify.Endpoint{ep(twin.IP+"/32", 443)})
 		wd := mkdir(t, id, "agent")
 		caPEM, _ := caCert(t)
 		writeFile(t, id, filepath.Join(wd, "ca.pem"), string(caPEM), 0o644)

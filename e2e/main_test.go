@@ -1,10 +1,11 @@
 //go:build linux
 
-// Package e2e is Corral's end-to-end adversarial test suite: each test runs
-// the real corral binary against an attack from
-// /work/shared/cases/ADVERSARIAL.md (P01...) and checks the secure outcome
-// on the host. Tests run as the current user (root in CI) and, where it is
-// meaningful, as the unprivileged user "corral-test".
+// Package e2e is Corral's end-to-end test suite: each test runs the real
+// corral binary and checks the outcome on the host. The adversarial cases
+// of /work/shared/cases/ADVERSARIAL.md (P01...) are qualify's, run by
+// TestQualify on every provider; the other tests cover what they do not.
+// Tests run as the current user (root in CI) and, where it is meaningful,
+// as the unprivileged user "corral-test".
 package e2e
 
 import (
@@ -242,7 +243,7 @@ type policy struct {
 	Layers       map[string]string // layer -> required|optional
 	Limits       string            // YAML flow mapping body, e.g. "pids: 64, timeout: 1s"
 	Network      string
-	NetRules     string   // YAML lines under network: (indented two spaces), e.g. from egressNet.yaml()
+	NetRules     string   // YAML lines under network: (indented two spaces), e.g. from qualify.Egress.YAML()
 	EnvPass      []string // nil: default
 	Protected    []string // nil: default
 }
@@ -517,21 +518,4 @@ func uniqueSleep(base int) string {
 	_, _ = rand.Read(b[:])
 	n := (int(b[0])<<24 | int(b[1])<<16 | int(b[2])<<8 | int(b[3])) % 1000000
 	return fmt.Sprintf("%d.%06d", base, n)
-}
-
-// corralCgroupDirs lists cgroup directories that corral created for the
-// supervisor with the given pid (named run-<pid>-...).
-func corralCgroupDirs(pid int) []string {
-	var out []string
-	prefix := fmt.Sprintf("run-%d-", pid)
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if strings.HasPrefix(d.Name(), prefix) && filepath.Base(filepath.Dir(p)) == "corral" {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
 }

@@ -5,97 +5,11 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 )
-
-// P05 (subset): with network none, the host's loopback listeners (TCP,
-// UDP) and abstract unix sockets are unreachable and log nothing.
-func TestP05_NetworkNone(t *testing.T) {
-	var conns atomic.Int32
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { udp.Close() })
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			if _, _, err := udp.ReadFrom(buf); err != nil {
-				return
-			}
-			conns.Add(1)
-		}
-	}()
-	abstract := "@corral-e2e-" + token()
-	ua, err := net.Listen("unix", abstract)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ua.Close() })
-	go func() {
-		for {
-			c, err := ua.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	tcpAddr := ln.Addr().String()
-	udpAddr := udp.LocalAddr().String()
-	eachIdent(t, func(t *testing.T, id *ident) {
-		wd := mkdir(t, id, "p05")
-		pol := writePolicy(t, id, policy{})
-		targets := [][2]string{{"tcp", tcpAddr}, {"udp", udpAddr}, {"unix", abstract}, {"tcp", "[::1]:" + tcpAddr[strings.LastIndex(tcpAddr, ":")+1:]}}
-		var script strings.Builder
-		for _, tg := range targets {
-			fmt.Fprintf(&script, "%s connect %s '%s'; ", probeBin, tg[0], tg[1])
-		}
-		res := corral(t, run{id: id, policy: pol, workdir: wd, args: sh(script.String())})
-		assertCode(t, res, 0)
-		for _, tg := range targets {
-			v, ok := lineValue(res.stdout, "connect "+tg[0]+" "+tg[1])
-			if !ok {
-				t.Errorf("connect %s %s not probed\n%s", tg[0], tg[1], res)
-				continue
-			}
-			if v == "ok" && tg[0] != "udp" { // a UDP send "succeeds" locally; the listener decides
-				t.Errorf("connect %s %s succeeded inside with network none", tg[0], tg[1])
-			}
-		}
-	})
-	// eachIdent's subtests are parallel: they run after this function
-	// returns, so the listeners are checked (and closed) in cleanups.
-	t.Cleanup(func() {
-		time.Sleep(300 * time.Millisecond)
-		if n := conns.Load(); n != 0 {
-			t.Errorf("the host listeners saw %d connections/datagrams from the sandbox", n)
-		}
-	})
-}
 
 // Exit status propagation and Corral's own codes.
 func TestExitStatus(t *testing.T) {

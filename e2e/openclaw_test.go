@@ -16,6 +16,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // The real workload: the OpenClaw gateway (examples/openclaw, installed by
@@ -42,8 +44,8 @@ func TestOpenClawService(t *testing.T) {
 	example := readFile(t, filepath.Join("..", "examples", "openclaw", "policy.yaml"))
 	pol := strings.Replace(example, "    - /opt/openclaw ", fmt.Sprintf("    - %q\n    - %q #", prefix, probeAssets(t)), 1)
 	pol = strings.Replace(pol, "  allow:\n    - {host: api.anthropic.com, ports: [443]}\n    - {host: api.openai.com, ports: [443]}\n",
-		egressNet{allow: []ep{{"models.test", []int{up.port}}}, private: []ep{{"127.0.0.1/32", []int{up.port}}},
-			hosts: map[string]string{"models.test": "127.0.0.1"}}.yaml(), 1)
+		qualify.Egress{Allow: []qualify.Endpoint{ep("models.test", up.Port)}, Private: []qualify.Endpoint{ep("127.0.0.1/32", up.Port)},
+			Hosts: map[string]string{"models.test": "127.0.0.1"}}.YAML(), 1)
 	if pol == example || !strings.Contains(pol, "models.test") {
 		t.Fatalf("could not adapt the example policy:\n%s", pol)
 	}
@@ -60,7 +62,7 @@ func TestOpenClawService(t *testing.T) {
 	rec := s.record(t, name)
 	port := freePort(t)
 	probe := fmt.Sprintf("%s %s %s http://models.test:%d/model http://elsewhere.test:%d/ 127.0.0.1:%d > $HOME/probe.json 2>&1",
-		node, filepath.Join(probeAssets(t), "probe.mjs"), canary, up.port, up.port, up.port)
+		node, filepath.Join(probeAssets(t), "probe.mjs"), canary, up.Port, up.Port, up.Port)
 	start := []string{"service", "start", name, "--publish", fmt.Sprintf("127.0.0.1:%d", port),
 		"--ready-http", fmt.Sprintf("http://127.0.0.1:%d/readyz", port), "--ready-timeout", "240s", "--stop-grace", "60s",
 		"--", "sh", "-c", probe + "; exec " + filepath.Join(prefix, "gateway.sh") + fmt.Sprintf(" %d", port)}
@@ -92,7 +94,7 @@ func TestOpenClawService(t *testing.T) {
 	if !strings.HasPrefix(p.Direct, "error:") {
 		t.Errorf("a direct connection, around the proxy: %q", p.Direct)
 	}
-	if reqs := up.requests(); len(reqs) != 1 || !strings.Contains(reqs[0], "/model") {
+	if reqs := up.Requests(); len(reqs) != 1 || !strings.Contains(reqs[0], "/model") {
 		t.Errorf("the upstream saw %q, want only the allowed request", reqs)
 	}
 	// The proxy decided both, and says so in the session's audit log.

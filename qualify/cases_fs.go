@@ -85,13 +85,14 @@ func runP02(ctx context.Context, e *Env) Result {
 	r := newResult()
 	toks := e.homeTokens()
 	// Another home with a canary, as a real host would have: /root when
-	// we are root (the canary is removed afterwards), else the home of
-	// some other account in /home.
+	// qualify runs as root (the canary is removed afterwards; another
+	// user's home when corral runs as Options.User), and the homes of the
+	// accounts in /home.
 	var otherFiles []string
-	if e.Root {
+	if e.st != nil && e.st.run.hostRoot {
 		t := newToken()
 		toks = append(toks, t)
-		p := filepath.Join("/root", ".corral-qualify-"+marker("p02"))
+		p := filepath.Join("/root", ".corral-qualify-"+e.uniqueName())
 		if err := writeHostFile(p, t, 0o644); err == nil {
 			defer os.Remove(p)
 			otherFiles = append(otherFiles, p)
@@ -136,7 +137,7 @@ func runP02(ctx context.Context, e *Env) Result {
 		// Listing may succeed on an empty private home; what matters is
 		// that none of the canaries' names show up.
 		got := s[l].String()
-		ok := !strings.Contains(got, "id_test") && !strings.Contains(got, "credentials") && !strings.Contains(got, "cookies") && !strings.Contains(got, ".corral-qualify-")
+		ok := !strings.Contains(got, "id_test") && !strings.Contains(got, "credentials") && !strings.Contains(strings.ToLower(got), "cookies") && !strings.Contains(got, ".corral-qualify-")
 		e.Check(&r, l, got, ok, l+" shows the host's files")
 	}
 	lk := leaked(o.Stdout+o.Stderr, toks...)
@@ -144,7 +145,27 @@ func runP02(ctx context.Context, e *Env) Result {
 	if strings.Contains(o.Stdout, "root:$") || strings.Contains(o.Stdout, "root:!") || strings.Contains(o.Stdout, "root:*:") {
 		e.Check(&r, "/etc/shadow content", "root's shadow entry in stdout", false, "/etc/shadow content visible")
 	}
+	checkNoShadowHash(e, &r, o)
 	return r
+}
+
+// checkNoShadowHash fails r when a password hash of the host's
+// /etc/shadow (when qualify can read it) is in o's output.
+func checkNoShadowHash(e *Env, r *Result, o Outcome) {
+	b, err := os.ReadFile("/etc/shadow")
+	if err != nil {
+		return
+	}
+	n, found := 0, 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Split(l, ":"); len(f) > 2 && len(f[1]) > 4 {
+			n++
+			if strings.Contains(o.Stdout+o.Stderr, f[1]) {
+				found++
+			}
+		}
+	}
+	e.Check(r, "host: /etc/shadow's password hashes in the output", fmt.Sprintf("%d of %d found", found, n), found == 0, "a host password hash is visible inside")
 }
 
 // P03: rw: [W], deny: [S]; symlinks, .. walks, // and relative paths.
@@ -276,8 +297,8 @@ func runP17(ctx context.Context, e *Env) Result {
 			failNow(e, &r, "-C "+c.workdir, err)
 			continue
 		}
-		ok := o.Code != 0 && !strings.Contains(o.Stdout, "ran") && !hostExists(m)
-		e.Check(&r, "-C "+c.workdir+" ("+c.name+")", brief(o), ok, "-C "+c.workdir+" was not rejected: the command ran")
+		ok := o.Code == 122 && !strings.Contains(o.Stdout, "ran") && !hostExists(m)
+		e.Check(&r, "-C "+c.workdir+" ("+c.name+")", brief(o), ok, "-C "+c.workdir+" was not rejected as a policy error (122), or the command ran")
 		if c.name == "home" {
 			// The home was not written.
 			if hostExists(filepath.Join(e.Home, "marker-home")) {
@@ -375,7 +396,14 @@ func runP18(ctx context.Context, e *Env) Result {
 	for _, l := range homeSteps {
 		ss = append(ss, step{Label: l, Shell: e.probeLine("write") + ` "$HOME/` + strings.TrimPrefix(l, "write $HOME/") + `"`})
 	}
+	// Renaming the directory holding the protected paths and planting a
+	// new .git in its place; the host checks below decide.
+	replant := "mv .git .git-moved 2>&1 && echo MOVED; mkdir -p .git/hooks 2>&1; " +
+		`printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' > .git/config 2>&1 && echo PLANTED-CONFIG; ` +
+		`printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/pre-commit 2>&1 && echo PLANTED-HOOK; ` +
+		"mv .git-moved/hooks .git-moved/hooks2 2>&1 && echo MOVED-HOOKS; true"
 	ss = append(ss,
+		step{Label: "rename .git and plant another", Shell: replant},
 		step{Label: "rename .git", Args: []string{"rename", ".git", ".git-moved"}},
 		step{Label: "unlink .git/config", Args: []string{"unlink", ".git/config"}},
 		step{Label: "mkdir .git/hooks2", Args: []string{"mkdir", ".git/hooks2"}},
@@ -397,6 +425,13 @@ func runP18(ctx context.Context, e *Env) Result {
 		}
 		if strings.HasPrefix(st.Label, "write $HOME") {
 			e.Check(&r, st.Label+" (the sandbox's private home; must not reach the host)", s[st.Label].String(), true, "")
+			continue
+		}
+		if st.Label == "rename .git and plant another" {
+			t := s[st.Label].Text
+			cfg := hostRead(filepath.Join(repo, ".git", "config"))
+			ok := !strings.Contains(t, "MOVED") && !strings.Contains(cfg, "fsmonitor") && !hostExists(filepath.Join(repo, ".git", "hooks", "pre-commit")) && !hostExists(filepath.Join(repo, ".git-moved"))
+			e.Check(&r, st.Label+" (host: .git/config, .git/hooks/pre-commit, .git-moved)", clip(t, 300), ok, "the workload renamed .git or planted git config or hooks through the rename")
 			continue
 		}
 		mustFail(e, &r, st.Label, s[st.Label], st.Label+" succeeded: a protected path is writable")

@@ -14,13 +14,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,15 +104,17 @@ func (c *counter) port() string {
 // settle lets in-flight connections land before counting.
 func settle() { time.Sleep(300 * time.Millisecond) }
 
-// upstream is an HTTP(S) server on a loopback address. It counts TCP
-// connections, TLS ClientHellos and requests, and answers
-// "upstream-ok HOST PATH".
-type upstream struct {
+// Upstream is an HTTP(S) server on a loopback address standing in for an
+// internet host (the e2e suite uses it too). It counts TCP connections,
+// TLS ClientHellos and requests; Mux answers "upstream-ok HOST PATH" on /
+// and takes more routes.
+type Upstream struct {
+	IP      string
+	Port    int
+	Mux     *http.ServeMux
+	Accepts atomic.Int32 // TCP connections
+	Hellos  atomic.Int32 // TLS ClientHellos
 	srv     *http.Server
-	ip      string
-	port    int
-	accepts atomic.Int32
-	hellos  atomic.Int32
 	mu      sync.Mutex
 	reqs    []string
 }
@@ -127,35 +132,33 @@ func (l countingLn) Accept() (net.Conn, error) {
 	return c, err
 }
 
-// newUpstream starts an upstream on ip:port (0: any port), with TLS for
-// names when tlsNames is not empty. Close it when done.
-func newUpstream(ip string, port int, tlsNames ...string) (*upstream, error) {
+// NewUpstream starts an Upstream on ip:port (0: any port), with TLS when
+// cert is not nil. Close it when done.
+func NewUpstream(ip string, port int, cert *tls.Certificate) (*Upstream, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{ip: ip, port: ln.Addr().(*net.TCPAddr).Port}
-	var l net.Listener = countingLn{ln, &u.accepts}
+	u := &Upstream{IP: ip, Port: ln.Addr().(*net.TCPAddr).Port, Mux: http.NewServeMux()}
+	u.Mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
+	})
+	var l net.Listener = countingLn{ln, &u.Accepts}
 	u.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u.mu.Lock()
 			u.reqs = append(u.reqs, r.Method+" "+r.Host+" "+r.RequestURI)
 			u.mu.Unlock()
-			fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
+			u.Mux.ServeHTTP(w, r)
 		}),
 		ErrorLog:          log.New(io.Discard, "", 0),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	if len(tlsNames) > 0 {
-		cert, err := selfSigned(tlsNames)
-		if err != nil {
-			ln.Close()
-			return nil, err
-		}
+	if cert != nil {
 		u.srv.TLSConfig = &tls.Config{
-			Certificates: []tls.Certificate{cert},
+			Certificates: []tls.Certificate{*cert},
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-				u.hellos.Add(1)
+				u.Hellos.Add(1)
 				return nil, nil
 			},
 		}
@@ -165,7 +168,22 @@ func newUpstream(ip string, port int, tlsNames ...string) (*upstream, error) {
 	return u, nil
 }
 
-func (u *upstream) Close() {
+// newUpstream is NewUpstream with a self-signed certificate for tlsNames
+// when there are any (the TLS cases only look at what the proxy lets
+// through).
+func newUpstream(ip string, port int, tlsNames ...string) (*Upstream, error) {
+	if len(tlsNames) == 0 {
+		return NewUpstream(ip, port, nil)
+	}
+	cert, err := NewCertificate(nil, tlsNames...)
+	if err != nil {
+		return nil, err
+	}
+	return NewUpstream(ip, port, &cert)
+}
+
+// Close stops the server (nil-safe).
+func (u *Upstream) Close() {
 	if u == nil {
 		return
 	}
@@ -175,89 +193,109 @@ func (u *upstream) Close() {
 	_ = u.srv.Close()
 }
 
-// hostPort is the upstream's authority under name.
-func (u *upstream) hostPort(name string) string {
-	return net.JoinHostPort(name, strconv.Itoa(u.port))
+// HostPort is the upstream's authority under name.
+func (u *Upstream) HostPort(name string) string {
+	return net.JoinHostPort(name, strconv.Itoa(u.Port))
 }
 
-func (u *upstream) requests() []string {
+// Requests is what the upstream served so far: "METHOD HOST REQUEST-URI".
+func (u *Upstream) Requests() []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]string(nil), u.reqs...)
 }
 
-// touched describes what reached u ("" when nothing did).
-func (u *upstream) touched() string {
+// Touched describes what reached u, after in-flight connections have
+// landed; "" when nothing did.
+func (u *Upstream) Touched() string {
 	settle()
-	n, h, r := u.accepts.Load(), u.hellos.Load(), u.requests()
+	n, h, r := u.Accepts.Load(), u.Hellos.Load(), u.Requests()
 	if n == 0 && h == 0 && len(r) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("%d connections, %d TLS ClientHellos, requests %q", n, h, r)
 }
 
-// selfSigned makes a certificate for names (the probes do not verify it:
-// the TLS cases only look at what the proxy lets through).
-func selfSigned(names []string) (tls.Certificate, error) {
+// NewCertificate makes an ECDSA P-256 certificate valid for a day: a
+// server certificate for the DNS names, or a CA when there are none;
+// signed by ca, or self-signed when ca is nil. The e2e suite's clients
+// trust its test CA made so; the probes do not verify certificates.
+func NewCertificate(ca *tls.Certificate, names ...string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
 		return tls.Certificate{}, err
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: names[0]},
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "corral qualify test CA"},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(24 * time.Hour),
-		DNSNames:     names,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if len(names) == 0 {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage |= x509.KeyUsageCertSign
+	} else {
+		tmpl.Subject.CommonName, tmpl.DNSNames = names[0], names
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	parent, signer := tmpl, any(key)
+	if ca != nil {
+		if parent, err = x509.ParseCertificate(ca.Certificate[0]); err != nil {
+			return tls.Certificate{}, err
+		}
+		signer = ca.PrivateKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// ep is one network endpoint rule of a proxy-mode policy.
-type ep struct {
-	host  string
-	ports []int
+// Endpoint is one host rule of a proxy-mode policy (network.allow, deny,
+// allow_private): a name, pattern, address or CIDR, and its ports.
+type Endpoint struct {
+	Host  string
+	Ports []int
 }
 
-// egressNet renders the network rules of a proxy-mode policy.
-type egressNet struct {
-	allow, deny, private []ep
-	hosts                map[string]string
+// Egress is the rules of a proxy-mode policy.
+type Egress struct {
+	Allow, Deny, Private []Endpoint
+	Hosts                map[string]string // network.hosts: name -> address
 }
 
-func (n egressNet) yaml() string {
+// YAML renders the rules as the lines under "network:" (indented two
+// spaces; the mode is the caller's).
+func (n Egress) YAML() string {
 	var b strings.Builder
-	list := func(name string, eps []ep) {
-		if len(eps) == 0 {
-			return
+	for _, l := range []struct {
+		key string
+		eps []Endpoint
+	}{{"allow", n.Allow}, {"deny", n.Deny}, {"allow_private", n.Private}} {
+		if len(l.eps) == 0 {
+			continue
 		}
-		fmt.Fprintf(&b, "  %s:\n", name)
-		for _, e := range eps {
-			fmt.Fprintf(&b, "    - {host: %s", strconv.Quote(e.host))
-			if len(e.ports) > 0 {
-				ps := make([]string, len(e.ports))
-				for i, p := range e.ports {
-					ps[i] = strconv.Itoa(p)
-				}
-				fmt.Fprintf(&b, ", ports: [%s]", strings.Join(ps, ", "))
+		fmt.Fprintf(&b, "  %s:\n", l.key)
+		for _, e := range l.eps {
+			fmt.Fprintf(&b, "    - {host: %s", strconv.Quote(e.Host))
+			if len(e.Ports) > 0 {
+				ports, _ := json.Marshal(e.Ports)
+				fmt.Fprintf(&b, ", ports: %s", ports)
 			}
 			b.WriteString("}\n")
 		}
 	}
-	list("allow", n.allow)
-	list("deny", n.deny)
-	list("allow_private", n.private)
-	if len(n.hosts) > 0 {
+	if len(n.Hosts) > 0 {
 		b.WriteString("  hosts:\n")
-		for k, v := range n.hosts {
-			fmt.Fprintf(&b, "    %s: %s\n", strconv.Quote(k), strconv.Quote(v))
+		for _, k := range slices.Sorted(maps.Keys(n.Hosts)) {
+			fmt.Fprintf(&b, "    %s: %s\n", strconv.Quote(k), strconv.Quote(n.Hosts[k]))
 		}
 	}
 	return b.String()

@@ -24,6 +24,8 @@ func init() {
 // P05: net: none; UDP and TCP to port 53, TCP to an IPv4 and an IPv6
 // address, to host loopback listeners, to a host abstract unix socket.
 func runP05(ctx context.Context, e *Env) Result {
+	hostWide.Lock()
+	defer hostWide.Unlock()
 	r := newResult()
 	var ctrs []*counter
 	defer func() {
@@ -57,7 +59,7 @@ func runP05(ctx context.Context, e *Env) Result {
 	tcp4 := add("tcp", "127.0.0.1:0")
 	tcp6 := add("tcp", "[::1]:0")
 	udp4 := add("udp", "127.0.0.1:0")
-	abs := add("unix", "@"+marker("p05-abstract"))
+	abs := add("unix", "@"+e.uniqueName())
 	var tcpT, udpT, absT []string
 	for _, c := range []*counter{dnsT, tcp4, tcp6} {
 		if c != nil {
@@ -287,7 +289,7 @@ func runP15(ctx context.Context, e *Env) Result {
 		ctrs = append(ctrs, c)
 		targets = append(targets, target{label, network, addr, c})
 	}
-	m := marker("p15")
+	m := e.uniqueName()
 	// A fake Docker API under /run (root), where the host's services keep
 	// their sockets.
 	runDir := filepath.Join("/run", m)

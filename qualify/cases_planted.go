@@ -9,9 +9,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -55,8 +57,27 @@ func runP25(ctx context.Context, e *Env) Result {
 		{Label: "mkdir W/.vscode", Args: []string{"mkdir", ".vscode"}},
 		{Label: "create W2/.git", Args: []string{"mkdir", filepath.Join(w2, ".git")}},
 		{Label: "create W2/.envrc", Args: []string{"write", filepath.Join(w2, ".envrc")}},
+		{Label: "create W/.claude/settings.json", Args: []string{"write", ".claude/settings.json"}},
+		{Label: "git init W2", Shell: "(cd " + shq(w2) + " && if command -v git >/dev/null 2>&1; then git init -q . >/dev/null 2>&1 && echo INIT-OK; echo git-init-done; else echo no-git; fi)"},
 		{Label: "control: write W/file", Args: []string{"write", "file"}},
 	}
+	// Without --strict-tree a plant is reported too, and the run keeps the
+	// workload's exit status.
+	w0 := e.TempDir("p25-report")
+	_ = exec.Command("git", "init", "-q", w0).Run()
+	cfg0 := "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = touch " + filepath.Join(e.TempDir("p25-mark0"), "ran") + "\n"
+	o0, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{}), Workdir: w0, Args: e.steps(
+		plantShell("config", filepath.Join(w0, "sub", ".git", "config"), cfg0),
+		plantShell("HEAD", filepath.Join(w0, "sub", ".git", "HEAD"), "ref: refs/heads/main\n"),
+		step{Label: "dirs", Shell: "mkdir -p sub/.git/objects sub/.git/refs"},
+	)})
+	if err != nil {
+		failNow(e, &r, "corral run (without --strict-tree)", err)
+		return r
+	}
+	e.Check(&r, "without --strict-tree: a repository planted in W0/sub is reported, exit 0", brief(o0),
+		o0.Code == 0 && strings.Contains(o0.Stderr, "planted for later: "+filepath.Join(w0, "sub", ".git")) && strings.Contains(o0.Stderr, "core.fsmonitor = touch "),
+		"without --strict-tree the planted repository was not reported, or the run did not keep the workload's exit status")
 	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{RW: []string{w2}}), Workdir: w, Flags: []string{"--strict-tree", "--audit", auditLog}, Args: e.steps(ss...)})
 	if err != nil {
 		failNow(e, &r, "corral run", err)
@@ -69,27 +90,43 @@ func runP25(ctx context.Context, e *Env) Result {
 		e.Check(&r, st.Label+" (nested: cannot be pre-empted, must be reported)", strings.TrimSpace(s[st.Label].Text), strings.Contains(s[st.Label].Text, "PLANT-OK"),
 			st.Label+": the workload could not plant it, so the report is not tested")
 	}
-	for _, st := range ss[5:10] {
+	for _, st := range ss[5:11] {
 		mustFail(e, &r, st.Label+" (absent at the start: must not be creatable)", s[st.Label], st.Label+" succeeded: an absent protected name was created at the top of a read-write root")
 	}
+	gi := strings.TrimSpace(s["git init W2"].Text)
+	e.Check(&r, "git init in W2 (no .git at the start)", gi, !strings.Contains(gi, "INIT-OK") && (strings.Contains(gi, "git-init-done") || gi == "no-git"), "git init made a repository at the top of W2")
 	e.Check(&r, "strict-tree: the run fails with 116", fmt.Sprintf("exit %d", o.Code), o.Code == 116, "the run did not fail although the workload planted files")
 	for _, p := range []string{"sub/.git", "wt/.git", "deep/.bashrc"} {
 		e.Check(&r, "reported on stderr: "+p, grepLine(o.Stderr, filepath.Join(w, p)), strings.Contains(o.Stderr, "planted for later: "+filepath.Join(w, p)), p+" was planted and not reported")
 	}
 	e.Check(&r, "the report names the key", grepLine(o.Stderr, "core.fsmonitor"), strings.Contains(o.Stderr, "core.fsmonitor = touch "+mark), "the planted core.fsmonitor is not named")
-	found := findingPaths(auditLog)
-	e.Check(&r, "audit: Detection Findings (class 2004)", strings.Join(found, ", "), strings.Contains(strings.Join(found, "\n"), filepath.Join(w, "sub", ".git")), "the audit log has no finding for sub/.git")
-	var left []string
-	for _, p := range []string{filepath.Join(w, ".bashrc"), filepath.Join(w, ".mcp.json"), filepath.Join(w, ".vscode"), filepath.Join(w2, ".git"), filepath.Join(w2, ".envrc")} {
-		if hostExists(p) {
-			left = append(left, p)
+	found := findings(auditLog)
+	subGit := filepath.Join(w, "sub", ".git")
+	_, ok := found[subGit]
+	e.Check(&r, "audit: Detection Findings (class 2004)", strings.Join(slices.Sorted(maps.Keys(found)), ", "), ok, "the audit log has no finding for sub/.git")
+	e.Check(&r, "audit: the finding for sub/.git names the key", strings.Join(found[subGit], "; "), slices.Contains(found[subGit], "core.fsmonitor = touch "+mark), "the finding does not name the planted core.fsmonitor")
+	e.Check(&r, "strict-tree: sub/.git moved aside", fmt.Sprintf("sub/.git exists: %v, sub/.git.corral-quarantine exists: %v", hostExists(subGit), hostExists(subGit+".corral-quarantine")),
+		!hostExists(subGit) && hostExists(subGit+".corral-quarantine"), "the planted repository was not moved aside")
+	// At the top: what was there and what the workload made below it,
+	// nothing else (no placeholder, no protected name created).
+	tops := map[string][]string{w: {".git", "deep", "file", "sub", "wt"}, w2: nil}
+	for _, d := range []string{w, w2} {
+		var extra []string
+		ents, _ := os.ReadDir(d)
+		for _, ent := range ents {
+			if !slices.Contains(tops[d], ent.Name()) {
+				extra = append(extra, filepath.Join(d, ent.Name()))
+			}
 		}
+		e.Check(&r, "host: nothing left at the top of "+d+" (no placeholder, nothing created)", strings.Join(extra, ", "), len(extra) == 0, "left on the host: "+strings.Join(extra, ", "))
 	}
-	e.Check(&r, "host: nothing left at the top (no placeholder, nothing created)", strings.Join(left, ", "), len(left) == 0, "left on the host: "+strings.Join(left, ", "))
 	if hasGit {
 		for _, d := range []string{"sub", "deep", "wt"} {
-			git := exec.Command("git", "-C", filepath.Join(w, d), "status")
+			// As the tree's owner would, and past git's ownership check
+			// (the tree may be another uid's: docker's nobody).
+			git := exec.Command("git", "-c", "safe.directory=*", "-C", filepath.Join(w, d), "status")
 			git.Env = []string{"PATH=" + hostPath, "HOME=" + e.Home}
+			e.asUser(git)
 			_ = git.Run()
 		}
 		e.Check(&r, "host: git status in the planted directories runs nothing", fmt.Sprintf("marker exists: %v", hostExists(mark)), !hostExists(mark), "a host git ran the planted command")
@@ -107,29 +144,33 @@ func grepLine(s, sub string) string {
 	return "(none)"
 }
 
-// findingPaths lists the resources of the Detection Findings in an audit log.
-func findingPaths(path string) []string {
+// findings maps the resource of each Detection Finding in an audit log to
+// the configuration keys it names.
+func findings(path string) map[string][]string {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return []string{"<" + err.Error() + ">"}
+		return map[string][]string{"<" + err.Error() + ">": nil}
 	}
-	var out []string
+	out := map[string][]string{}
 	for _, line := range strings.Split(string(b), "\n") {
 		var ev struct {
 			ClassUID  int `json:"class_uid"`
 			Resources []struct {
 				Name string `json:"name"`
 			} `json:"resources"`
+			Unmapped struct {
+				Keys []string `json:"keys"`
+			} `json:"unmapped"`
 		}
 		if json.Unmarshal([]byte(line), &ev) == nil && ev.ClassUID == 2004 && len(ev.Resources) > 0 {
-			out = append(out, ev.Resources[0].Name)
+			out[ev.Resources[0].Name] = ev.Unmapped.Keys
 		}
 	}
 	return out
 }
 
 // p26Files is the tool and agent configuration P26 rewrites.
-var p26Files = []string{".mcp.json", ".vscode/tasks.json", ".idea/workspace.xml", ".claude/settings.json", ".codex/config.toml",
+var p26Files = []string{".mcp.json", ".vscode/tasks.json", ".idea/workspace.xml", ".claude/settings.json", ".codex/config.toml", ".aws/config",
 	".gitconfig", ".gitmodules", ".npmrc", ".envrc", ".docker/config.json", ".kube/config"}
 
 // P26: defaults, rw: [W] holding agent, IDE and tool configuration;
@@ -196,13 +237,14 @@ func runP27(ctx context.Context, e *Env) Result {
 	}
 	e.handOver(w)
 	mark := filepath.Join(outside, "written")
+	// resolved is what the refusal suggests writing instead.
 	cases := []struct {
-		label, yaml, link, target string
+		label, yaml, link, target, resolved string
 	}{
-		{"rw through W/cache -> outside", "filesystem:\n  read_write: [" + shq(filepath.Join(w, "cache")) + "]\n", filepath.Join(w, "cache"), outside},
-		{"rw through W/up -> W's parent", "filesystem:\n  read_write: [" + shq(filepath.Join(w, "up", "x")) + "]\n", filepath.Join(w, "up"), filepath.Dir(w)},
-		{"ro through a link in a world-writable directory", "filesystem:\n  read_only: [" + shq(filepath.Join(shared, "l", "sub")) + "]\n", filepath.Join(shared, "l"), outside},
-		{"deny through a link in a world-writable directory", "filesystem:\n  deny: [" + shq(filepath.Join(shared, "l", "sub2")) + "]\n", filepath.Join(shared, "l"), outside},
+		{"rw through W/cache -> outside", "filesystem:\n  read_write: [" + shq(filepath.Join(w, "cache")) + "]\n", filepath.Join(w, "cache"), outside, outside},
+		{"rw through W/up -> W's parent", "filesystem:\n  read_write: [" + shq(filepath.Join(w, "up", "x")) + "]\n", filepath.Join(w, "up"), filepath.Dir(w), filepath.Join(filepath.Dir(w), "x")},
+		{"ro through a link in a world-writable directory", "filesystem:\n  read_only: [" + shq(filepath.Join(shared, "l", "sub")) + "]\n", filepath.Join(shared, "l"), outside, filepath.Join(outside, "sub")},
+		{"deny through a link in a world-writable directory", "filesystem:\n  deny: [" + shq(filepath.Join(shared, "l", "sub2")) + "]\n", filepath.Join(shared, "l"), outside, filepath.Join(outside, "sub2")},
 	}
 	_ = os.MkdirAll(filepath.Join(filepath.Dir(w), "x"), 0o755)
 	defer os.Remove(filepath.Join(filepath.Dir(w), "x"))
@@ -215,6 +257,11 @@ func runP27(ctx context.Context, e *Env) Result {
 		named := strings.Contains(o.Stderr, "symlink "+c.link+" -> "+c.target)
 		e.Check(&r, c.label+": refused at load (122) naming the link and its target", brief(o), o.Code == 122 && named && !strings.Contains(o.Stdout, "RAN"),
 			c.label+": the policy was not refused, or the refusal does not name the link and its target")
+		// Where it is, and what to write instead.
+		at := e.PolicyPath(e.SystemPolicy(c.yaml)) + ":"
+		hint := `write "` + c.resolved + `"`
+		e.Check(&r, c.label+": the refusal names the policy line and suggests "+hint, grepLine(o.Stderr, "symlink "+c.link), strings.Contains(o.Stderr, at) && strings.Contains(o.Stderr, hint),
+			c.label+": the refusal does not name "+at+" or suggest "+hint)
 	}
 	e.Check(&r, "host: nothing written outside the entries", fmt.Sprintf("%s exists: %v", mark, hostExists(mark)), !hostExists(mark), "the workload wrote through a planted link")
 	// Control: the same grant written as its target is accepted.

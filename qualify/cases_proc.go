@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/corral-sandbox/corral/probe"
 )
 
 func init() {
@@ -68,7 +70,7 @@ type stepOutResult struct {
 // P04: background, setsid, nohup and double-forked descendants.
 func runP04(ctx context.Context, e *Env) Result {
 	r := newResult()
-	m := marker("p04")
+	m := e.uniqueName()
 	e.AddMarker(m)
 	sl := e.probeLine("sleep", "300", m)
 	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{}), Args: e.steps(
@@ -124,19 +126,35 @@ func runP06(ctx context.Context, e *Env) Result {
 	lk := leaked(o.Stdout+o.Stderr, tok, tok2, tok3)
 	e.Check(&r, "no token in the output", fmt.Sprintf("%d of 3 tokens found", len(lk)), len(lk) == 0, "secrets leaked: "+strings.Join(lk, ", "))
 	pr, _ := find(s["env"].Results, "pids")
-	bad := []string{}
-	for _, f := range strings.Fields(pr.Detail) {
-		if p, _ := strconv.Atoi(f); p == run.Pid() || p > 1000 {
-			bad = append(bad, f)
-		}
-	}
-	e.Check(&r, "pids visible inside", pr.Detail, pr.OK && strings.HasPrefix(pr.Detail, "1") && len(bad) == 0, "host pids (the supervisor's "+strconv.Itoa(run.Pid())+"?) visible inside: "+strings.Join(bad, " "))
+	bad := hostPids(pr.Detail, run.Pid())
+	e.Check(&r, "pids visible inside", pr.Detail, pr.OK && firstPid(pr.Detail) == "1" && len(bad) == 0, "host pids (the supervisor's "+strconv.Itoa(run.Pid())+"?) visible inside: "+strings.Join(bad, " "))
 	for _, x := range findAll(s["env"].Results, "read /proc/") {
 		if strings.Contains(x.Detail, " run ") && strings.Contains(x.Detail, "--audit") {
 			e.Check(&r, x.What, x.Detail, false, "the supervisor's command line is visible inside")
 		}
 	}
 	return r
+}
+
+// hostPids lists the pids of a sandbox's /proc listing that cannot be its
+// own: above 100 (a fresh PID namespace numbers from 1, and a case starts
+// a few processes), or the supervisor's.
+func hostPids(list string, supervisor int) []string {
+	var bad []string
+	for _, f := range strings.Fields(list) {
+		if p, _ := strconv.Atoi(f); p > 100 || p == supervisor {
+			bad = append(bad, f)
+		}
+	}
+	return bad
+}
+
+// firstPid is the first pid of a listing ("1" in a PID namespace).
+func firstPid(list string) string {
+	if f := strings.Fields(list); len(f) > 0 {
+		return f[0]
+	}
+	return ""
 }
 
 // netnsOf is the network namespace link of pid ("" when gone).
@@ -172,7 +190,7 @@ func runP09(ctx context.Context, e *Env) Result {
 		sig  syscall.Signal
 		want int
 	}{{"SIGINT", syscall.SIGINT, 130}, {"SIGTERM", syscall.SIGTERM, 143}, {"SIGKILL", syscall.SIGKILL, 137}} {
-		m := marker("p09")
+		m := e.uniqueName()
 		e.AddMarker(m)
 		run, err := e.Start(ctx, Run{Policy: policy, Args: e.steps(
 			step{Label: "bg", Shell: e.probeLine("sleep", "300", m) + " >/dev/null &"},
@@ -240,7 +258,7 @@ func runP09(ctx context.Context, e *Env) Result {
 		}
 	}
 	// Timeout expiry.
-	m := marker("p09t")
+	m := e.uniqueName()
 	e.AddMarker(m)
 	run, err := e.Start(ctx, Run{Policy: e.policyFor(pol{Limits: "timeout: 1s"}), Args: e.steps(
 		step{Label: "bg", Shell: e.probeLine("sleep", "300", m) + " >/dev/null &"},
@@ -286,10 +304,14 @@ func runP10(ctx context.Context, e *Env) Result {
 		tok := newToken()
 		// The corral command in a script, so that TEXT can hold a newline.
 		scr := filepath.Join(outside, "run.sh")
-		_ = writeHostFile(scr, fmt.Sprintf("%s run %s--policy %s -C %s -- %s __probe tiocsti 'touch %s\n'\n", shq(e.Bin), flag, shq(policy), shq(wd), shq(e.Bin), mk), 0o755)
+		_ = writeHostFile(scr, fmt.Sprintf("%s %s %s--policy %s -C %s -- %s __probe tiocsti 'touch %s\n'\n", shq(e.Bin), strings.Join(e.runArgs(), " "), flag, shq(policy), shq(wd), shq(e.Bin), mk), 0o755)
+		// The user's shell is the user corral runs as, and can write the
+		// marker's directory: an injected command would succeed.
+		e.handOver(e.Dir)
 		shell := exec.CommandContext(ctx, "/bin/sh", "-i")
 		shell.Dir = outside
 		shell.Env = []string{"PATH=" + hostPath, "HOME=" + e.Home, "PS1=$ ", "TERM=dumb", "ENV="}
+		e.asUser(shell)
 		ptmx, err := pty.Start(shell)
 		if err != nil {
 			failNow(e, &r, name+": start a shell on a pty", err)
@@ -373,10 +395,12 @@ func appliesP12(e *Env) (bool, string) {
 // P12: pids 256, memory 256M, timeout 20s: fork bomb, allocation, fd
 // flood, 64 busy loops.
 func runP12(ctx context.Context, e *Env) Result {
+	hostWide.Lock()
+	defer hostWide.Unlock()
 	r := newResult()
 	limits := "memory: 256M, pids: 256, nofile: 1024, cpu: 1, timeout: 20s"
 	policy := e.policyFor(pol{Limits: limits})
-	const fb = "__probe sleep 30 fb"
+	fb := e.Bin + " __probe sleep 30 fb" // this run's children (argv[0] is the path run)
 	// Fork bomb, with the host counting the children meanwhile.
 	stop := make(chan struct{})
 	maxc := make(chan int)
@@ -407,6 +431,8 @@ func runP12(ctx context.Context, e *Env) Result {
 		fbr, _ := find(s["forkbomb"].Results, "forkbomb")
 		e.Check(&r, "forkbomb 1000 under pids: 256", show(fbr), s["forkbomb"].reported() && !fbr.OK, "1000 processes started under a 256 limit")
 		e.Check(&r, "host: most fork-bomb children seen at once", strconv.Itoa(n), n <= 256, fmt.Sprintf("%d children on the host, above the limit 256", n))
+		// The count proves something only when the host saw the children.
+		e.Check(&r, "host: the fork-bomb children were seen at all", strconv.Itoa(n), n >= 10, fmt.Sprintf("the host saw %d fork-bomb children: the count cannot show the limit", n))
 	}
 	t0 := time.Now()
 	herr := exec.Command("true").Run()
@@ -438,7 +464,7 @@ func runP12(ctx context.Context, e *Env) Result {
 		e.Check(&r, "fdflood under nofile: 1024", show(x), o.Report != nil && !x.OK && x.Errno == "EMFILE" && cnt <= 1024, "the fd flood was not stopped by EMFILE before 1024 fds")
 	}
 	// 64 busy loops for 4 s under cpu: 1; the host stays responsive.
-	m := marker("p12")
+	m := e.uniqueName()
 	e.AddMarker(m)
 	run, err := e.Start(ctx, Run{Policy: policy, Args: e.steps(
 		step{Label: "busy", Args: []string{"busy", "64", "4"}},
@@ -468,40 +494,62 @@ func runP12(ctx context.Context, e *Env) Result {
 }
 
 // P13: list /proc; read /proc/1/root/…, /proc/1/environ; write
-// core_pattern and sysrq-trigger.
+// core_pattern, sysrq-trigger and other kernel tunables.
 func runP13(ctx context.Context, e *Env) Result {
 	r := newResult()
 	core, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
 	tok := newToken()
-	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{}), Env: []string{"CANARY_TOKEN=" + tok}, Probe: []string{"procfs"}})
+	tunables := []string{"/proc/sys/kernel/sysrq", "/proc/sys/vm/drop_caches"}
+	// Opening for writing is the test: nothing is written (a subshell: a
+	// failed redirection may end the shell).
+	open := ""
+	for _, f := range tunables {
+		open += "if (true > " + f + ") 2>/dev/null; then echo 'opened " + f + "'; else echo 'refused " + f + "'; fi\n"
+	}
+	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{}), Env: []string{"CANARY_TOKEN=" + tok}, Args: e.steps(
+		step{Label: "procfs", Args: []string{"procfs"}},
+		step{Label: "self root", Shell: `echo "root=$(readlink /proc/self/root)"`},
+		step{Label: "tunables", Shell: open},
+	)})
 	if err != nil {
 		failNow(e, &r, "corral run", err)
 		return r
 	}
-	rs := results(o)
-	e.Check(&r, "run procfs", brief(o), o.Code == 0 && len(rs) > 0, "the probe did not report")
-	pids, _ := o.Result("pids")
-	var bad []string
-	for _, f := range strings.Fields(pids.Detail) {
-		if p, _ := strconv.Atoi(f); p > 1000 {
-			bad = append(bad, f)
+	s := parseSteps(o)
+	rs := s["procfs"].Results
+	get := func(what string) (probe.Result, bool) {
+		for _, x := range rs {
+			if x.What == what {
+				return x, true
+			}
 		}
+		return probe.Result{}, false
 	}
-	e.Check(&r, "list /proc", pids.Detail, pids.OK && strings.HasPrefix(pids.Detail, "1") && len(bad) == 0, "host pids visible in the sandbox's /proc: "+strings.Join(bad, " "))
-	root, _ := o.Result("readlink /proc/1/root")
+	e.Check(&r, "run procfs", brief(o), o.Code == 0 && len(rs) > 0 && s["end"].Ran, "the probe did not report")
+	pids, _ := get("pids")
+	bad := hostPids(pids.Detail, 0)
+	e.Check(&r, "list /proc", pids.Detail, pids.OK && firstPid(pids.Detail) == "1" && len(bad) == 0, "host pids visible in the sandbox's /proc: "+strings.Join(bad, " "))
+	root, _ := get("readlink /proc/1/root")
 	e.Check(&r, "readlink /proc/1/root", show(root), !root.OK || root.Detail == "/", "/proc/1/root is not the sandbox root: "+root.Detail)
-	sh, _ := o.Result("read /proc/1/root/etc/shadow")
+	self := strings.TrimSpace(s["self root"].Text)
+	e.Check(&r, "readlink /proc/self/root", self, self == "root=/", "/proc/self/root is not /: "+self)
+	sh, _ := get("read /proc/1/root/etc/shadow")
 	e.Check(&r, "read /proc/1/root/etc/shadow", show(sh), !sh.OK, "/etc/shadow readable through /proc/1/root")
-	env, _ := o.Result("read /proc/1/environ")
+	env, _ := get("read /proc/1/environ")
 	e.Check(&r, "read /proc/1/environ", show(env), !strings.Contains(env.Detail, tok), "the caller's secret is in /proc/1/environ")
-	kc, _ := o.Result("read /proc/kcore")
+	kc, _ := get("read /proc/kcore")
 	e.Check(&r, "read /proc/kcore", show(kc), !kc.OK, "/proc/kcore readable")
 	for _, w := range []string{"write /proc/sys/kernel/core_pattern", "write /proc/sysrq-trigger"} {
-		x, found := o.Result(w)
+		x, found := get(w)
 		e.Check(&r, w, show(x), found && !x.OK, w+" succeeded")
+	}
+	for _, f := range tunables {
+		t := s["tunables"].Text
+		e.Check(&r, "open "+f+" for writing", grepLine(t, f), strings.Contains(t, "refused "+f), f+" is writable inside")
 	}
 	lk := leaked(o.Stdout+o.Stderr, tok)
 	e.Check(&r, "no token in the output", fmt.Sprint(len(lk), " found"), len(lk) == 0, "the caller's secret leaked")
+	checkNoShadowHash(e, &r, o)
 	now, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
 	e.Check(&r, "host: core_pattern unchanged", strings.TrimSpace(string(now)), bytes.Equal(core, now), "the host's core_pattern changed")
 	return r

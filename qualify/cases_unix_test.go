@@ -13,7 +13,7 @@ import (
 // TestP28CatchesTheHole: with network.unix_sockets: allow (the hole the
 // control closes), P28 fails, on the connection itself and on what the
 // host listener saw, on linux, linux-service and docker (when a daemon is
-// there); with the default it passes (TestCasesPassLinux, corral qualify).
+// there); with the default it passes (e2e TestQualify, corral qualify).
 func TestP28CatchesTheHole(t *testing.T) {
 	needRootLinux(t)
 	bin := buildCorral(t)

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,13 +61,6 @@ func newToken() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "qcanary" + hex.EncodeToString(b[:])
-}
-
-// marker returns a unique string to find a case's processes by.
-func marker(id string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "corral-q-" + strings.ToLower(id) + "-" + hex.EncodeToString(b[:])
 }
 
 // uniqueSeconds returns a unique sleep duration such as "3171.482913",
@@ -143,7 +135,7 @@ func (p pol) yaml() string {
 		for k := range p.Layers {
 			ks = append(ks, k)
 		}
-		sort.Strings(ks)
+		slices.Sort(ks)
 		for _, k := range ks {
 			fmt.Fprintf(&b, "  %s: %s\n", k, p.Layers[k])
 		}
@@ -282,7 +274,7 @@ func (e *Env) homeTokens() []string {
 	for _, t := range e.Tokens {
 		out = append(out, t)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -367,7 +359,7 @@ func diffSnapshots(before, after map[string]string) []string {
 			out = append(out, "created "+p)
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -455,6 +447,7 @@ func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 	cmd.Dir = e.Dir
 	cmd.ExtraFiles = r.Extra
 	cmd.WaitDelay = 5 * time.Second
+	e.asUser(cmd)
 	return cmd, nil
 }
 

@@ -10,11 +10,12 @@ type Env struct {
 	Dir      string // the case's own temp dir (0755), removed afterwards
 	// Home is a throwaway home (HOME for corral) filled with canary files
 	// whose content is a random token: .ssh/id_test, .aws/credentials,
-	// .bashrc, .mozilla/firefox/profile/cookies.sqlite. Tokens maps each
+	// .bashrc, .mozilla/firefox/profile/cookies.sqlite,
+	// .config/google-chrome/Default/Cookies (CanaryFiles). Tokens maps each
 	// relative path to its token.
 	Home   string
 	Tokens map[string]string
-	Root   bool // corral runs as root
+	Root   bool // corral runs as root (the caller, or Options.User)
 	// Strict is --strict: the runner turns skips into failures.
 	Strict bool
 

@@ -185,6 +185,7 @@ func (e *Env) compare(ctx context.Context, n int, pol, dir string, args []string
 		cmd := exec.CommandContext(hctx, path, args[1:]...)
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}
+		e.asUser(cmd) // the same user as the sandbox's, in the tree handed to it
 		m, err = measure(cmd, "host: "+strings.Join(args, " "))
 		cancel()
 		if err != nil {

@@ -94,6 +94,12 @@ func Cases() []Case {
 	return out
 }
 
+// hostWide is held by the cases that bind fixed host addresses or measure
+// the whole host (P05, P12, P21), so that Qualify calls running at once in
+// one process (the e2e suite: providers and users side by side) do not
+// disturb each other.
+var hostWide sync.Mutex
+
 // caseSet is the case list Qualify runs; tests replace it with fake cases.
 var caseSet = Cases
 
@@ -110,14 +116,26 @@ type Options struct {
 	// one line per case otherwise. nil: silent.
 	Progress io.Writer
 	PerfRuns int // repetitions for the performance medians; 0: 15; <0: no perf section
+	// User, when set, is who runs corral instead of the caller (which must
+	// be root for another uid): the cases qualify what that user gets.
+	User *Identity
+}
+
+// Identity is a user corral runs as (Options.User). It also runs the host
+// commands a case runs in the user's place (a shell on a terminal, git in
+// a tree the workload wrote), and owns the case's files.
+type Identity struct {
+	UID, GID int
+	Groups   []uint32 // supplementary groups (e.g. docker's); none when empty
 }
 
 // runState is one Qualify call's shared state.
 type runState struct {
 	opts      Options
-	tmp       string // the run's temp dir (0755)
-	bin       string // the copy of the binary under test, in tmp/bin
-	root      bool
+	tmp       string          // the run's temp dir (0755)
+	bin       string          // the copy of the binary under test, in tmp/bin
+	root      bool            // corral runs as root
+	hostRoot  bool            // qualify itself runs as root
 	cgroupsOK map[string]bool // provider -> cgroups usable by this user
 	mu        sync.Mutex
 	policies  map[string]PolicyRecord
@@ -127,6 +145,7 @@ type runState struct {
 type caseState struct {
 	run       *runState
 	caseID    string
+	prefix    string // of the case's unique names (Env.uniqueName)
 	mu        sync.Mutex
 	nPolicy   int
 	policies  map[string]string // policy text -> its file
@@ -152,6 +171,9 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	o.Bin = bin
+	if u := o.User; u != nil && u.UID != os.Geteuid() && os.Geteuid() != 0 {
+		return nil, fmt.Errorf("running corral as uid %d needs root", u.UID)
+	}
 	if o.PerfRuns == 0 {
 		o.PerfRuns = 15
 	}
@@ -178,7 +200,10 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 	}
 	// The sandbox runs a copy in a 0755 directory: the binary's own
 	// directory may not be reachable for the sandbox's user (/root/go/bin).
-	rs := &runState{opts: o, tmp: tmp, root: os.Geteuid() == 0, cgroupsOK: map[string]bool{}, policies: map[string]PolicyRecord{}}
+	rs := &runState{opts: o, tmp: tmp, root: os.Geteuid() == 0, hostRoot: os.Geteuid() == 0, cgroupsOK: map[string]bool{}, policies: map[string]PolicyRecord{}}
+	if o.User != nil {
+		rs.root = o.User.UID == 0
+	}
 	if err := os.Mkdir(filepath.Join(tmp, "bin"), 0o755); err != nil {
 		return nil, err
 	}
@@ -194,9 +219,12 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		Binary:        BinaryInfo{Path: o.Bin, SHA256: sum},
 		Strict:        o.Strict,
 	}
-	ver := binVersion(ctx, rs.bin)
+	if o.User != nil {
+		rep.Host.UID = o.User.UID
+	}
+	ver := rs.binVersion(ctx)
 	rep.Binary.Version = ver.String()
-	doc := binDoctor(ctx, rs.bin)
+	doc := rs.binDoctor(ctx)
 
 	prog := newProgress(o.Progress, len(provs) > 1)
 	total := 0
@@ -444,7 +472,7 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 		Tokens:   map[string]string{},
 		Root:     rs.root,
 		Strict:   rs.opts.Strict,
-		st:       &caseState{run: rs, caseID: caseID},
+		st:       &caseState{run: rs, caseID: caseID, prefix: "corral-q-" + strings.ToLower(caseID) + "-" + randHex(3) + "-"},
 	}
 	for _, rel := range CanaryFiles {
 		tok := "canary-" + randHex(12)
@@ -465,22 +493,24 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 
 // CanaryFiles are the files of every Env.Home, relative to it; each holds
 // a random token (Env.Tokens).
-var CanaryFiles = []string{".ssh/id_test", ".aws/credentials", ".bashrc", ".mozilla/firefox/profile/cookies.sqlite"}
+var CanaryFiles = []string{".ssh/id_test", ".aws/credentials", ".bashrc", ".mozilla/firefox/profile/cookies.sqlite", ".config/google-chrome/Default/Cookies"}
 
-// MarkerPrefix is the prefix of the markers the runner looks for after
-// case id ("corral-q-p09-"), besides the case dir and Env.Marker ones.
-func MarkerPrefix(id string) string { return "corral-q-" + strings.ToLower(id) + "-" }
+// uniqueName returns a fresh name ("corral-q-p09-RUN-HEX": the case, and
+// this case run, so that Qualify calls at once do not take each other's)
+// for the case's processes, sockets and files; the runner looks for it in
+// surviving processes after the case.
+func (e *Env) uniqueName() string { return e.st.prefix + randHex(6) }
 
 // cleanup closes the case's listeners, makes sure nothing it started is
-// still running (processes whose command line names the case dir or one of
-// its markers or MarkerPrefix(id): given 3 s, then killed, and reported)
-// and removes its dir.
+// still running (processes whose command line names the case dir, one of
+// its markers or the prefix of its unique names: given 3 s, then killed,
+// and reported) and removes its dir.
 // It returns what was wrong, or "".
 func (e *Env) cleanup() string {
 	st := e.st
 	st.mu.Lock()
 	ls, started := st.listeners, st.started
-	markers := append([]string{e.Dir, MarkerPrefix(st.caseID)}, st.markers...)
+	markers := slices.DeleteFunc(append([]string{e.Dir, st.prefix}, st.markers...), func(m string) bool { return m == "" })
 	st.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
@@ -555,22 +585,47 @@ func (e *Env) TempDir(name string) string {
 // it does for a user's own project.
 const dockerOwner = 65534
 
-// handOver gives path (and what is below it) to dockerOwner when root
+// handOver gives path (and what is below it) to the user corral runs as
+// when that is not the caller (Options.User), or to dockerOwner when root
 // qualifies the docker provider; otherwise it does nothing. The command
 // builders call it on the case dir before every corral run.
 func (e *Env) handOver(path string) {
-	if e.Provider != "docker" || !e.Root {
+	uid, gid, ok := e.owner()
+	if !ok {
 		return
 	}
 	_ = filepath.WalkDir(path, func(p string, _ os.DirEntry, err error) error {
 		if err == nil {
-			err = os.Lchown(p, dockerOwner, dockerOwner)
+			err = os.Lchown(p, uid, gid)
 		}
 		if err != nil {
-			panic(fmt.Sprintf("hand %s to uid %d: %v", p, dockerOwner, err))
+			panic(fmt.Sprintf("hand %s to uid %d: %v", p, uid, err))
 		}
 		return nil
 	})
+}
+
+// owner is who the case's files are handed to (handOver), if anyone.
+func (e *Env) owner() (uid, gid int, ok bool) {
+	var u *Identity
+	if e.st != nil {
+		u = e.st.run.opts.User
+	}
+	switch {
+	case u != nil && u.UID != 0:
+		return u.UID, u.GID, true
+	case e.Provider == "docker" && e.Root:
+		return dockerOwner, dockerOwner, true
+	}
+	return 0, 0, false
+}
+
+// asUser makes cmd, a host command a case runs in the user's place, run as
+// Options.User when set.
+func (e *Env) asUser(cmd *exec.Cmd) {
+	if e.st != nil {
+		e.st.run.asUser(cmd)
+	}
 }
 
 // WriteFile writes content to path (creating parent dirs 0755) with mode.
@@ -849,6 +904,7 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 	cmd.Env = append(append([]string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}, providerEnv()...), r.Env...)
 	cmd.Dir = e.Dir
 	cmd.WaitDelay = 5 * time.Second
+	e.asUser(cmd)
 	if r.Stdin != "" {
 		cmd.Stdin = strings.NewReader(r.Stdin)
 	}
@@ -1059,9 +1115,9 @@ func (v binVersionInfo) String() string {
 	return fmt.Sprintf("%s (commit %s, %s)", v.Version, v.Commit, v.Go)
 }
 
-func binVersion(ctx context.Context, bin string) binVersionInfo {
+func (rs *runState) binVersion(ctx context.Context) binVersionInfo {
 	var v binVersionInfo
-	out, err := runQuiet(ctx, bin, "version", "-o", "json")
+	out, err := rs.runQuiet(ctx, "version", "-o", "json")
 	if err == nil {
 		_ = json.Unmarshal(out, &v)
 	}
@@ -1102,21 +1158,35 @@ func (p doctorProvider) layerAvailable(layer string) bool {
 	return false
 }
 
-func binDoctor(ctx context.Context, bin string) doctorInfo {
+func (rs *runState) binDoctor(ctx context.Context) doctorInfo {
 	var d doctorInfo
 	// doctor exits 121 when no provider can enforce the default policy;
 	// its JSON is still on stdout.
-	out, _ := runQuiet(ctx, bin, "doctor", "-o", "json")
+	out, _ := rs.runQuiet(ctx, "doctor", "-o", "json")
 	_ = json.Unmarshal(out, &d)
 	return d
 }
 
-func runQuiet(ctx context.Context, bin string, args ...string) ([]byte, error) {
+func (rs *runState) runQuiet(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, rs.bin, args...)
 	cmd.Env = append([]string{"PATH=" + hostPath, "HOME=" + os.Getenv("HOME"), "LANG=C"}, providerEnv()...)
+	cmd.Dir = rs.tmp
+	rs.asUser(cmd)
 	return cmd.Output()
+}
+
+// asUser makes cmd run as Options.User, when set.
+func (rs *runState) asUser(cmd *exec.Cmd) {
+	u := rs.opts.User
+	if u == nil {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: append([]uint32{}, u.Groups...)}
 }
 
 func parseYAMLMap(text string) (map[string]any, error) {

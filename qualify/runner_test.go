@@ -4,12 +4,14 @@ package qualify
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,7 +26,7 @@ func fakeBin(t *testing.T) string {
 case "$1" in
 version) echo '{"version":"test","commit":"abc","go":"go1.26","providers":["linux"]}';;
 doctor) echo '{"providers":[{"provider":"linux","available":true,"facts":{"kernel":"k"},"layers":[{"layer":"cgroups","state":"available"}]}]}';;
-run) shift; echo "ARGS $*"; echo "HOME=$HOME"; echo '{"probe":"fake","results":[{"what":"read x","ok":false,"errno":"EACCES"}]}'; exit 3;;
+run) shift; echo "ARGS $*"; echo "HOME=$HOME"; echo "ID=$(id -u):$(id -g):$(id -G)"; echo '{"probe":"fake","results":[{"what":"read x","ok":false,"errno":"EACCES"}]}'; exit 3;;
 esac
 `
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
@@ -286,6 +288,43 @@ func TestEnvCorralAndCanaries(t *testing.T) {
 	}
 	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {
 		t.Errorf("case dir %s not removed: %v", env.Dir, err)
+	}
+}
+
+// TestQualifyAsUser: with Options.User corral runs as that uid, gid and
+// groups, the case's files are that user's, and the report says whose run
+// it was.
+func TestQualifyAsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: runs corral as another uid")
+	}
+	var out Outcome
+	var owner string
+	var root bool
+	withCases(t, Case{ID: "T21", Title: "runs corral as the user", Run: func(ctx context.Context, e *Env) Result {
+		var r Result
+		root = e.Root
+		var err error
+		out, err = e.Corral(ctx, Run{Policy: e.SystemPolicy(""), Probe: []string{"read", "/x"}})
+		e.Check(&r, "corral", out.String(), err == nil, "corral failed")
+		if fi, err := os.Stat(filepath.Join(e.Home, ".ssh", "id_test")); err == nil {
+			st := fi.Sys().(*syscall.Stat_t)
+			owner = fmt.Sprintf("%d:%d", st.Uid, st.Gid)
+		}
+		return r
+	}})
+	rep := qualifyFake(t, Options{User: &Identity{UID: 65534, GID: 65534, Groups: []uint32{65533}}})
+	if r := rep.Providers[0].Results[0]; r.Status != Pass {
+		t.Fatalf("%s: %s", r.Status, r.Reason)
+	}
+	if !strings.Contains(out.Stdout, "ID=65534:65534:") || !strings.Contains(out.Stdout, "65533") {
+		t.Errorf("corral did not run as 65534:65534 with group 65533: %q", out.Stdout)
+	}
+	if owner != "65534:65534" {
+		t.Errorf("a canary is owned by %q, want the user's 65534:65534", owner)
+	}
+	if root || rep.Host.UID != 65534 {
+		t.Errorf("Env.Root %v, report host.uid %d: want the user's", root, rep.Host.UID)
 	}
 }
 

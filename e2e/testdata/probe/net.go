@@ -1,14 +1,12 @@
 package main
 
-// Network subcommands used by the egress tests: raw requests to the proxy,
-// a CONNECT followed by a TLS ClientHello with a chosen SNI, and a minimal
-// RFC 6455 WebSocket client through the proxy.
+// Network subcommands used by the egress tests: raw requests to the proxy
+// and a minimal RFC 6455 WebSocket client through it.
 
 import (
 	"bufio"
 	"crypto/rand"
 	"crypto/sha1"
-	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -58,70 +56,6 @@ func rawHTTP(addr, req string) {
 	}
 	fmt.Printf("rawhttp: %s\n", line)
 	fmt.Printf("rawhttp-reply: %q\n", buf.String())
-}
-
-// connectProxy dials proxy and asks for a CONNECT tunnel to target. It
-// returns the connection when the proxy answered 2xx, else the status.
-func connectProxy(proxy, target string) (net.Conn, string, error) {
-	c, err := net.DialTimeout("tcp", proxy, 3*time.Second)
-	if err != nil {
-		return nil, "", err
-	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		c.Close()
-		return nil, "", err
-	}
-	if resp.StatusCode/100 != 2 {
-		c.Close()
-		return nil, resp.Status, nil
-	}
-	if br.Buffered() > 0 {
-		c.Close()
-		return nil, "", fmt.Errorf("proxy sent %d bytes after the CONNECT reply", br.Buffered())
-	}
-	c.SetDeadline(time.Time{})
-	return c, resp.Status, nil
-}
-
-// sniProbe opens a CONNECT tunnel through proxy to target and performs a
-// TLS handshake with server name sni ("-" sends no SNI). It prints
-// "sni: ok" when the handshake completed (and a request got an answer),
-// "sni: connect STATUS" when the proxy refused the tunnel, or "sni:
-// handshake: ERR" when the tunnel was closed during the handshake.
-func sniProbe(proxy, target, sni string) {
-	c, status, err := connectProxy(proxy, target)
-	if err != nil {
-		fmt.Printf("sni: connect error: %v\n", err)
-		return
-	}
-	if c == nil {
-		fmt.Printf("sni: connect %s\n", status)
-		return
-	}
-	defer c.Close()
-	cfg := &tls.Config{InsecureSkipVerify: true} // the proxy is under test, not the certificate
-	if sni != "-" {
-		cfg.ServerName = sni
-	}
-	tc := tls.Client(c, cfg)
-	tc.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := tc.Handshake(); err != nil {
-		fmt.Printf("sni: handshake: %v\n", err)
-		return
-	}
-	host, _, _ := net.SplitHostPort(target)
-	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
-	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
-	if err != nil {
-		fmt.Printf("sni: handshake ok, request: %v\n", err)
-		return
-	}
-	resp.Body.Close()
-	fmt.Printf("sni: ok %d\n", resp.StatusCode)
 }
 
 // wsProbe opens a WebSocket to rawURL (http://host:port/path) through the
