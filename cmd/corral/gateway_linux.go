@@ -545,50 +545,16 @@ the sandbox could not be made.`}
 			}
 			return nil
 		}}
-	var follow bool
-	logs := &cobra.Command{Use: "logs ID", Short: "Print the output of every command run in a sandbox", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			lctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			stream, err := cl.LogsSandbox(lctx, connect.NewRequest(&gw.LogsSandboxRequest{Id: args[0], Follow: follow}))
-			if err != nil {
-				return apiErr(err)
-			}
-			for stream.Receive() {
-				os.Stdout.Write(stream.Msg().Data)
-			}
-			if err := stream.Err(); err != nil && lctx.Err() == nil {
-				return apiErr(err)
-			}
-			return nil
-		}}
-	logs.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
-	var followAudit bool
-	auditc := &cobra.Command{Use: "audit ID", Short: "Print a sandbox's audit log (OCSF 1.3.0 JSON Lines: execs, egress decisions, planted files)", Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			actx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			stream, err := cl.AuditSandbox(actx, connect.NewRequest(&gw.AuditSandboxRequest{Id: args[0], Follow: followAudit}))
-			if err != nil {
-				return apiErr(err)
-			}
-			for stream.Receive() {
-				os.Stdout.Write(stream.Msg().Data)
-			}
-			if err := stream.Err(); err != nil && actx.Err() == nil {
-				return apiErr(err)
-			}
-			return nil
-		}}
-	auditc.Flags().BoolVarP(&followAudit, "follow", "f", false, "keep printing new events")
+	logs := f.copyCmd("logs ID", "Print the output of every command run in a sandbox", "keep printing new output",
+		func(ctx context.Context, cl clientT, id string, follow bool) (*dataStream, error) {
+			st, err := cl.LogsSandbox(ctx, connect.NewRequest(&gw.LogsSandboxRequest{Id: id, Follow: follow}))
+			return chunks(st, err, (*gw.LogsSandboxResponse).GetData)
+		})
+	auditc := f.copyCmd("audit ID", "Print a sandbox's audit log (OCSF 1.3.0 JSON Lines: execs, egress decisions, planted files)", "keep printing new events",
+		func(ctx context.Context, cl clientT, id string, follow bool) (*dataStream, error) {
+			st, err := cl.AuditSandbox(ctx, connect.NewRequest(&gw.AuditSandboxRequest{Id: id, Follow: follow}))
+			return chunks(st, err, (*gw.AuditSandboxResponse).GetData)
+		})
 	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del)
 	return c
 }
@@ -754,4 +720,51 @@ func execInteractive(ctx context.Context, cl *gateway.Clients, req *gw.ExecSandb
 		}
 		return rerr
 	})
+}
+
+// dataStream is a server stream of byte chunks (LogsSandbox, AuditSandbox).
+type dataStream struct {
+	next func() ([]byte, bool)
+	err  func() error
+}
+
+// chunks is the dataStream of st, each message's bytes by data.
+func chunks[T any](st *connect.ServerStreamForClient[T], err error, data func(*T) []byte) (*dataStream, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &dataStream{next: func() ([]byte, bool) {
+		if !st.Receive() {
+			return nil, false
+		}
+		return data(st.Msg()), true
+	}, err: st.Err}, nil
+}
+
+// copyCmd is a command that copies a sandbox's stream (open) to stdout,
+// with -f to follow it, until it ends or SIGINT/SIGTERM.
+func (f *gatewayFlags) copyCmd(use, short, followHelp string, open func(ctx context.Context, cl clientT, id string, follow bool) (*dataStream, error)) *cobra.Command {
+	var follow bool
+	c := &cobra.Command{Use: use, Short: short, Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stream, err := open(ctx, cl, args[0], follow)
+			if err != nil {
+				return apiErr(err)
+			}
+			for b, ok := stream.next(); ok; b, ok = stream.next() {
+				os.Stdout.Write(b)
+			}
+			if err := stream.err(); err != nil && ctx.Err() == nil {
+				return apiErr(err)
+			}
+			return nil
+		}}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, followHelp)
+	return c
 }
