@@ -56,14 +56,17 @@ type LogStats struct {
 // Log is a session's audit log: a Sink with the bounds described above. A
 // nil *Log discards events.
 type Log struct {
-	mu      sync.Mutex
-	path    string
-	sink    *Sink
-	opts    LogOptions
-	stats   LogStats
-	n       int // events since the size was last checked
-	inCur   int // events of this log in the current file
-	inPrev  int // events of this log in PATH.1
+	mu     sync.Mutex
+	path   string
+	sink   *Sink
+	opts   LogOptions
+	stats  LogStats
+	n      int // events since the size was last checked
+	inCur  int // events of this log in the current file
+	inPrev int // events of this log in PATH.1
+	// oldPrev: PATH.1 was there when the log was opened, with events
+	// of an earlier process (a restarted supervisor or gateway).
+	oldPrev bool
 	denied  int // denials written one by one in this window
 	allowed int // allowed decisions written one by one in this window
 	pending map[aggKey]*aggregate
@@ -98,6 +101,9 @@ func OpenLog(path string, opts LogOptions) (*Log, error) {
 		opts.MaxAllowed = MaxAllowed
 	}
 	l := &Log{path: path, sink: s, opts: opts, pending: map[aggKey]*aggregate{}}
+	if _, err := os.Lstat(path + ".1"); err == nil {
+		l.oldPrev = true
+	}
 	if opts.Window > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
 		go l.tick()
@@ -248,9 +254,13 @@ func (l *Log) write(e Event) {
 	lost := l.inPrev
 	l.inPrev, l.inCur = l.inCur, 0
 	msg := fmt.Sprintf("audit log rotated at %d bytes: the previous %d events are in %s.1", l.opts.MaxBytes, l.inPrev, l.path)
-	if lost > 0 {
+	switch {
+	case lost > 0:
 		msg += fmt.Sprintf("; the %d events that file held before were removed", lost)
+	case l.oldPrev:
+		msg += "; the events an earlier process had left in that file were removed"
 	}
+	l.oldPrev = false
 	if l.sink.Emit(Note(msg)) == nil {
 		l.stats.Events++
 		l.inCur++

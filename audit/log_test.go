@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -123,5 +124,26 @@ func TestLogRotationFailureLosesNothing(t *testing.T) {
 	_ = l.Close()
 	if n := len(readLines(t, path)); n != 600 || l.Stats().Failed != 0 {
 		t.Errorf("%d events in the log, stats %+v; want 600", n, l.Stats())
+	}
+}
+
+// A log reopened over an earlier process's PATH.1 says, when its first
+// rotation replaces that file, that it removed those events.
+func TestLogRotationNamesAnEarlierProcessFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.jsonl")
+	if err := os.WriteFile(path+".1", []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLog(path, LogOptions{MaxBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		l.Emit(Note("event " + strconv.Itoa(i)))
+	}
+	_ = l.Close()
+	msg, _ := readLines(t, path)[0]["message"].(string)
+	if !strings.Contains(msg, "earlier process") {
+		t.Errorf("the rotation's note: %q", msg)
 	}
 }
