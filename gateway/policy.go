@@ -92,20 +92,26 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 		s.mu.Lock()
 		h := s.live[m.Id]
 		s.mu.Unlock()
-		if res.Network == policy.NetworkProxy {
-			if err := session.CheckRules(res.Egress); err != nil {
-				return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("egress rules: %w", err))
-			}
+		apply := func(bool) error { return nil }
+		switch {
+		case res.Network != policy.NetworkProxy:
+		case h != nil:
+			apply, err = h.sess.PrepareEgress(res.Egress)
+		default:
+			err = session.CheckRules(res.Egress)
 		}
-		// Stored first: the proxy never enforces rules the record does not show.
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("egress rules: %w", err))
+		}
+		// Stored first: the proxy never enforces rules the record does not
+		// show; it was built before, so it cannot fail now on the rules.
 		rec, rev, err := s.cfg.Store.SetPolicy(m.Id, rec.Version, m.PolicyYaml, res.Hash, "live", func(*store.Sandbox) {})
 		if err != nil {
+			_ = apply(false)
 			return nil, storeErr(m.Id, err)
 		}
-		if h != nil && res.Network == policy.NetworkProxy {
-			if err := h.sess.SetEgress(res.Egress); err != nil { // checked above: not expected
-				return nil, connect.NewError(connect.CodeInternal, err)
-			}
+		if err := apply(true); err != nil { // the session was closed meanwhile
+			return nil, connect.NewError(connect.CodeInternal, err)
 		}
 		s.event(m.Id, "policy", "revision %d applied live (egress rules)", rev)
 		return s.policyResponse(rec, rev)

@@ -199,17 +199,36 @@ func (s *Session) Layers() []provider.LayerStatus { return s.sb.Layers() }
 // to every connection from now on; the connections admitted under the old
 // rules are closed. Only a network proxy session has rules.
 func (s *Session) SetEgress(n policy.Network) error {
+	apply, err := s.PrepareEgress(n)
+	if err != nil {
+		return err
+	}
+	return apply(true)
+}
+
+// PrepareEgress builds the proxy for new egress rules without applying
+// them, so that a caller can store them first: apply(true) puts them in
+// force (SetEgress), apply(false) discards them. Errors: rules the proxy
+// cannot take, or a session without network proxy (CodePolicyRejected);
+// a closed session (CodeNotFound, from apply).
+func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err error) {
 	if s.sw == nil {
-		return provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
+		return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
 	}
 	p, err := egress.New(s.proxyConfig(n, s.sw.cred))
 	if err != nil {
-		return provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
+		return nil, provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
 	}
-	if err := s.sw.swap(p); err != nil {
-		return provider.Wrap(provider.CodeNotFound, "egress rules", err)
-	}
-	return nil
+	return func(ok bool) error {
+		if !ok {
+			p.Close()
+			return nil
+		}
+		if err := s.sw.swap(p); err != nil {
+			return provider.Wrap(provider.CodeNotFound, "egress rules", err)
+		}
+		return nil
+	}, nil
 }
 
 // Exec is one process of a session, as Exec records it.
