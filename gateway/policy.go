@@ -70,7 +70,11 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if rec.Phase != store.PhaseReady {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s, not ready", m.Id, rec.Phase))
 	}
-	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, rec.Image, rec.Workdir)
+	p, err := s.providerOf(rec)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	}
+	res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, rec.Image, rec.Workdir)
 	if err != nil {
 		return nil, err
 	}
@@ -126,10 +130,10 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 		return nil, storeErr(m.Id, err)
 	}
 	work := context.WithoutCancel(ctx)
-	if err := s.release(work, m.Id); err != nil {
+	if err := s.release(work, m.Id, p); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	sb, err := s.bringUp(work, m.Id, plan)
+	sb, err := s.bringUp(work, m.Id, p, plan)
 	if err != nil {
 		s.event(m.Id, "error", "recreate: %v", err)
 		_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "recreate: "+err.Error() })

@@ -17,6 +17,7 @@ type ReconcileReport struct {
 	Lost     []string `json:"lost"`     // ready records whose sandboxes are gone: now error
 	Finished []string `json:"finished"` // interrupted provisioning, stop or delete: completed or undone
 	Orphans  []string `json:"orphans"`  // containers no record owns: removed
+	Foreign  []string `json:"foreign"`  // records of a provider this gateway does not run: left as they are
 }
 
 // Reconcile matches the stored sandboxes with what the provider runs,
@@ -40,16 +41,18 @@ func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			return rep, fmt.Errorf("sandbox %s: %w", r.ID, err)
 		}
 	}
-	ids, err := s.cfg.Provider.Managed(ctx, s.cfg.Instance)
-	if err != nil {
-		return rep, err
-	}
-	for _, id := range ids {
-		if !owned[id] {
-			if err := s.cfg.Provider.Destroy(ctx, id); err != nil {
-				return rep, err
+	for _, p := range s.cfg.Providers {
+		ids, err := p.Managed(ctx, s.cfg.Instance)
+		if err != nil {
+			return rep, err
+		}
+		for _, id := range ids {
+			if !owned[id] {
+				if err := p.Destroy(ctx, id); err != nil {
+					return rep, err
+				}
+				rep.Orphans = append(rep.Orphans, id)
 			}
-			rep.Orphans = append(rep.Orphans, id)
 		}
 	}
 	return rep, nil
@@ -60,6 +63,11 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		_, err := s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Phase, x.Reason = phase, reason })
 		return err
 	}
+	p, err := s.providerOf(r)
+	if err != nil { // a provider this gateway does not run: touch nothing
+		rep.Foreign = append(rep.Foreign, r.ID)
+		return nil
+	}
 	switch r.Phase {
 	case store.PhaseReady:
 		// The policy as it maps now, for a provider that keeps no plan of
@@ -67,12 +75,12 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		// session its rules, network and trees, the provider's saved plan
 		// being what the sandbox enforces.
 		var plan *provider.Plan
-		if _, p, _, err := s.mapPolicy(ctx, r.PolicyYAML, r.Image, r.Workdir); err == nil {
-			plan = p
+		if _, mapped, _, err := s.mapPolicy(ctx, p, r.PolicyYAML, r.Image, r.Workdir); err == nil {
+			plan = mapped
 		} else if res, err := s.resolvePolicy(r.PolicyYAML, r.Image, r.Workdir); err == nil {
-			plan = &provider.Plan{Provider: s.cfg.Provider.Name(), Policy: res}
+			plan = &provider.Plan{Provider: p.Name(), Policy: res}
 		}
-		h, err := s.recover(ctx, r, plan)
+		h, err := s.recover(ctx, r, p, plan)
 		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
 			return err // the provider could not say: destroy nothing on a guess
 		}
@@ -86,21 +94,21 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 			_, err = s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Layers = string(layers) })
 			return err
 		}
-		if derr := s.cfg.Provider.Destroy(ctx, r.ID); derr != nil {
+		if derr := p.Destroy(ctx, r.ID); derr != nil {
 			return derr
 		}
 		rep.Lost = append(rep.Lost, r.ID)
 		s.event(r.ID, "lost", "not adoptable after a gateway restart: %v", err)
 		return set(store.PhaseError, fmt.Sprintf("lost: %v", err))
 	case store.PhaseProvisioning:
-		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+		if err := p.Destroy(ctx, r.ID); err != nil {
 			return err
 		}
 		rep.Finished = append(rep.Finished, r.ID)
 		s.event(r.ID, "error", "the gateway stopped while provisioning; what was made is removed")
 		return set(store.PhaseError, "interrupted: the gateway stopped while provisioning (nothing is left running; create or recreate it)")
 	case store.PhaseStopping, store.PhaseStopped:
-		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+		if err := p.Destroy(ctx, r.ID); err != nil {
 			return err
 		}
 		if r.Phase == store.PhaseStopping {
@@ -110,13 +118,13 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		}
 		return nil
 	case store.PhaseDeleting:
-		if err := s.cfg.Provider.Destroy(ctx, r.ID); err != nil {
+		if err := p.Destroy(ctx, r.ID); err != nil {
 			return err
 		}
 		rep.Finished = append(rep.Finished, r.ID)
 		s.removeLogs(r.ID)
 		return s.cfg.Store.Delete(r.ID, r.Version)
 	default: // error: nothing of it may run
-		return s.cfg.Provider.Destroy(ctx, r.ID)
+		return p.Destroy(ctx, r.ID)
 	}
 }

@@ -57,9 +57,10 @@ type Provider interface {
 // Config is what a Server needs.
 type Config struct {
 	Store *store.Store
-	// Provider makes the sandboxes: persistent ones (ProvisionOptions),
-	// which it lists and destroys by owner (provider.Manager).
-	Provider Provider
+	// Providers make the sandboxes, the first by default: persistent
+	// ones (ProvisionOptions), which each lists and destroys by owner
+	// (provider.Manager). A record names its provider.
+	Providers []Provider
 	// Instance is this gateway's io.corral.managed-by value
 	// (InstancePrefix + a random id stored with its database).
 	Instance string
@@ -227,14 +228,15 @@ func (s *Server) event(id, kind, format string, args ...any) {
 // ready, or error with the reason (and nothing left running).
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error) {
 	m := req.Msg
-	name := s.cfg.Provider.Name()
-	if m.Provider != "" && m.Provider != name {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (the only provider whose sandboxes outlive it here)", m.Provider, name))
+	p, err := s.provider(m.Provider)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	name := p.Name()
 	if err := checkName(m.Name); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, plan, loss, err := s.mapPolicy(ctx, m.PolicyYaml, m.Image, m.Workdir)
+	res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +258,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
-	h, err := s.bringUp(context.WithoutCancel(ctx), id, plan)
+	h, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan)
 	if err != nil {
 		s.event(id, "error", "%v", err)
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
@@ -270,7 +272,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 		r.Phase, r.Reason, r.Layers, r.ProviderState = store.PhaseReady, "", string(layers), h.state()
 	})
 	if err != nil {
-		_ = s.release(context.WithoutCancel(ctx), id) // the record stays provisioning: the next start marks it
+		_ = s.release(context.WithoutCancel(ctx), id, p) // the record stays provisioning: the next start marks it
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	s.event(id, "ready", "layers verified from outside")
@@ -281,7 +283,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 // set, is the docker.image to use if the policy names none. Errors are
 // connect errors: InvalidArgument for a bad policy, FailedPrecondition for
 // one the provider cannot enforce (the loss report's errors).
-func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
+func (s *Server) mapPolicy(ctx context.Context, p Provider, yaml, image, workdir string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
 	res, err := s.resolvePolicy(yaml, image, workdir)
 	if err != nil {
 		return nil, nil, nil, err
@@ -291,7 +293,7 @@ func (s *Server) mapPolicy(ctx context.Context, yaml, image, workdir string) (*p
 	if err := session.CheckLogOutside(s.auditPath(provider.NewID()), res, "the policy must not grant "+s.cfg.LogDir+" read-write"); err != nil {
 		return nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	plan, err := session.Plan(ctx, s.cfg.Provider, res)
+	plan, err := session.Plan(ctx, p, res)
 	if err != nil {
 		return nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	}
@@ -347,13 +349,13 @@ type persistent interface {
 // bringUp provisions and starts plan's sandbox as a persistent session,
 // with its audit log, and serves its egress; on failure nothing of it is
 // left.
-func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan) (*held, error) {
+func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provider.Plan) (*held, error) {
 	log, err := s.openAudit(id)
 	if err != nil {
 		return nil, err
 	}
 	step := func(step string) { fault("create-after-" + strings.TrimSuffix(step, "ed")) }
-	sess, err := session.Open(ctx, s.sessionConfig(id, plan, log, step))
+	sess, err := session.Open(ctx, s.sessionConfig(p, id, plan, log, step))
 	if err != nil {
 		_ = log.Close()
 		return nil, err
@@ -361,14 +363,14 @@ func (s *Server) bringUp(ctx context.Context, id string, plan *provider.Plan) (*
 	h := &held{sess: sess, log: log}
 	if _, ok := sess.Sandbox().(persistent); !ok {
 		h.close()
-		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
+		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", p.Name())
 	}
 	return h, nil
 }
 
 // sessionConfig is the session of gateway sandbox id.
-func (s *Server) sessionConfig(id string, plan *provider.Plan, log *audit.Log, step func(string)) session.Config {
-	return session.Config{Provider: s.cfg.Provider, Plan: plan, Log: log, Version: s.cfg.Version, Step: step,
+func (s *Server) sessionConfig(p Provider, id string, plan *provider.Plan, log *audit.Log, step func(string)) session.Config {
+	return session.Config{Provider: p, Plan: plan, Log: log, Version: s.cfg.Version, Step: step,
 		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance}}
 }
 
@@ -798,7 +800,11 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if rec.Phase != store.PhaseStopped {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is %s: only a stopped sandbox starts", id, rec.Phase))
 	}
-	_, plan, loss, err := s.mapPolicy(ctx, rec.PolicyYAML, rec.Image, rec.Workdir)
+	p, err := s.providerOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	_, plan, loss, err := s.mapPolicy(ctx, p, rec.PolicyYAML, rec.Image, rec.Workdir)
 	if err != nil {
 		return nil, err // the host changed since (a grant gone): the record stays stopped
 	}
@@ -808,7 +814,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if err != nil {
 		return nil, storeErr(id, err)
 	}
-	sb, err := s.bringUp(context.WithoutCancel(ctx), id, plan)
+	sb, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan)
 	if err != nil {
 		s.event(id, "error", "start: %v", err)
 		_, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "start: "+err.Error() })
@@ -823,7 +829,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), sb.state()
 	})
 	if err != nil {
-		_ = s.release(context.WithoutCancel(ctx), id)
+		_ = s.release(context.WithoutCancel(ctx), id, p)
 		return nil, storeErr(id, err)
 	}
 	s.event(id, "ready", "started again; layers verified from outside")
@@ -847,7 +853,7 @@ func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSa
 		return nil, storeErr(id, err)
 	}
 	fault("stop-after-intent")
-	if err := s.release(context.WithoutCancel(ctx), id); err != nil {
+	if err := s.releaseRecord(context.WithoutCancel(ctx), rec); err != nil {
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
@@ -872,7 +878,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 		return nil, storeErr(id, err)
 	}
 	fault("delete-after-intent")
-	if err := s.release(context.WithoutCancel(ctx), id); err != nil {
+	if err := s.releaseRecord(context.WithoutCancel(ctx), rec); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	if err := s.cfg.Store.Delete(id, rec.Version); err != nil {
@@ -888,7 +894,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 // release stops the sandbox's workload and removes its container, its
 // state and its egress proxy, and closes its audit log (which stays);
 // idempotent.
-func (s *Server) release(ctx context.Context, id string) error {
+func (s *Server) release(ctx context.Context, id string, p Provider) error {
 	s.mu.Lock()
 	h := s.live[id]
 	delete(s.live, id)
@@ -898,12 +904,43 @@ func (s *Server) release(ctx context.Context, id string) error {
 	}
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return s.cfg.Provider.Destroy(c, id)
+	return p.Destroy(c, id)
+}
+
+// releaseRecord is release on the provider rec names.
+func (s *Server) releaseRecord(ctx context.Context, rec store.Sandbox) error {
+	p, err := s.providerOf(rec)
+	if err != nil {
+		return err
+	}
+	return s.release(ctx, rec.ID, p)
+}
+
+// provider is the gateway's provider named name ("": the default, the
+// first).
+func (s *Server) provider(name string) (Provider, error) {
+	var names []string
+	for _, p := range s.cfg.Providers {
+		if name == "" || p.Name() == name {
+			return p, nil
+		}
+		names = append(names, p.Name())
+	}
+	return nil, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (the providers whose sandboxes outlive it here)", name, strings.Join(names, ", "))
+}
+
+// providerOf is the provider of record rec.
+func (s *Server) providerOf(rec store.Sandbox) (Provider, error) {
+	p, err := s.provider(rec.Provider)
+	if err != nil || rec.Provider == "" {
+		return nil, provider.Errorf(provider.CodeUnavailable, "sandbox %s is on provider %q, which this gateway does not run", rec.ID, rec.Provider)
+	}
+	return p, nil
 }
 
 // recover reattaches to the persistent sandbox of record r (plan may be
 // nil) with its audit log.
-func (s *Server) recover(ctx context.Context, r store.Sandbox, plan *provider.Plan) (*held, error) {
+func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan *provider.Plan) (*held, error) {
 	if plan == nil { // the session needs the policy (egress rules, trees to scan)
 		return nil, provider.Errorf(provider.CodeNotFound, "its policy no longer resolves (a link planted in a granted tree?), so its egress rules and trees cannot be served")
 	}
@@ -911,7 +948,7 @@ func (s *Server) recover(ctx context.Context, r store.Sandbox, plan *provider.Pl
 	if err != nil {
 		return nil, err
 	}
-	sess, err := session.Recover(ctx, s.sessionConfig(r.ID, plan, log, nil), []byte(r.ProviderState))
+	sess, err := session.Recover(ctx, s.sessionConfig(p, r.ID, plan, log, nil), []byte(r.ProviderState))
 	if err != nil {
 		_ = log.Close()
 		return nil, err
@@ -920,7 +957,7 @@ func (s *Server) recover(ctx context.Context, r store.Sandbox, plan *provider.Pl
 	if _, ok := sess.Sandbox().(persistent); !ok {
 		h.sess.Detach()
 		_ = log.Close()
-		return nil, provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", s.cfg.Provider.Name())
+		return nil, provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", p.Name())
 	}
 	return h, nil
 }

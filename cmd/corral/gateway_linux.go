@@ -133,7 +133,7 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 	if err := trust.MkdirAll(logDir, 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return fmt.Errorf("log directory %s: %w", logDir, err)
 	}
-	srv := gateway.New(gateway.Config{Store: st, Provider: prov, Home: home, Instance: instance, LogDir: logDir, Version: version})
+	srv := gateway.New(gateway.Config{Store: st, Providers: []gateway.Provider{prov}, Home: home, Instance: instance, LogDir: logDir, Version: version})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -142,6 +142,9 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
+	if len(rep.Foreign) > 0 {
+		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes are on providers this gateway does not run, left as they are: %s\n", len(rep.Foreign), strings.Join(rep.Foreign, ", "))
+	}
 	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listen, db)
 	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
 }
