@@ -66,13 +66,15 @@ type Log struct {
 	inPrev int // events of this log in PATH.1
 	// oldPrev: PATH.1 was there when the log was opened, with events
 	// of an earlier process (a restarted supervisor or gateway).
-	oldPrev bool
-	denied  int // denials written one by one in this window
-	allowed int // allowed decisions written one by one in this window
-	pending map[aggKey]*aggregate
-	closed  bool
-	stop    chan struct{}
-	done    chan struct{}
+	oldPrev   bool
+	denied    int // denials written one by one in this window
+	allowed   int // allowed decisions written one by one in this window
+	pending   map[aggKey]*aggregate
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 type aggKey struct {
@@ -138,8 +140,8 @@ func (l *Log) Emit(e Event) {
 	l.write(e)
 }
 
-// Egress records one egress decision: an allowed one always; a denied one
-// one by one while the window has room, else in its aggregate.
+// Egress records one egress decision: one by one while the window has
+// room for its kind (MaxAllowed, MaxDenied), else in its aggregate.
 func (l *Log) Egress(run RunInfo, d EgressDecision) {
 	if l == nil {
 		return
@@ -283,19 +285,16 @@ func (l *Log) Close() error {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
-	if l.stop != nil {
-		close(l.stop)
-		<-l.done
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.flush()
-	l.closed = true
-	return l.sink.Close()
+	l.closeOnce.Do(func() {
+		if l.stop != nil {
+			close(l.stop)
+			<-l.done
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.flush()
+		l.closed = true
+		l.closeErr = l.sink.Close()
+	})
+	return l.closeErr
 }

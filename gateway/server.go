@@ -82,23 +82,29 @@ type Server struct {
 	live map[string]*held
 }
 
-// held is a live sandbox: its session and its audit log (ID.audit.jsonl
-// in LogDir).
+// held is a live sandbox: its session, the session's sandbox as a
+// provider.Persistent, and its audit log (ID.audit.jsonl in LogDir).
 type held struct {
 	sess *session.Session
+	pers provider.Persistent
 	log  *audit.Log
 }
 
-// running reports whether the sandbox runs now, checked from outside.
-func (h *held) running(ctx context.Context) bool {
-	p, ok := h.sess.Sandbox().(provider.Persistent)
-	return ok && p.Running(ctx)
+// hold makes the held of a session just opened or recovered; a sandbox
+// that is not a provider.Persistent is refused (the caller releases it).
+func hold(p Provider, sess *session.Session, log *audit.Log) (*held, error) {
+	pers, ok := sess.Sandbox().(provider.Persistent)
+	if !ok {
+		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", p.Name())
+	}
+	return &held{sess: sess, pers: pers, log: log}, nil
 }
 
+// running reports whether the sandbox runs now, checked from outside.
+func (h *held) running(ctx context.Context) bool { return h.pers.Running(ctx) }
+
 // state is the provider state to store for the sandbox's Recover.
-func (h *held) state() string {
-	return string(h.sess.Sandbox().(provider.Persistent).State())
-}
+func (h *held) state() string { return string(h.pers.State()) }
 
 // close releases the sandbox (stopped and removed) and its log.
 func (h *held) close() {
@@ -340,12 +346,6 @@ func (s *Server) checkPlanted(h *held, rec *store.Sandbox, send func(*gw.ExecSan
 	}
 }
 
-// persistent is a gateway's sandbox.
-type persistent interface {
-	provider.Sandbox
-	provider.Persistent
-}
-
 // bringUp provisions and starts plan's sandbox as a persistent session,
 // with its audit log, and serves its egress; on failure nothing of it is
 // left.
@@ -360,12 +360,12 @@ func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provi
 		_ = log.Close()
 		return nil, err
 	}
-	h := &held{sess: sess, log: log}
-	if _, ok := sess.Sandbox().(persistent); !ok {
-		h.close()
-		return nil, provider.Errorf(provider.CodeInternal, "%s: a persistent sandbox that is not a provider.Persistent", p.Name())
+	h, err := hold(p, sess, log)
+	if err != nil {
+		_ = sess.Close()
+		_ = log.Close()
 	}
-	return h, nil
+	return h, err
 }
 
 // sessionConfig is the session of gateway sandbox id.
@@ -568,14 +568,17 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		started = func(int) { fault("exec-started") }
 	}
 	s.event(m.Id, "exec", "%q", m.Args)
-	killed := func() string { // why the gateway ended it, for the audit record
+	// why the gateway ended the command ("" when it did not): the exit's
+	// reason and the audit record's.
+	timedOut := func() bool { return errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil }
+	killed := func() string {
 		switch {
-		case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-			return fmt.Sprintf("timeout: the exec's limit of %ds expired", m.TimeoutSeconds)
+		case timedOut():
+			return fmt.Sprintf("timeout: the exec's limit of %ds expired; the command was killed", m.TimeoutSeconds)
 		case ctx.Err() != nil && reqCtx.Err() == nil:
-			return "its sandbox is being stopped, deleted or recreated"
+			return "the command was ended: its sandbox is being stopped, deleted or recreated"
 		case reqCtx.Err() != nil:
-			return "the caller went away"
+			return "the caller went away; the command was killed"
 		}
 		return ""
 	}
@@ -588,13 +591,11 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	exit := &gw.Exit{Code: int32(st.Code), TimedOut: st.TimedOut, Reason: st.Reason}
 	switch {
 	case err == nil:
-	case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-		exit.Code, exit.TimedOut = 124, true // as timeout(1) and corral run
-		exit.Reason = fmt.Sprintf("timeout: the exec's limit of %ds expired; the command was killed", m.TimeoutSeconds)
-	case ctx.Err() != nil && reqCtx.Err() == nil:
-		exit.Reason = "the command was ended: its sandbox is being stopped, deleted or recreated"
-	case reqCtx.Err() != nil:
-		exit.Reason = "the caller went away; the command was killed"
+	case killed() != "":
+		exit.Reason = killed()
+		if timedOut() {
+			exit.Code, exit.TimedOut = 124, true // as timeout(1) and corral run
+		}
 	default:
 		if !sb.running(reqCtx) {
 			s.event(m.Id, "lost", "the container is gone: %v", err)
@@ -953,13 +954,12 @@ func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan 
 		_ = log.Close()
 		return nil, err
 	}
-	h := &held{sess: sess, log: log}
-	if _, ok := sess.Sandbox().(persistent); !ok {
-		h.sess.Detach()
+	h, err := hold(p, sess, log)
+	if err != nil {
+		sess.Detach() // left as it is: nothing is destroyed on a guess
 		_ = log.Close()
-		return nil, provider.Errorf(provider.CodeNotFound, "%s recovered a sandbox that is not a provider.Persistent", p.Name())
 	}
-	return h, nil
+	return h, err
 }
 
 // Close releases what this process holds without stopping any sandbox

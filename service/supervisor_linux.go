@@ -168,7 +168,7 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	defer func() {
 		_ = s.log.Close()
 		if st := s.log.Stats(); st.Aggregated > 0 {
-			s.logf("egress: %d denials beyond %d a minute were written to the audit log as aggregates", st.Aggregated, audit.MaxDenied)
+			s.logf("egress: %d decisions beyond %d denied or %d allowed a minute were written to the audit log as aggregates", st.Aggregated, audit.MaxDenied, audit.MaxAllowed)
 		}
 	}()
 	return s.loop(ctx)

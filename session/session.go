@@ -253,14 +253,11 @@ func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error)
 			uid = w.WorkloadUID()
 		}
 	}
-	var mu sync.Mutex
 	wl := audit.Proc{CmdLine: e.Args, UID: uid}
 	started := e.Started
 	spec := e.ExecSpec
-	spec.Started = func(pid int) { // before init may reap it
-		mu.Lock()
+	spec.Started = func(pid int) { // on Exec's goroutine, before init may reap it
 		wl.PID = pid
-		mu.Unlock()
 		s.cfg.Log.Emit(audit.Launch(s.info, wl))
 		if started != nil {
 			started(pid)
@@ -279,9 +276,7 @@ func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error)
 	if ex.Reason == "" && err != nil {
 		ex.Reason = err.Error() // e.g. the command was not found (and no Launch)
 	}
-	mu.Lock()
 	s.cfg.Log.Emit(audit.Terminate(s.info, wl, ex))
-	mu.Unlock()
 	s.cfg.Log.Flush()
 	return st, err
 }
@@ -312,7 +307,7 @@ func (s *Session) CheckPlanted(w io.Writer, strict bool) []planted.Finding {
 
 // EgressSummary writes the counts of the session's egress decisions and
 // one line per kind of denial (corral run -v), and, when the audit log
-// aggregated denials, says how many.
+// aggregated decisions, says how many.
 func (s *Session) EgressSummary(w io.Writer) {
 	s.stats.summary(w)
 	s.warnAggregated(w)
@@ -320,7 +315,7 @@ func (s *Session) EgressSummary(w io.Writer) {
 
 func (s *Session) warnAggregated(w io.Writer) {
 	if st := s.cfg.Log.Stats(); st.Aggregated > 0 {
-		fmt.Fprintf(w, "corral: egress: %d denials beyond %d a window were written to the audit log as aggregates (count, start_time, end_time), not one by one\n", st.Aggregated, audit.MaxDenied)
+		fmt.Fprintf(w, "corral: egress: %d decisions beyond %d denied or %d allowed a window were written to the audit log as aggregates (count, start_time, end_time), not one by one\n", st.Aggregated, audit.MaxDenied, audit.MaxAllowed)
 	}
 }
 
