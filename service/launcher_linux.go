@@ -3,17 +3,15 @@
 package service
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/detached"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -94,30 +92,16 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	}
 	fault("start-after-record")
 	_ = os.Remove(p.Status()) // the new supervisor's status replaces the old one's
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
 	logf, err := os.OpenFile(p.SupLog(), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		w.Close()
 		return nil, err
 	}
-	cmd := exec.Command(o.Exe, SupervisorArg, p.Dir)
-	cmd.Env = supervisorEnv()
-	cmd.Dir = "/"
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
-	w.Close()
+	sup, r, err := detached.Start(o.Exe, []string{SupervisorArg, p.Dir}, detached.Env(Environ[0]), logf, nil)
 	logf.Close()
 	if err != nil {
 		return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: "supervisor: " + err.Error()}
 	}
-	sup := ProcOf(cmd.Process.Pid)
-	go func() { _, _ = cmd.Process.Wait() }() // reaped while we wait; re-parented once we exit
+	defer r.Close()
 	fault("start-after-supervisor")
 
 	// An interrupted launcher (Ctrl-C, a closed SSH session) leaves no
@@ -195,28 +179,10 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	}
 }
 
-// supervisorEnv is the supervisor's environment: a fixed PATH, and the
-// CORRAL_* settings of the caller (the egress resolver, fault injection
-// for tests, the state directory).
-func supervisorEnv() []string {
-	env := []string{Environ[0]}
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "CORRAL_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 func readLaunch(r *os.File, timeout time.Duration) (launchMsg, error) {
-	_ = r.SetReadDeadline(time.Now().Add(timeout))
-	line, err := bufio.NewReader(r).ReadBytes('\n')
-	if err != nil {
-		return launchMsg{}, &provider.Error{Code: provider.CodeStartFailed, Msg: "the supervisor ended without starting the workload: " + err.Error()}
-	}
 	var m launchMsg
-	if err := json.Unmarshal(line, &m); err != nil {
-		return launchMsg{}, &provider.Error{Code: provider.CodeInternal, Msg: "supervisor: " + err.Error()}
+	if err := detached.ReadReady(r, timeout, &m); err != nil {
+		return launchMsg{}, &provider.Error{Code: provider.CodeStartFailed, Msg: err.Error()}
 	}
 	return m, nil
 }
@@ -254,27 +220,9 @@ func lastLines(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// stopSupervisor sends SIGTERM to the supervisor and waits up to grace
-// for it to end, then SIGKILLs it (its sandboxes die with it: their init
-// has a parent-death signal). It reports whether it had to kill.
-func stopSupervisor(sup Proc, grace time.Duration) bool {
-	if !sup.Alive() {
-		return false
-	}
-	_ = syscall.Kill(sup.PID, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for time.Now().Before(deadline) {
-		if !sup.Alive() {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_ = syscall.Kill(sup.PID, syscall.SIGKILL)
-	for i := 0; i < 100 && sup.Alive(); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	return true
-}
+// stopSupervisor stops the supervisor (detached.Stop): its sandboxes
+// die with it, as their init has a parent-death signal.
+func stopSupervisor(sup Proc, grace time.Duration) bool { return detached.Stop(sup, grace) }
 
 // Stop stops session name's workload and supervisor: SIGTERM, the stop
 // grace, then SIGKILL. It records the wish (desired stopped) first, for

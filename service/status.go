@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/corral-sandbox/corral/internal/procstat"
+	"github.com/corral-sandbox/corral/internal/detached"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -29,31 +29,11 @@ const (
 	StateNotStarted State = "not-started"
 )
 
-// Proc names a process across pid reuse: its pid and start time in clock
-// ticks after boot (/proc/PID/stat field 22, proc(5)).
-type Proc struct {
-	PID   int    `json:"pid"`
-	Start uint64 `json:"start_ticks"`
-}
-
-// Alive reports whether p still names a running process (a zombie,
-// dead but not yet reaped by its parent, is not).
-func (p Proc) Alive() bool {
-	if p.PID <= 0 {
-		return false
-	}
-	st, err := procstat.Read(p.PID)
-	return err == nil && st.StartTicks == p.Start && st.Running()
-}
+// Proc names a process across pid reuse (detached.Proc).
+type Proc = detached.Proc
 
 // ProcOf returns pid's identity, or a zero Proc when it is gone.
-func ProcOf(pid int) Proc {
-	st, err := procstat.Read(pid)
-	if err != nil {
-		return Proc{}
-	}
-	return Proc{PID: pid, Start: st.StartTicks}
-}
+func ProcOf(pid int) Proc { return detached.ProcOf(pid) }
 
 // Exit is how one run of the workload ended.
 type Exit struct {

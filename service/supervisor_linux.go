@@ -4,7 +4,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/atomicfile"
+	"github.com/corral-sandbox/corral/internal/detached"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
@@ -235,12 +235,7 @@ func (s *supervisor) logf(format string, args ...any) {
 }
 
 func (s *supervisor) tell(m launchMsg) {
-	if s.launch == nil {
-		return
-	}
-	b, _ := json.Marshal(m)
-	_, _ = s.launch.Write(append(b, '\n'))
-	s.launch.Close()
+	detached.Tell(s.launch, m)
 	s.launch = nil
 }
 

@@ -24,13 +24,16 @@ import (
 var registry = []provider.Provider{linux.New(), docker.New(), mxcProvider()}
 
 // osEntry runs the roles this binary plays besides the CLI: the sandbox's
-// init, the idmap helper, and the docker provider's init and exec shim. It returns only when it is neither.
+// init, the idmap helper, a persistent linux sandbox's supervisor, and the docker provider's init and exec shim. It returns only when it is neither.
 func osEntry() {
 	if len(os.Args) > 1 && os.Args[1] == linux.InitArg {
 		linux.InitMain()
 	}
 	if len(os.Args) > 1 && os.Args[1] == linux.HoldArg {
 		linux.HoldMain()
+	}
+	if len(os.Args) > 1 && os.Args[1] == linux.PersistArg {
+		linux.PersistMain()
 	}
 	if len(os.Args) > 1 && os.Args[1] == docker.InitArg {
 		docker.InitMain(os.Args[2:])

@@ -28,7 +28,19 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == HoldArg {
 		HoldMain()
 	}
-	os.Exit(m.Run())
+	if len(os.Args) > 1 && os.Args[1] == PersistArg {
+		PersistMain()
+	}
+	// Persistent sandboxes of this test binary keep their state apart
+	// (census lists it), removed afterwards.
+	dir, err := os.MkdirTemp("", "linux-state-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(StateDirEnv, filepath.Join(dir, "sandboxes"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // TestConformance runs the provider conformance suite as the current user
@@ -116,7 +128,8 @@ func copyFile(from, to string) error {
 }
 
 // census lists this process's sandbox cgroups (run-PID-*, in every
-// cgroup hierarchy) and its init processes still running.
+// cgroup hierarchy), its init processes still running, and its
+// persistent sandboxes' state directories and supervisors.
 func census(t *testing.T) []string {
 	var out []string
 	prefix := fmt.Sprintf("run-%d-", os.Getpid())
@@ -145,9 +158,17 @@ func census(t *testing.T) []string {
 			return nil
 		})
 	}
+	ents, _ := os.ReadDir(StateBase())
+	for _, e := range ents {
+		out = append(out, "state "+e.Name())
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
+		if _, arg, ok := strings.Cut(string(b), "\x00"+PersistArg+"\x00"); err == nil && ok && strings.HasPrefix(arg, StateBase()+"/") {
+			out = append(out, "supervisor "+strings.TrimSuffix(arg, "\x00"))
+			continue
+		}
 		if err != nil || !strings.HasPrefix(string(b), "corral-init\x00"+InitArg) {
 			continue
 		}

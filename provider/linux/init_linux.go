@@ -107,6 +107,9 @@ func InitMain() {
 	} else {
 		send(ctl, ready)
 	}
+	if spec.Persistent {
+		servePersistent(ctl, buf)
+	}
 	serve(ctl, buf, &spec)
 }
 
@@ -407,12 +410,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 	// Signals that would make the Go runtime crash init when they come
 	// from kill(2) (the workload shares init's uid): caught and dropped.
 	// Real faults still crash, as the runtime handles them synchronously.
-	fatal := make(chan os.Signal, 4)
-	signal.Notify(fatal, unix.SIGSEGV, unix.SIGBUS, unix.SIGABRT, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGPIPE, unix.SIGSTKFLT, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGPROF, unix.SIGVTALRM, unix.SIGALRM, unix.SIGIO, unix.SIGPWR, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP)
-	go func() {
-		for range fatal {
-		}
-	}()
+	dropSignals()
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})
@@ -505,26 +503,54 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 			_, _ = unix.Read(wake, buf8)
 			mu.Lock()
 			for _, sig := range pending {
-				if unix.Kill(-pid, sig) != nil {
-					_ = unix.Kill(pid, sig)
-				}
+				signalGroup(pid, sig)
 			}
 			pending = pending[:0]
 			mu.Unlock()
 		}
-		for { // reap the workload and any orphan re-parented to us
-			var ws unix.WaitStatus
-			wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil || wpid <= 0 {
-				break
-			}
+		reap(func(wpid int, ws unix.WaitStatus) { // the workload, and any orphan re-parented to us
 			if wpid == pid {
 				exitWith(ctl, ws)
 			}
+		})
+	}
+}
+
+// dropSignals catches and drops the signals that would make the Go
+// runtime crash init when they come from kill(2) (the workload shares
+// init's uid), and extra. Real faults still crash, as the runtime
+// handles them synchronously. A caught signal is reset to its default in
+// the processes init starts (execve(2)); an ignored one would stay
+// ignored there.
+func dropSignals(extra ...os.Signal) {
+	drop := make(chan os.Signal, 4)
+	signal.Notify(drop, append(extra, unix.SIGSEGV, unix.SIGBUS, unix.SIGABRT, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGPIPE, unix.SIGSTKFLT, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGPROF, unix.SIGVTALRM, unix.SIGALRM, unix.SIGIO, unix.SIGPWR, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP)...)
+	go func() {
+		for range drop {
 		}
+	}()
+}
+
+// reap reaps every child that has ended, calling f for each.
+func reap(f func(pid int, ws unix.WaitStatus)) {
+	for {
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || wpid <= 0 {
+			return
+		}
+		f(wpid, ws)
+	}
+}
+
+// signalGroup sends sig to process group pid, or to pid alone if that
+// fails (the process left its group).
+func signalGroup(pid int, sig syscall.Signal) {
+	if unix.Kill(-pid, sig) != nil {
+		_ = unix.Kill(pid, sig)
 	}
 }
 
@@ -532,15 +558,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 // the kernel kill every remaining process of the namespace: nothing the
 // workload started outlives it.
 func exitWith(ctl int, ws unix.WaitStatus) {
-	m := initMsg{Exited: true}
-	switch {
-	case ws.Exited():
-		m.Code = ws.ExitStatus()
-	case ws.Signaled():
-		m.Signal = int(ws.Signal())
-		m.Code = 128 + m.Signal
-	}
-	send(ctl, m)
+	send(ctl, exitMsg(ws))
 	os.Exit(0)
 }
 

@@ -145,7 +145,7 @@ func (p *Provider) Capabilities(ctx context.Context) provider.Capabilities {
 		FilesystemDeny:          true,
 		NetworkModes:            []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy, policy.NetworkHost},
 		ResourceLimits:          []string{"memory", "pids", "cpu", "nofile", "timeout"},
-		SessionLifetimes:        []provider.SessionLifetime{provider.LifetimePerRun},
+		SessionLifetimes:        []provider.SessionLifetime{provider.LifetimePerRun, provider.LifetimePersistent},
 		HostPathProjection:      true,
 		ReportsRuntimeReadiness: true,
 		Layers:                  h.layerAvailability(nil),

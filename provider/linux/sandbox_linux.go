@@ -76,29 +76,36 @@ type Sandbox struct {
 // 127.0.0.1:ProxyPort; the sandbox has no other way out.
 func (s *Sandbox) EgressListener() net.Listener { return s.egress }
 
-// Provision creates the sandbox's cgroup. Nothing runs yet. Linux
-// sandboxes are per-run: opts.Persistent is refused (CodeUnavailable).
+// Provision creates the sandbox's cgroup. Nothing runs yet. A per-run
+// sandbox (the default) ends with this process; opts.Persistent gives one
+// whose own supervisor outlives it (provisionPersistent).
 func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan.Loss.HasErrors() {
 		return nil, provider.Rejected(plan.Loss)
 	}
+	spec, ok := plan.Details.(*InitSpec)
+	if !ok {
+		return nil, provider.Errorf(provider.CodeInternal, "plan is not a linux plan")
+	}
 	if opts.Persistent {
-		return nil, provider.Errorf(provider.CodeUnavailable, "linux: sandboxes are per-run (they end with the process that started them); persistent ones are not available yet")
+		return provisionPersistent(plan, spec, opts)
 	}
 	if opts.ID != "" || opts.Owner != "" {
 		// Its id names its cgroup, run-PID-..., which the sweep of
 		// stale ones reads.
 		return nil, provider.Errorf(provider.CodeUnavailable, "linux: a per-run sandbox's id is its supervisor's, and it has no owner")
 	}
-	spec, ok := plan.Details.(*InitSpec)
-	if !ok {
-		return nil, provider.Errorf(provider.CodeInternal, "plan is not a linux plan")
-	}
 	spec.FaultLayer = os.Getenv(FaultEnv)
 	spec.DropLayer = testDropLayer()
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
-	sb := &Sandbox{id: fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])), plan: plan, spec: spec}
+	return newSandbox(plan, spec, fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])))
+}
+
+// newSandbox is sandbox id for plan, its placeholders taken and its
+// cgroup (named id) being made.
+func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error) {
+	sb := &Sandbox{id: id, plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
 	// Before init is cloned: its mount tree binds them read-only.
 	if ph, err := placeholder.Acquire(plan.Policy); err != nil {
@@ -127,13 +134,6 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		}()
 	}
 	return sb, nil
-}
-
-// Recover always fails: a per-run sandbox dies with its supervisor (its
-// init has a parent-death signal and the kernel kills the PID namespace),
-// so there is nothing to reattach to; its cgroup is swept by the next run.
-func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, _ []byte) (provider.Sandbox, error) {
-	return nil, provider.Errorf(provider.CodeNotFound, "linux sandboxes are per-run and end with the corral that started them")
 }
 
 func (s *Sandbox) ID() string { return s.id }
@@ -345,19 +345,7 @@ func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		buf := make([]byte, 64<<10)
-		oob := make([]byte, unix.CmsgSpace(4))
-		n, oobn, _, _, err := unix.Recvmsg(int(s.ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == nil && n == 0 {
-			err = errors.New("init exited without a report")
-		}
-		var m initMsg
-		if err == nil {
-			err = json.Unmarshal(buf[:n], &m)
-		}
-		if fds := rightsOf(oob[:oobn]); len(fds) > 0 {
-			m.fd = fds[0]
-		}
+		m, err := recvMsg(int(s.ctl.Fd()))
 		ch <- res{m, err}
 	}()
 	select {
@@ -366,6 +354,24 @@ func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
 	case <-ctx.Done():
 		return initMsg{}, ctx.Err()
 	}
+}
+
+// recvMsg reads one message from init on fd, with the fd it carries.
+func recvMsg(fd int) (initMsg, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err == nil && n == 0 {
+		err = errors.New("init exited without a report")
+	}
+	var m initMsg
+	if err == nil {
+		err = json.Unmarshal(buf[:n], &m)
+	}
+	if fds := rightsOf(oob[:oobn]); len(fds) > 0 {
+		m.fd = fds[0]
+	}
+	return m, err
 }
 
 // verify checks from outside, in /proc/<init>/, that the layers the plan
@@ -585,47 +591,120 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
 	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY, Ack: spec.Started != nil}
+	fds, closeFiles, err := execFiles(spec)
+	if err != nil {
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
+	}
+	req.NFiles = len(fds)
+	b, _ := json.Marshal(req)
+	err = unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(fds...), nil, 0)
+	closeFiles()
+	if err != nil {
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "send exec request", err)
+	}
+	ch := execChannel{
+		fd:      int(s.ctl.Fd()),
+		spec:    spec,
+		timeout: time.Duration(s.plan.Policy.Limits.Timeout),
+		hostPID: func(int) int { return s.hostPID() },
+		kill:    s.kill,
+		died:    func() provider.ExitStatus { return s.initDied(t0) },
+		oom:     s.oomReason,
+		started: func() {
+			if os.Getuid() == 0 {
+				// Now that the workload is forked (and cannot inherit
+				// it), keep the OOM killer off init: killing it ends the
+				// whole sandbox instead of the process that used the
+				// memory. Lowering needs CAP_SYS_RESOURCE, so root only.
+				_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", s.initPID), []byte("-1000"), 0)
+			}
+		},
+	}
+	if req.Ack {
+		ch.ack = func() error { return unix.Sendmsg(int(s.ctl.Fd()), []byte("ack"), nil, nil, 0) }
+	}
+	return runExec(ctx, ch, t0)
+}
+
+// execFiles are the fds an exec's process gets (stdin, stdout, stderr,
+// then ExtraFiles; with TTY only ExtraFiles, stdio being the pty), nil
+// ones as /dev/null; closeFiles closes what it opened for them.
+func execFiles(spec provider.ExecSpec) (fds []int, closeFiles func(), err error) {
 	files := append([]*os.File{spec.Stdin, spec.Stdout, spec.Stderr}, spec.ExtraFiles...)
 	if spec.TTY {
 		files = spec.ExtraFiles // stdio is the pty init creates
 	}
-	var fds []int
 	var devnull *os.File
+	closeFiles = func() {
+		if devnull != nil {
+			devnull.Close()
+		}
+	}
 	for _, f := range files {
 		if f == nil {
 			if devnull == nil {
-				var err error
 				if devnull, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
-					return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
+					return nil, nil, err
 				}
-				defer devnull.Close()
 			}
 			f = devnull
 		}
 		fds = append(fds, int(f.Fd()))
 	}
-	req.NFiles = len(fds)
-	b, _ := json.Marshal(req)
-	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(fds...), nil, 0); err != nil {
-		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "send exec request", err)
-	}
-	timeout := time.Duration(s.plan.Policy.Limits.Timeout)
+	return fds, closeFiles, nil
+}
+
+// execChannel is where one exec's process reports to its caller: init's
+// control socket (per-run), or the exec's own socket (persistent).
+type execChannel struct {
+	fd      int
+	spec    provider.ExecSpec
+	timeout time.Duration // the policy's; 0: none
+	// hostPID is the process's host pid from its pid inside.
+	hostPID func(nspid int) int
+	// started, if set, is called once the process is forked.
+	started func()
+	// ack, if set, tells init the caller has the pid (init keeps the
+	// process unreaped until then); an error kills.
+	ack func() error
+	// kill ends the process (the timeout expired, ctx ended).
+	kill func()
+	// died is the status when the channel ends without an exit.
+	died func() provider.ExitStatus
+	// oom, if set, explains a SIGKILL.
+	oom func() string
+}
+
+// runExec reads ch until the process exits, calling spec.Started with
+// its host pid, attaching a pty when one comes, and killing it when the
+// timeout expires or ctx ends.
+func runExec(ctx context.Context, ch execChannel, t0 time.Time) (provider.ExitStatus, error) {
+	spec := ch.spec
 	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
+	if ch.timeout > 0 {
+		t := time.NewTimer(ch.timeout)
 		defer t.Stop()
 		timer = t.C
 	}
 	var ttyDone <-chan struct{}
 	msgs := make(chan initMsg, 2)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
+		defer close(msgs)
 		for {
-			m, err := s.recv(context.Background())
+			m, err := recvMsg(ch.fd)
 			if err != nil {
-				close(msgs)
 				return
 			}
-			msgs <- m
+			select {
+			case msgs <- m:
+			case <-done:
+				if m.fd > 0 {
+					unix.Close(m.fd)
+				}
+				return
+			}
 			if m.Exited {
 				return
 			}
@@ -635,23 +714,21 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		select {
 		case m, ok := <-msgs:
 			if !ok {
-				return s.initDied(t0), nil
+				return ch.died(), nil
 			}
 			if m.TTY {
 				ttyDone = attachPTY(os.NewFile(uintptr(m.fd), "pty-master"), spec)
 				continue
 			}
-			if m.PID != 0 && os.Getuid() == 0 {
-				// Now that the workload is forked (and cannot inherit
-				// it), keep the OOM killer off init: killing it ends the
-				// whole sandbox instead of the process that used the
-				// memory. Lowering needs CAP_SYS_RESOURCE, so root only.
-				_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", s.initPID), []byte("-1000"), 0)
-			}
-			if m.PID != 0 && spec.Started != nil {
-				spec.Started(s.hostPID())
-				if err := unix.Sendmsg(int(s.ctl.Fd()), []byte("ack"), nil, nil, 0); err != nil {
-					s.kill()
+			if m.PID != 0 {
+				if ch.started != nil {
+					ch.started()
+				}
+				if spec.Started != nil {
+					spec.Started(ch.hostPID(m.PID))
+				}
+				if ch.ack != nil && ch.ack() != nil {
+					ch.kill()
 				}
 			}
 			if m.Exited {
@@ -665,8 +742,8 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 				if m.Signal != 0 {
 					st.Signal = unix.SignalName(syscall.Signal(m.Signal))
 				}
-				if m.Signal == int(unix.SIGKILL) {
-					st.Reason = s.oomReason()
+				if m.Signal == int(unix.SIGKILL) && ch.oom != nil {
+					st.Reason = ch.oom()
 				}
 				if m.Error != "" {
 					return st, provider.Errorf(provider.CodeExecFailed, "%s", m.Error)
@@ -674,10 +751,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 				return st, nil
 			}
 		case <-timer:
-			s.kill()
+			ch.kill()
 			return provider.TimedOutStatus(time.Since(t0)), nil
 		case <-ctx.Done():
-			s.kill()
+			ch.kill()
 			return provider.CancelledStatus(time.Since(t0), ctx.Err())
 		}
 	}

@@ -77,6 +77,9 @@ type InitSpec struct {
 	// SeccompDenyUnix refuses socket(AF_UNIX) and datagram socketpairs
 	// (seccomp.Options.DenyUnixSockets): network.unix_sockets deny.
 	SeccompDenyUnix bool `json:"seccomp_deny_unix_sockets,omitempty"`
+	// Persistent makes init serve any number of execs, each over a
+	// socket of its own (servePersistent), until its supervisor goes.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 // execRequest asks init to run one process; its stdio arrives as fds.
@@ -87,6 +90,13 @@ type execRequest struct {
 	TTY    bool     `json:"tty"`
 	NFiles int      `json:"nfiles"`
 	Ack    bool     `json:"ack,omitempty"` // wait for the supervisor after reporting the pid
+}
+
+// execCtl is what the caller of a persistent sandbox's exec sends on
+// the exec's socket: the ack of its pid, or a signal for it.
+type execCtl struct {
+	Ack    bool `json:"ack,omitempty"`
+	Signal int  `json:"signal,omitempty"`
 }
 
 // initMsg is what init reports back.

@@ -30,9 +30,9 @@ type Harness struct {
 	// New returns a new value of the provider under test, as another
 	// process would make it: Recover is tried from a fresh one.
 	New func() provider.Provider
-	// ExecOnce says a sandbox runs one Exec (linux: its init runs one
-	// workload); a second must fail, not hang. Otherwise Exec may be
-	// called again.
+	// ExecOnce says a per-run sandbox runs one Exec (linux: its init
+	// runs one workload); a second must fail, not hang. Otherwise Exec
+	// may be called again, as it always may in a persistent sandbox.
 	ExecOnce bool
 	// Adjust, if set, changes the default policy before it is resolved
 	// (say, for a backend that takes no filesystem grants).
@@ -49,6 +49,8 @@ const opTimeout = 2 * time.Minute
 type suite struct {
 	h        Harness
 	p        provider.Provider
+	opts     provider.ProvisionOptions // of every sandbox the exec tests make
+	execOnce bool
 	caps     provider.Capabilities
 	network  policy.NetworkMode // the mode most tests use: none if supported
 	optional []policy.Layer     // layers this host cannot apply, made optional
@@ -57,7 +59,7 @@ type suite struct {
 // Run runs the suite against h's provider. Tests run one after another:
 // the census compares the host before and after each.
 func Run(t *testing.T, h Harness) {
-	s := &suite{h: h, p: h.New()}
+	s := &suite{h: h, p: h.New(), execOnce: h.ExecOnce}
 	s.caps = s.p.Capabilities(context.Background())
 	if len(s.caps.NetworkModes) == 0 {
 		t.Fatalf("%s declares no network mode", s.p.Name())
@@ -75,19 +77,36 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Logf("%s: network %s; layers unavailable here, made optional: %v", s.p.Name(), s.network, s.optional)
 	t.Run("Map", s.testMap)
+	s.lifecycle(t)
+	t.Run("RefusesErrorLoss", s.testRejected)
+	t.Run("Persistent", s.testPersistent)
+	if s.persistentLifetime() {
+		// The same lifecycle and exec tests on persistent sandboxes,
+		// whose execs may take another path (their own supervisor).
+		t.Run("AsPersistent", func(t *testing.T) {
+			ps := *s
+			ps.opts, ps.execOnce = provider.ProvisionOptions{Persistent: true}, false
+			if _, ok := s.p.(provider.Manager); ok {
+				ps.opts.Owner = "providertest-" + token()
+			}
+			ps.lifecycle(t)
+		})
+	}
+	t.Run("RecoverGarbage", s.testRecoverGarbage)
+}
+
+// lifecycle runs the tests of one sandbox's lifecycle and execs.
+func (s *suite) lifecycle(t *testing.T) {
 	t.Run("Lifecycle", s.testLifecycle)
 	t.Run("ExitCodeAndStderr", s.testExitCode)
 	t.Run("CommandNotFound", s.testNotFound)
 	t.Run("ExecAgain", s.testExecAgain)
 	t.Run("StopDeprovisionTwice", s.testIdempotent)
 	t.Run("DeprovisionWithoutStart", s.testDeprovisionUnstarted)
-	t.Run("RefusesErrorLoss", s.testRejected)
 	t.Run("CancelExec", s.testCancel)
 	t.Run("Signal", s.testSignal)
 	t.Run("Layers", s.testLayers)
 	t.Run("EgressListener", s.testEgress)
-	t.Run("Persistent", s.testPersistent)
-	t.Run("RecoverGarbage", s.testRecoverGarbage)
 }
 
 // ctxT is a context for one lifecycle call, ended with the test.
@@ -231,13 +250,13 @@ func (s *suite) fresh(t *testing.T) (provider.Sandbox, *provider.Plan, []string)
 	t.Helper()
 	plan := s.plan(t, s.network)
 	before := s.census(t, plan)
-	return s.provision(t, plan, provider.ProvisionOptions{}), plan, before
+	return s.provision(t, plan, s.opts), plan, before
 }
 
 // started is a started sandbox for the default policy with mode.
 func (s *suite) started(t *testing.T, mode policy.NetworkMode) provider.Sandbox {
 	t.Helper()
-	sb := s.provision(t, s.plan(t, mode), provider.ProvisionOptions{})
+	sb := s.provision(t, s.plan(t, mode), s.opts)
 	if err := sb.Start(ctxT(t)); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -378,7 +397,7 @@ func (s *suite) testExecAgain(t *testing.T) {
 	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r := exec(t, ctx2, sb, "echo", tok)
-	if s.h.ExecOnce {
+	if s.execOnce {
 		if r.err == nil {
 			t.Errorf("a second Exec of a one-exec sandbox gave status %+v and no error", r.st)
 		} else if errors.Is(r.err, context.DeadlineExceeded) {

@@ -4,6 +4,7 @@ package cgroup
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -81,17 +82,7 @@ func sweepParents(v2, v1 []string) ([]string, error) {
 			if supervisorAlive(pid, dirs[0]) {
 				continue
 			}
-			g := &Group{name: name, version: version, dirs: map[string]string{}, order: dirs, fd: -1}
-			if version == 2 {
-				g.dirs[""] = dirs[0]
-			} else {
-				for _, d := range dirs {
-					if _, err := os.Stat(filepath.Join(d, "freezer.state")); err == nil {
-						g.dirs["freezer"] = d
-					}
-				}
-			}
-			if err := g.Remove(); err != nil {
+			if err := groupOf(name, version, dirs).Remove(); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -101,6 +92,48 @@ func sweepParents(v2, v1 []string) ([]string, error) {
 	sweepOne(2, v2)
 	sweepOne(1, v1)
 	return removed, errors.Join(errs...)
+}
+
+// groupOf is the existing group name of one hierarchy version, at dirs.
+func groupOf(name string, version int, dirs []string) *Group {
+	g := &Group{name: name, version: version, dirs: map[string]string{}, order: dirs, fd: -1}
+	if version == 2 {
+		g.dirs[""] = dirs[0]
+	} else {
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "freezer.state")); err == nil {
+				g.dirs["freezer"] = d
+			}
+		}
+	}
+	return g
+}
+
+// RemoveNamed removes group name (one New made, whose creator is gone)
+// wherever a corral parent holds it, killing what still runs in it
+// first; no such group is not an error.
+func RemoveNamed(name string) error {
+	if !validName(name) {
+		return fmt.Errorf("cgroup: invalid group name %q", name)
+	}
+	c := probe()
+	if c.h == nil {
+		return nil
+	}
+	v2, v1 := corralParents(c)
+	var errs []error
+	for version, parents := range map[int][]string{2: v2, 1: v1} {
+		var dirs []string
+		for _, p := range parents {
+			if st, err := os.Stat(filepath.Join(p, name)); err == nil && st.IsDir() {
+				dirs = append(dirs, filepath.Join(p, name))
+			}
+		}
+		if len(dirs) > 0 {
+			errs = append(errs, groupOf(name, version, dirs).Remove())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // supervisorAlive reports whether pid exists and could be the process that

@@ -1,0 +1,781 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/atomicfile"
+	"github.com/corral-sandbox/corral/internal/detached"
+	"github.com/corral-sandbox/corral/internal/trust"
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/linux/cgroup"
+)
+
+// A persistent linux sandbox is held by a supervisor of its own (this
+// binary run as PersistArg DIR), started detached from the process that
+// provisioned it (internal/detached, the core a service's supervisor
+// uses too): the supervisor makes the sandbox (cgroup, placeholders, init
+// in new namespaces, every layer verified from outside), then serves a
+// unix socket in the sandbox's state directory, DIR = StateDirEnv's or
+// the default base + "/" + id, 0700:
+//
+//	hello  the layers, verified again; init's identity; the egress
+//	       listener (network proxy), for the caller's proxy to serve
+//	exec   a socket of the exec's own, straight to init, which forks the
+//	       process (servePersistent); the caller speaks the exec
+//	       protocol on it (runExec) and closing it kills the process
+//
+// Only a process of the supervisor's own pid namespace and uid (or root)
+// is served, so nothing inside the sandbox can reach it. SIGTERM ends the
+// sandbox; so does the supervisor's death (init has a parent-death
+// signal). DIR holds owner (for Managed), supervisor.json (its pid and
+// start time) and supervisor.log.
+
+// PersistArg is argv[1] that makes the corral binary a persistent
+// sandbox's supervisor (PersistMain).
+const PersistArg = "__corral_persist"
+
+// StateDirEnv overrides where persistent sandboxes keep their state.
+const StateDirEnv = "CORRAL_LINUX_STATE_DIR"
+
+// persistPATH is the supervisor's PATH.
+const persistPATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// StateBase is the directory of the caller's persistent sandboxes:
+// $CORRAL_LINUX_STATE_DIR, or runtime state gone at reboot (as the
+// sandboxes are): /run/corral/sandboxes for root, else
+// $XDG_RUNTIME_DIR/corral/sandboxes or /tmp/corral-UID/sandboxes. Every
+// directory up to it is checked (internal/trust) when it is made.
+func StateBase() string {
+	if d := os.Getenv(StateDirEnv); filepath.IsAbs(d) {
+		return filepath.Clean(d)
+	}
+	if os.Getuid() == 0 {
+		return "/run/corral/sandboxes"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "corral", "sandboxes")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("corral-%d", os.Getuid()), "sandboxes")
+}
+
+// persistSpec is what the supervisor is handed on its stdin: the plan
+// (provider.Plan's Details and the parts of the policy a sandbox needs).
+type persistSpec struct {
+	ID           string                 `json:"id"`
+	Spec         *InitSpec              `json:"spec"`
+	Env          []string               `json:"env"` // InitSpec.Env, which its JSON leaves out
+	Layers       []provider.LayerStatus `json:"layers"`
+	Grants       []policy.PathGrant     `json:"grants"`
+	Placeholders []policy.Placeholder   `json:"placeholders"`
+	Limits       policy.Limits          `json:"limits"`
+}
+
+// persistReq is one request on the supervisor's socket.
+type persistReq struct {
+	Op     string   `json:"op"` // hello, exec
+	Args   []string `json:"args,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+	TTY    bool     `json:"tty,omitempty"`
+	NFiles int      `json:"nfiles,omitempty"`
+}
+
+// persistReply answers a persistReq, or tells the launcher how the start
+// went (on the readiness pipe).
+type persistReply struct {
+	OK     bool                   `json:"ok,omitempty"`
+	Code   provider.Code          `json:"code,omitempty"`
+	Layer  string                 `json:"layer,omitempty"`
+	Error  string                 `json:"error,omitempty"`
+	Layers []provider.LayerStatus `json:"layers,omitempty"`
+	Init   detached.Proc          `json:"init,omitzero"`
+}
+
+func replyErr(err error) persistReply {
+	r := persistReply{Code: provider.CodeOf(err), Error: err.Error()}
+	var pe *provider.Error
+	if errors.As(err, &pe) {
+		r.Layer = pe.Layer
+	}
+	return r
+}
+
+func (r persistReply) err() error {
+	if r.OK {
+		return nil
+	}
+	return &provider.Error{Code: r.Code, Layer: r.Layer, Msg: r.Error}
+}
+
+// persistState is what State returns and Recover takes: the sandbox's id
+// (its supervisor names itself in DIR/supervisor.json).
+type persistState struct {
+	ID string `json:"id"`
+}
+
+// sandboxDir is id's state directory, or an error for an id NewID did not
+// make (nothing else may name a path).
+func sandboxDir(id string) (string, error) {
+	if !provider.IsID(id) {
+		return "", provider.Errorf(provider.CodeNotFound, "linux: %q is not a sandbox id", id)
+	}
+	return filepath.Join(StateBase(), id), nil
+}
+
+// provisionPersistent makes the state directory of a persistent sandbox;
+// Start launches its supervisor.
+func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.ProvisionOptions) (provider.Sandbox, error) {
+	if len(spec.ServePorts) > 0 {
+		return nil, provider.Errorf(provider.CodeUnavailable, "linux: a persistent sandbox serves no ports")
+	}
+	id := opts.ID
+	if id == "" {
+		id = provider.NewID()
+	}
+	dir, err := sandboxDir(id)
+	if err != nil {
+		return nil, provider.Errorf(provider.CodeProvisionFailed, "linux: sandbox id %q: want NewID's shape", id)
+	}
+	if err := trust.MkdirAll(StateBase(), 0o700, uint32(os.Geteuid()), nil); err != nil {
+		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: state directory", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: sandbox "+id, err)
+	}
+	if err := atomicfile.Write(filepath.Join(dir, "owner"), []byte(opts.Owner), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: sandbox "+id, err)
+	}
+	spec.FaultLayer = os.Getenv(FaultEnv)
+	spec.DropLayer = testDropLayer()
+	spec.Persistent = true
+	return &persistent{id: id, dir: dir, plan: plan, spec: spec, execs: map[int]bool{}}, nil
+}
+
+// persistent is the caller's side of a persistent sandbox.
+type persistent struct {
+	id   string
+	dir  string
+	plan *provider.Plan
+	spec *InitSpec // nil for a recovered one
+
+	mu     sync.Mutex
+	sup    detached.Proc
+	init   detached.Proc
+	layers []provider.LayerStatus
+	egress net.Listener
+	execs  map[int]bool // the sockets of the execs in flight (Signal)
+}
+
+func (s *persistent) ID() string { return s.id }
+
+func (s *persistent) State() []byte {
+	b, _ := json.Marshal(persistState{ID: s.id})
+	return b
+}
+
+func (s *persistent) supervisor() detached.Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sup
+}
+
+// Running reports whether the supervisor and init both run (by pid and
+// start time).
+func (s *persistent) Running(ctx context.Context) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sup.Alive() && s.init.Alive()
+}
+
+func (s *persistent) Layers() []provider.LayerStatus { return s.layers }
+
+func (s *persistent) EgressListener() net.Listener { return s.egress }
+
+// InitPID is init's host pid (provider.HostView).
+func (s *persistent) InitPID() int { return s.init.PID }
+
+// Start launches the supervisor and waits until it has made the sandbox
+// (or says why it could not), then says hello.
+func (s *persistent) Start(ctx context.Context) error {
+	if s.spec == nil {
+		return provider.Errorf(provider.CodeStartFailed, "linux: sandbox %s was recovered, not provisioned here", s.id)
+	}
+	ps := persistSpec{ID: s.id, Spec: s.spec, Env: s.spec.Env, Layers: s.plan.Layers, Grants: s.plan.Policy.Grants,
+		Placeholders: s.plan.Policy.Placeholders, Limits: s.plan.Policy.Limits}
+	b, err := json.Marshal(ps)
+	if err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "linux: plan", err)
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "linux: supervisor log", err)
+	}
+	defer log.Close()
+	in, out, err := os.Pipe()
+	if err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "linux: supervisor", err)
+	}
+	sup, ready, err := detached.Start("/proc/self/exe", []string{PersistArg, s.dir}, detached.Env(persistPATH), log, in)
+	in.Close()
+	if err != nil {
+		out.Close()
+		return provider.Wrap(provider.CodeStartFailed, "linux: supervisor", err)
+	}
+	defer ready.Close()
+	s.mu.Lock()
+	s.sup = sup
+	s.mu.Unlock()
+	go func() { _, _ = out.Write(b); out.Close() }()
+	wait := 2 * time.Minute
+	if d, ok := ctx.Deadline(); ok {
+		wait = time.Until(d)
+	}
+	var r persistReply
+	if err := detached.ReadReady(ready, wait, &r); err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "linux: sandbox "+s.id, fmt.Errorf("%w%s", err, logTail(filepath.Join(s.dir, "supervisor.log"))))
+	}
+	if err := r.err(); err != nil {
+		return err
+	}
+	return s.hello()
+}
+
+// logTail is the last lines of a supervisor's log, for an error.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	if t := strings.TrimSpace(string(b)); t != "" {
+		return " (" + path + ": " + t + ")"
+	}
+	return ""
+}
+
+// dial connects to the supervisor's socket and checks, with SO_PEERCRED,
+// that the recorded supervisor holds it.
+func (s *persistent) dial() (*net.UnixConn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: filepath.Join(s.dir, "sock"), Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.SyscallConn()
+	var cred *unix.Ucred
+	if err == nil {
+		cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+		err = errors.Join(err, cerr)
+	}
+	if sup := s.supervisor(); err == nil && int(cred.Pid) != sup.PID {
+		err = fmt.Errorf("the socket is held by pid %d, not the sandbox's supervisor %d", cred.Pid, sup.PID)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// call sends req with files and reads the reply and the fds it carries.
+func (s *persistent) call(req persistReq, files []int) (persistReply, []int, error) {
+	c, err := s.dial()
+	if err != nil {
+		return persistReply{}, nil, err
+	}
+	defer c.Close()
+	b, _ := json.Marshal(req)
+	var oob []byte
+	if len(files) > 0 {
+		oob = unix.UnixRights(files...)
+	}
+	if _, _, err := c.WriteMsgUnix(b, oob, nil); err != nil {
+		return persistReply{}, nil, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	buf, oobBuf := make([]byte, 1<<20), make([]byte, unix.CmsgSpace(4*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oobBuf)
+	fds := rightsOf(oobBuf[:oobn])
+	if err == nil && n == 0 {
+		err = errors.New("the supervisor closed the connection")
+	}
+	var r persistReply
+	if err == nil {
+		err = json.Unmarshal(buf[:n], &r)
+	}
+	if err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return persistReply{}, nil, err
+	}
+	for _, fd := range fds {
+		unix.CloseOnExec(fd)
+	}
+	return r, fds, nil
+}
+
+// hello asks the supervisor for the layers (verified again from outside),
+// init's identity and the egress listener.
+func (s *persistent) hello() error {
+	r, fds, err := s.call(persistReq{Op: "hello"}, nil)
+	if err != nil {
+		return provider.Wrap(provider.CodeStartFailed, "linux: sandbox "+s.id+": supervisor", err)
+	}
+	if err := r.err(); err != nil {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return err
+	}
+	var l net.Listener
+	if len(fds) > 0 {
+		f := os.NewFile(uintptr(fds[0]), "egress-listener")
+		l, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return provider.Wrap(provider.CodeStartFailed, "network proxy", err)
+		}
+	}
+	s.mu.Lock()
+	s.layers, s.init, s.egress = r.Layers, r.Init, l
+	s.mu.Unlock()
+	return nil
+}
+
+// Exec runs spec in the sandbox: the supervisor hands back a socket
+// straight to init, on which the process reports its pid and exit. The
+// policy's timeout, the context's end and the caller's going away kill
+// the process (its process group), not the sandbox.
+func (s *persistent) Exec(ctx context.Context, spec provider.ExecSpec) (provider.ExitStatus, error) {
+	t0 := time.Now()
+	if len(spec.Args) == 0 {
+		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "no command given")
+	}
+	files, closeFiles, err := execFiles(spec)
+	if err != nil {
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
+	}
+	r, fds, err := s.call(persistReq{Op: "exec", Args: spec.Args, Dir: spec.Dir, TTY: spec.TTY, NFiles: len(files)}, files)
+	closeFiles()
+	if err == nil && (r.err() != nil || len(fds) != 1) {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		err = r.err()
+		if err == nil {
+			err = errors.New("the supervisor sent no exec socket")
+		}
+	}
+	if err != nil {
+		if !s.supervisor().Alive() {
+			return provider.ExitStatus{}, provider.Errorf(provider.CodeNotFound, "linux: sandbox %s is gone (its supervisor ended)", s.id)
+		}
+		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "linux: sandbox "+s.id, err)
+	}
+	sock := fds[0]
+	s.mu.Lock()
+	s.execs[sock] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.execs, sock)
+		s.mu.Unlock()
+		unix.Close(sock)
+	}()
+	timeout := time.Duration(0)
+	if s.plan != nil && s.plan.Policy != nil {
+		timeout = time.Duration(s.plan.Policy.Limits.Timeout)
+	}
+	return runExec(ctx, execChannel{
+		fd:      sock,
+		spec:    spec,
+		timeout: timeout,
+		hostPID: func(pid int) int { return childByNSpid(s.init.PID, pid) },
+		ack:     func() error { return sendCtl(sock, execCtl{Ack: true}) },
+		kill:    func() { _ = unix.Shutdown(sock, unix.SHUT_WR) },
+		died: func() provider.ExitStatus {
+			why := "the sandbox's init ended, and every process inside with it"
+			if !s.supervisor().Alive() {
+				why = "the sandbox's supervisor ended, and the sandbox with it"
+			}
+			return provider.ExitStatus{Code: 128 + int(unix.SIGKILL), Signal: "SIGKILL", Reason: why, Duration: time.Since(t0)}
+		},
+	}, t0)
+}
+
+func sendCtl(fd int, c execCtl) error {
+	b, _ := json.Marshal(c)
+	return unix.Sendmsg(fd, b, nil, nil, 0)
+}
+
+// childByNSpid is the host pid of init's child whose pid in the sandbox's
+// namespace is nspid (the last NSpid of /proc/PID/status), 0 if none.
+func childByNSpid(initPID, nspid int) int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", initPID))
+	want := strconv.Itoa(nspid)
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, c := range strings.Fields(string(b)) {
+			st, err := os.ReadFile("/proc/" + c + "/status")
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(st), "\n") {
+				if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+					if f := strings.Fields(rest); len(f) > 0 && f[len(f)-1] == want {
+						n, _ := strconv.Atoi(c)
+						return n
+					}
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// Signal sends sig to the process group of every exec in flight.
+func (s *persistent) Signal(sig os.Signal) error {
+	n, ok := sig.(syscall.Signal)
+	if !ok {
+		return provider.Errorf(provider.CodeExecFailed, "linux: signal %v", sig)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.execs) == 0 {
+		return provider.Errorf(provider.CodeNotFound, "sandbox %s runs no exec", s.id)
+	}
+	var errs []error
+	for fd := range s.execs {
+		errs = append(errs, sendCtl(fd, execCtl{Signal: int(n)}))
+	}
+	return errors.Join(errs...)
+}
+
+// Stop ends the sandbox: SIGTERM to its supervisor, which kills init
+// (and with it every process inside), removes its cgroup and releases its
+// placeholders; SIGKILL if it has not within the grace.
+func (s *persistent) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.egress != nil {
+		s.egress.Close()
+		s.egress = nil
+	}
+	s.mu.Unlock()
+	stopSupervisor(s.supervisor())
+	return nil
+}
+
+// stopSupervisor stops a persistent sandbox's supervisor, whose init dies
+// with it.
+func stopSupervisor(sup detached.Proc) { detached.Stop(sup, 10*time.Second) }
+
+// Deprovision removes what is left of the sandbox: its cgroup, should the
+// supervisor have been killed, and its state directory.
+func (s *persistent) Deprovision(ctx context.Context) error {
+	return destroy(s.id, s.supervisor())
+}
+
+// destroy stops sandbox id's supervisor (sup, else the one its state
+// directory names) and removes its cgroup and state directory.
+func destroy(id string, sup detached.Proc) error {
+	dir, err := sandboxDir(id)
+	if err != nil {
+		return nil // no such sandbox can exist
+	}
+	if sup.PID == 0 {
+		sup = recordedSupervisor(dir)
+	}
+	stopSupervisor(sup)
+	if err := cgroup.RemoveNamed(id); err != nil {
+		return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return provider.Wrap(provider.CodeStopFailed, "linux: sandbox "+id, err)
+	}
+	return nil
+}
+
+// recordedSupervisor is the supervisor that DIR/supervisor.json names,
+// if it still runs as PersistArg DIR.
+func recordedSupervisor(dir string) detached.Proc {
+	var p detached.Proc
+	b, err := os.ReadFile(filepath.Join(dir, "supervisor.json"))
+	if err != nil || json.Unmarshal(b, &p) != nil || !p.Alive() {
+		return detached.Proc{}
+	}
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+	if err != nil || !strings.HasSuffix(string(cmd), "\x00"+PersistArg+"\x00"+dir+"\x00") {
+		return detached.Proc{}
+	}
+	return p
+}
+
+// Recover reattaches to a persistent sandbox: the supervisor its state
+// directory names must still run (by pid and start time, as PersistArg
+// DIR) and hold its socket; the layers are
+// verified from outside again. plan's policy gives the exec timeout.
+func (p *Provider) Recover(ctx context.Context, plan *provider.Plan, state []byte) (provider.Sandbox, error) {
+	var st persistState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, provider.Wrap(provider.CodeNotFound, "linux: sandbox state", err)
+	}
+	dir, err := sandboxDir(st.ID)
+	if err != nil {
+		return nil, err
+	}
+	sup := recordedSupervisor(dir)
+	if sup.PID == 0 {
+		return nil, provider.Errorf(provider.CodeNotFound, "linux: sandbox %s is gone: no supervisor of it runs", st.ID)
+	}
+	s := &persistent{id: st.ID, dir: dir, plan: plan, sup: sup, execs: map[int]bool{}}
+	if err := s.hello(); err != nil {
+		return nil, provider.Wrap(provider.CodeInternal, "linux: sandbox "+st.ID, err)
+	}
+	return s, nil
+}
+
+// Managed lists owner's persistent sandboxes (their state directories),
+// running or not.
+func (p *Provider) Managed(ctx context.Context, owner string) ([]string, error) {
+	ents, err := os.ReadDir(StateBase())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if !e.IsDir() || !provider.IsID(e.Name()) {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(StateBase(), e.Name(), "owner")); err == nil && string(b) == owner {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+// Destroy removes persistent sandbox id whatever its state.
+func (p *Provider) Destroy(ctx context.Context, id string) error { return destroy(id, detached.Proc{}) }
+
+// PersistMain is a persistent sandbox's supervisor: argv is corral
+// PersistArg DIR, the plan comes on stdin, the readiness pipe is fd
+// detached.ReadyFD. It never returns.
+func PersistMain() {
+	ready := os.NewFile(detached.ReadyFD, "ready")
+	unix.CloseOnExec(detached.ReadyFD)
+	_ = unix.CloseRange(detached.ReadyFD+1, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	fail := func(err error) {
+		fmt.Fprintf(os.Stderr, "%s corral sandbox supervisor: %v\n", time.Now().UTC().Format(time.RFC3339), err)
+		detached.Tell(ready, replyErr(err))
+		os.Exit(1)
+	}
+	if len(os.Args) != 3 {
+		fail(errors.New("usage: corral " + PersistArg + " DIR"))
+	}
+	dir := os.Args[2]
+	if d, err := sandboxDir(filepath.Base(dir)); err != nil || d != dir {
+		fail(fmt.Errorf("%s is not a sandbox state directory under %s", dir, StateBase()))
+	}
+	self := detached.ProcOf(os.Getpid())
+	if b, _ := json.Marshal(self); atomicfile.Write(filepath.Join(dir, "supervisor.json"), b, 0o600) != nil {
+		fail(errors.New("cannot write " + filepath.Join(dir, "supervisor.json")))
+	}
+	var ps persistSpec
+	if err := json.NewDecoder(os.Stdin).Decode(&ps); err != nil || ps.Spec == nil || ps.ID != filepath.Base(dir) {
+		fail(fmt.Errorf("bad plan on stdin: %v", err))
+	}
+	ps.Spec.Env = ps.Env
+	plan := &provider.Plan{Provider: Name, Layers: ps.Layers, Details: ps.Spec,
+		Policy: &policy.Resolved{Grants: ps.Grants, Placeholders: ps.Placeholders, Limits: ps.Limits}}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	sb, err := newSandbox(plan, ps.Spec, ps.ID)
+	if err != nil {
+		fail(err)
+	}
+	end := func(code int) {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = sb.Stop(c)
+		_ = sb.Deprovision(c)
+		os.Remove(filepath.Join(dir, "sock"))
+		os.Exit(code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	err = sb.Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "corral sandbox supervisor: %v\n", err)
+		detached.Tell(ready, replyErr(err))
+		end(1)
+	}
+	sockPath := filepath.Join(dir, "sock")
+	os.Remove(sockPath)
+	old := unix.Umask(0o177)
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sockPath, Net: "unixpacket"})
+	unix.Umask(old)
+	if err != nil {
+		detached.Tell(ready, replyErr(provider.Wrap(provider.CodeStartFailed, "linux: supervisor socket", err)))
+		end(1)
+	}
+	l.SetUnlinkOnClose(false)
+	var egress *os.File
+	if tl, ok := sb.egress.(*net.TCPListener); ok {
+		if egress, err = tl.File(); err != nil {
+			detached.Tell(ready, replyErr(provider.Wrap(provider.CodeStartFailed, "network proxy", err)))
+			end(1)
+		}
+	}
+	sv := &supervisorConn{sb: sb, init: detached.ProcOf(sb.initPID), egress: egress}
+	detached.Tell(ready, persistReply{OK: true})
+	ready = nil
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go sv.serve(c)
+		}
+	}()
+	select {
+	case <-sigs:
+		end(0)
+	case <-sb.exited:
+		fmt.Fprintf(os.Stderr, "%s corral sandbox supervisor: init ended; the sandbox is gone\n", time.Now().UTC().Format(time.RFC3339))
+		end(1)
+	}
+}
+
+// supervisorConn serves the supervisor's socket.
+type supervisorConn struct {
+	mu     sync.Mutex // verify updates the sandbox's layers
+	sb     *Sandbox
+	init   detached.Proc
+	egress *os.File
+}
+
+// peerOK admits only a process of our pid namespace (never one inside
+// the sandbox) running as our uid or root.
+func peerOK(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	if cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return err
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
+		return fmt.Errorf("uid %d may not use this sandbox", cred.Uid)
+	}
+	ours, err1 := os.Readlink("/proc/self/ns/pid")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cred.Pid))
+	if err1 != nil || err2 != nil || ours != theirs {
+		return fmt.Errorf("pid %d is not in the supervisor's pid namespace", cred.Pid)
+	}
+	return nil
+}
+
+func (v *supervisorConn) serve(c *net.UnixConn) {
+	defer c.Close()
+	reply := func(r persistReply, fds ...int) {
+		b, _ := json.Marshal(r)
+		var oob []byte
+		if len(fds) > 0 {
+			oob = unix.UnixRights(fds...)
+		}
+		_, _, _ = c.WriteMsgUnix(b, oob, nil)
+	}
+	if err := peerOK(c); err != nil {
+		reply(replyErr(provider.Errorf(provider.CodeExecFailed, "linux supervisor: %v", err)))
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
+	buf, oob := make([]byte, 1<<20), make([]byte, unix.CmsgSpace(253*4))
+	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	fds := rightsOf(oob[:oobn])
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	var req persistReq
+	if err != nil || json.Unmarshal(buf[:n], &req) != nil {
+		return
+	}
+	switch req.Op {
+	case "hello":
+		v.mu.Lock()
+		err := v.sb.verify()
+		layers := append([]provider.LayerStatus(nil), v.sb.layers...)
+		v.mu.Unlock()
+		if err != nil {
+			reply(replyErr(err))
+			return
+		}
+		r := persistReply{OK: true, Layers: layers, Init: v.init}
+		if v.egress != nil {
+			reply(r, int(v.egress.Fd()))
+		} else {
+			reply(r)
+		}
+	case "exec":
+		if len(req.Args) == 0 || req.NFiles != len(fds) {
+			reply(replyErr(provider.Errorf(provider.CodeExecFailed, "bad exec request")))
+			return
+		}
+		sock, err := v.sb.openExec(req, fds)
+		if err != nil {
+			reply(replyErr(err))
+			return
+		}
+		reply(persistReply{OK: true}, sock)
+		unix.Close(sock)
+	default:
+		reply(replyErr(provider.Errorf(provider.CodeExecFailed, "unknown request %q", req.Op)))
+	}
+}
+
+// openExec asks init (servePersistent) to run req with fds as its files,
+// over a new socket pair: one end goes to init, the other is returned.
+func (s *Sandbox) openExec(req persistReq, fds []int) (int, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, provider.Wrap(provider.CodeExecFailed, "exec socket", err)
+	}
+	defer unix.Close(pair[1])
+	dir := req.Dir
+	if dir == "" {
+		dir = s.spec.Workdir
+	}
+	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
+	b, _ := json.Marshal(execRequest{Args: req.Args, Dir: dir, Env: env, TTY: req.TTY, NFiles: len(fds), Ack: true})
+	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(append([]int{pair[1]}, fds...)...), nil, 0); err != nil {
+		unix.Close(pair[0])
+		return -1, provider.Wrap(provider.CodeExecFailed, "send exec request", err)
+	}
+	return pair[0], nil
+}
