@@ -7,8 +7,8 @@
 // the gateway reconciles its records with what the provider runs (see
 // Reconcile), so a gateway killed at any moment comes back consistent.
 //
-// Sandboxes are the persistent sandboxes of one provider (a
-// provider.Manager; docker today): they outlive the gateway and are
+// Sandboxes are the persistent sandboxes of its providers (each a
+// provider.Manager: docker, linux): they outlive the gateway and are
 // adopted when it restarts.
 package gateway
 
@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,10 +58,14 @@ type Provider interface {
 // Config is what a Server needs.
 type Config struct {
 	Store *store.Store
-	// Providers make the sandboxes, the first by default: persistent
-	// ones (ProvisionOptions), which each lists and destroys by owner
-	// (provider.Manager). A record names its provider.
+	// Providers make the sandboxes: persistent ones (ProvisionOptions),
+	// which each lists and destroys by owner (provider.Manager). A
+	// record names its provider. "auto" takes the first, in this order,
+	// that can enforce a sandbox's policy.
 	Providers []Provider
+	// Default names the provider of a create that names none ("": the
+	// first of Providers).
+	Default string
 	// Instance is this gateway's io.corral.managed-by value
 	// (InstancePrefix + a random id stored with its database).
 	Instance string
@@ -230,28 +235,27 @@ func (s *Server) event(id, kind, format string, args ...any) {
 }
 
 // CreateSandbox provisions and starts a sandbox: the record (phase
-// provisioning) is stored first, then the container is made; the result is
+// provisioning) is stored first, then the sandbox is made; the result is
 // ready, or error with the reason (and nothing left running).
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.CreateSandboxRequest]) (*connect.Response[gw.CreateSandboxResponse], error) {
 	m := req.Msg
-	p, err := s.provider(m.Provider)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	name := p.Name()
 	if err := checkName(m.Name); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
+	p, res, plan, loss, err := s.choose(ctx, m)
 	if err != nil {
 		return nil, err
 	}
+	name := p.Name()
 	id := provider.NewID()
 	lossJSON, _ := json.Marshal(loss)
 	g := s.gate(id)
 	g.Lock()
 	defer g.Unlock()
 	image := res.DockerImage()
+	if name != "docker" {
+		image = "" // a record's image is docker's (docker.image); others run the host's files
+	}
 	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: name, Phase: store.PhaseProvisioning, Desired: "running",
 		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON), Name: m.Name})
 	if errors.Is(err, store.ErrNameTaken) {
@@ -260,7 +264,11 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	s.event(id, "created", "provisioning on %s with image %s", name, image)
+	if image != "" {
+		s.event(id, "created", "provisioning on %s with image %s", name, image)
+	} else {
+		s.event(id, "created", "provisioning on %s", name)
+	}
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
@@ -283,6 +291,36 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	}
 	s.event(id, "ready", "layers verified from outside")
 	return connect.NewResponse(&gw.CreateSandboxResponse{Sandbox: toProto(rec)}), nil
+}
+
+// choose is the provider of a create and its mapping of the policy: the
+// one named, the default, or with "auto" the first of the gateway's
+// providers whose mapping has no error loss and uses the image the
+// request or policy names (no loss on docker.image); each one's refusal
+// is in the error when none fits.
+func (s *Server) choose(ctx context.Context, m *gw.CreateSandboxRequest) (Provider, *policy.Resolved, *provider.Plan, provider.LossReport, error) {
+	if m.Provider != "auto" {
+		p, err := s.provider(m.Provider)
+		if err != nil {
+			return nil, nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
+		}
+		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
+		return p, res, plan, loss, err
+	}
+	var refused []string
+	for _, p := range s.cfg.Providers {
+		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
+		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+			refused = append(refused, p.Name()+": "+err.Error())
+			continue
+		}
+		if i := slices.IndexFunc(loss, func(l provider.Loss) bool { return l.Field == "docker.image" }); i >= 0 {
+			refused = append(refused, p.Name()+": "+loss[i].Message)
+			continue
+		}
+		return p, res, plan, loss, err
+	}
+	return nil, nil, nil, nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("provider auto: no provider of this gateway can enforce the policy: %s", strings.Join(refused, "; ")))
 }
 
 // mapPolicy parses, resolves and maps a policy for a sandbox; image, when
@@ -598,9 +636,9 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		}
 	default:
 		if !sb.running(reqCtx) {
-			s.event(m.Id, "lost", "the container is gone: %v", err)
-			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the container is gone" })
-			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: its container is gone (now phase error)", m.Id))
+			s.event(m.Id, "lost", "the sandbox is gone: %v", err)
+			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the sandbox is gone" })
+			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: it is gone (now phase error)", m.Id))
 		}
 		if st.Code == 0 {
 			return connect.NewError(connect.CodeUnknown, err)
@@ -837,7 +875,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	return connect.NewResponse(&gw.StartSandboxResponse{Sandbox: toProto(rec)}), nil
 }
 
-// StopSandbox ends a sandbox's workload and releases its container; the
+// StopSandbox ends a sandbox's workload and releases its resources; the
 // record stays (phase stopped) until DeleteSandbox.
 func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSandboxRequest]) (*connect.Response[gw.StopSandboxResponse], error) {
 	id := s.idOf(req.Msg.Id)
@@ -862,7 +900,7 @@ func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[gw.StopSa
 	if err != nil {
 		return nil, storeErr(id, err)
 	}
-	s.event(id, "stopped", "container removed")
+	s.event(id, "stopped", "sandbox removed")
 	return connect.NewResponse(&gw.StopSandboxResponse{Sandbox: toProto(rec)}), nil
 }
 
@@ -892,7 +930,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 	return connect.NewResponse(&gw.DeleteSandboxResponse{}), nil
 }
 
-// release stops the sandbox's workload and removes its container, its
+// release stops the sandbox's workload and removes the sandbox, its
 // state and its egress proxy, and closes its audit log (which stays);
 // idempotent.
 func (s *Server) release(ctx context.Context, id string, p Provider) error {
@@ -917,9 +955,11 @@ func (s *Server) releaseRecord(ctx context.Context, rec store.Sandbox) error {
 	return s.release(ctx, rec.ID, p)
 }
 
-// provider is the gateway's provider named name ("": the default, the
-// first).
+// provider is the gateway's provider named name ("": the default).
 func (s *Server) provider(name string) (Provider, error) {
+	if name == "" {
+		name = s.cfg.Default
+	}
 	var names []string
 	for _, p := range s.cfg.Providers {
 		if name == "" || p.Name() == name {

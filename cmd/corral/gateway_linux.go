@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,13 +33,15 @@ import (
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
+	"github.com/corral-sandbox/corral/provider/linux"
 	"github.com/corral-sandbox/corral/session"
 	"github.com/corral-sandbox/corral/store"
 )
 
 func newGatewayCmd() *cobra.Command {
 	c := &cobra.Command{Use: "gateway", Short: "The control plane for long-lived sandboxes"}
-	var listen, db, tokenFile, tlsCert, tlsKey string
+	var listen, db, tokenFile, tlsCert, tlsKey, defProvider string
+	var providers []string
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the sandbox API (Connect, gRPC, HTTP/JSON) until SIGINT or SIGTERM",
@@ -52,13 +55,26 @@ and root may connect. --listen IP:PORT: clients send the bearer token from
 --token-file (created 0600 with a random token when missing); off loopback
 --tls-cert and --tls-key are required.
 
-Exit status: 0 after SIGINT/SIGTERM, 121 when Docker is unavailable, 2 for
-bad flags or a listener that cannot be opened.`,
+Sandboxes run on linux (a supervisor of its own per sandbox, which
+outlives the gateway) and docker (containers), each where this host has it
+(--provider picks). A create names its provider, or gets the default
+(docker when it is run, else the first); "auto" takes the first, in
+--provider's order, that can enforce the policy with the image it names.
+
+Exit status: 0 after SIGINT/SIGTERM, 121 when a provider asked for (or,
+by default, every one) is unavailable, 2 for bad flags or a listener that
+cannot be opened.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return gatewayServe(listen, db, tokenFile, tlsCert, tlsKey)
+			provs, err := gatewayProviders(providers, cmd.Flags().Changed("provider"), defProvider)
+			if err != nil {
+				return err
+			}
+			return gatewayServe(listen, db, tokenFile, tlsCert, tlsKey, provs, defProvider)
 		},
 	}
+	serve.Flags().StringSliceVar(&providers, "provider", []string{"linux", "docker"}, "providers to run sandboxes on, in the order auto tries them")
+	serve.Flags().StringVar(&defProvider, "default-provider", "", "provider of a create that names none (default: docker if run, else the first)")
 	serve.Flags().StringVar(&listen, "listen", "unix:"+gateway.DefaultSocket(), "unix:PATH or loopback IP:PORT")
 	serve.Flags().StringVar(&db, "db", gateway.DefaultDB(), "SQLite database of the gateway's state")
 	serve.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file for TCP (default: beside the database)")
@@ -68,7 +84,41 @@ bad flags or a listener that cannot be opened.`,
 	return c
 }
 
-func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
+// gatewayProviders are the gateway's providers, from names: each must be
+// available when named explicitly; by default the unavailable ones are
+// left out (and none available is an error). def, when set, must be one.
+func gatewayProviders(names []string, explicit bool, def string) ([]gateway.Provider, error) {
+	var out []gateway.Provider
+	var reasons []string
+	for _, n := range names {
+		var p gateway.Provider
+		switch n {
+		case "linux":
+			p = linux.New()
+		case "docker":
+			p = docker.New()
+		default:
+			return nil, fmt.Errorf("--provider %q: the gateway runs sandboxes on linux and docker", n)
+		}
+		if hr := p.Probe(context.Background()); !hr.Available {
+			if explicit {
+				return nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("%s: %s (fix: %s)", n, hr.Reason, strings.Join(hr.Fixes, "; "))}
+			}
+			reasons = append(reasons, n+": "+hr.Reason)
+			continue
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, &provider.Error{Code: provider.CodeUnavailable, Msg: "no provider available: " + strings.Join(reasons, "; ")}
+	}
+	if def != "" && !slices.ContainsFunc(out, func(p gateway.Provider) bool { return p.Name() == def }) {
+		return nil, fmt.Errorf("--default-provider %q is not among the gateway's providers", def)
+	}
+	return out, nil
+}
+
+func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway.Provider, def string) error {
 	var tlsCfg *tls.Config
 	if (tlsCert == "") != (tlsKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
@@ -80,9 +130,8 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	}
-	prov := docker.New()
-	if hr := prov.Probe(context.Background()); !hr.Available {
-		return &provider.Error{Code: provider.CodeUnavailable, Msg: "docker: " + hr.Reason}
+	if def == "" && slices.ContainsFunc(provs, func(p gateway.Provider) bool { return p.Name() == "docker" }) {
+		def = "docker" // what a create without --provider made before linux sandboxes were managed
 	}
 	// The address first: a refused one leaves nothing behind.
 	l, err := gateway.Listen(listen, tlsCfg)
@@ -133,7 +182,7 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string) error {
 	if err := trust.MkdirAll(logDir, 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return fmt.Errorf("log directory %s: %w", logDir, err)
 	}
-	srv := gateway.New(gateway.Config{Store: st, Providers: []gateway.Provider{prov}, Home: home, Instance: instance, LogDir: logDir, Version: version})
+	srv := gateway.New(gateway.Config{Store: st, Providers: provs, Default: def, Home: home, Instance: instance, LogDir: logDir, Version: version})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -358,7 +407,11 @@ func (f *gatewayFlags) show(m proto.Message, text func(io.Writer)) error {
 }
 
 func sandboxRow(w io.Writer, s *gw.Sandbox) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Id, s.Phase, s.Effective, s.Image, s.CreatedAt, s.Reason)
+	image := s.Image
+	if image == "" {
+		image = "-"
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Id, s.Phase, s.Effective, s.Provider, image, s.CreatedAt, s.Reason)
 }
 
 func newSandboxCmd() *cobra.Command {
@@ -405,7 +458,7 @@ the sandbox could not be made.`}
 	create.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory (default: the current one)")
 	create.Flags().StringVar(&image, "image", "", "image (sets the policy's docker.image)")
 	create.Flags().StringVar(&name, "name", "", "name the sandbox (unique, a DNS label); every command takes the name for the id")
-	create.Flags().StringVar(&prov, "provider", "", "provider (default: the gateway's)")
+	create.Flags().StringVar(&prov, "provider", "", "linux, docker, or auto (the first of the gateway's that enforces the policy; default: the gateway's default)")
 
 	list := &cobra.Command{Use: "list", Short: "List sandboxes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -418,7 +471,7 @@ the sandbox could not be made.`}
 				return apiErr(err)
 			}
 			return f.show(resp.Msg, func(w io.Writer) {
-				fmt.Fprintln(w, "ID\tPHASE\tEFFECTIVE\tIMAGE\tCREATED\tREASON")
+				fmt.Fprintln(w, "ID\tPHASE\tEFFECTIVE\tPROVIDER\tIMAGE\tCREATED\tREASON")
 				for _, s := range resp.Msg.Sandboxes {
 					sandboxRow(w, s)
 				}

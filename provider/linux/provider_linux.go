@@ -201,6 +201,9 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	add := func(sev provider.Severity, area, field, format string, args ...any) {
 		loss = append(loss, provider.Loss{Severity: sev, Area: area, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
+	if img := r.DockerImage(); r.Policy != nil && r.Policy.Docker != nil && r.Policy.Docker.Image != "" {
+		add(provider.SeverityWarning, "filesystem", "docker.image", "docker.image %q is not used: a linux sandbox sees the host's own files, as the policy grants them", img)
+	}
 	layers := h.layerAvailability(r.Layers)
 	for _, st := range layers {
 		field := "layers." + string(st.Layer)
