@@ -83,17 +83,17 @@ func (p *Provider) facts() *hostFacts {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-			h.err = fmt.Errorf("daemon not reachable: %v", err)
+			h.err = fmt.Errorf("daemon not reachable: %w", err)
 			return
 		}
 		v, err := cli.ServerVersion(ctx, client.ServerVersionOptions{})
 		if err != nil {
-			h.err = fmt.Errorf("daemon version: %v", err)
+			h.err = fmt.Errorf("daemon version: %w", err)
 			return
 		}
 		info, err := cli.Info(ctx, client.InfoOptions{})
 		if err != nil {
-			h.err = fmt.Errorf("daemon info: %v", err)
+			h.err = fmt.Errorf("daemon info: %w", err)
 			return
 		}
 		h.cli, h.version, h.apiVersion = cli, v.Version, v.APIVersion
@@ -136,7 +136,7 @@ func staticSelf() (string, error) {
 	}
 	f, err := elf.Open(exe)
 	if err != nil {
-		return exe, fmt.Errorf("%s: %v", exe, err)
+		return exe, fmt.Errorf("%s: %w", exe, err)
 	}
 	defer f.Close()
 	for _, ph := range f.Progs {
