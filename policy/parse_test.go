@@ -646,3 +646,23 @@ func TestDockerSection(t *testing.T) {
 	_, err = Parse([]byte("version: 1\ndocker:\n  imag: x\n"), "p.yaml")
 	expectAt(t, only(t, err), "docker.imag", 3, 3, "unknown field")
 }
+
+// A Limits written to JSON reads back as it was (the persistent linux
+// sandbox's supervisor is handed its plan so); a bad duration is refused.
+func TestLimitsJSONRoundTrip(t *testing.T) {
+	want := Limits{Memory: 256 << 20, Pids: 64, CPU: 1.5, Nofile: 1024, Timeout: Duration(90 * time.Second)}
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Limits
+	if err := json.Unmarshal(b, &got); err != nil || got != want {
+		t.Fatalf("%s read back as %+v, %v; want %+v", b, got, err, want)
+	}
+	for in, ok := range map[string]bool{`{"timeout":0}`: true, `{"timeout":"0s"}`: true, `{"timeout":"soon"}`: false, `{"timeout":30}`: false} {
+		var l Limits
+		if err := json.Unmarshal([]byte(in), &l); (err == nil) != ok {
+			t.Errorf("%s: error %v, want ok=%v", in, err, ok)
+		}
+	}
+}

@@ -250,9 +250,29 @@ type Duration time.Duration
 // String formats d as a Go duration ("1m30s").
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// MarshalJSON writes d as a Go duration string, which Parse reads back.
+// MarshalJSON writes d as a Go duration string, which Parse and
+// UnmarshalJSON read back.
 func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(strconv.Quote(d.String())), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes (a Go duration string such
+// as "1m30s"), or the number 0, as a policy file may write it.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "0" {
+		*d = 0
+		return nil
+	}
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"30s\"", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
 }
 
 // Requirement says whether a layer must be applied.
