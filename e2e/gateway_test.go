@@ -1404,7 +1404,7 @@ func TestGatewayPolicy(t *testing.T) {
 		if _, err := c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", ""), ExpectedRevision: 1})); connect.CodeOf(err) != connect.CodeAborted {
 			t.Errorf("set at a stale revision: %v", err)
 		}
-		limits := "process: {limits: {pids: 64}}\n"
+		limits := "process: {limits: {pids: 64, timeout: 3s}}\n"
 		if _, err := c.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sid, PolicyYaml: polFor("b.test", limits)})); connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "requires recreate") {
 			t.Errorf("a limits change without recreate: %v", err)
 		}
@@ -1426,6 +1426,14 @@ func TestGatewayPolicy(t *testing.T) {
 		}
 		if a, b := fetch("a.test"), fetch("b.test"); !strings.Contains(a, "DENIED") || !strings.Contains(b, "upstream-ok") {
 			t.Errorf("revision 3 (recreated): a.test %q, b.test %q", a, b)
+		}
+		// The new policy's timeout ends a command that outlasts it, not the sandbox.
+		t0 := time.Now()
+		if _, code, err := execOut(ctx, c, sid, "sleep", "30"); err != nil || code != 124 || time.Since(t0) > 20*time.Second {
+			t.Errorf("an exec past the policy's timeout of 3s: exit %d after %s (%v), want 124", code, time.Since(t0).Round(time.Millisecond), err)
+		}
+		if out, code, err := execOut(ctx, c, sid, "echo", "alive"); err != nil || code != 0 || !strings.Contains(out, "alive") {
+			t.Errorf("exec after a timed-out one: %q %d %v", out, code, err)
 		}
 		hr, err := c.Policies.PolicyHistory(ctx, connect.NewRequest(&gw.PolicyHistoryRequest{Id: sid}))
 		if err != nil || len(hr.Msg.Revisions) != 3 {
