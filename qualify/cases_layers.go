@@ -23,9 +23,11 @@ var allLayers = []string{"namespaces", "mounts", "landlock", "seccomp", "cgroups
 // faultEnv is corral's fault injection: the named layer fails on apply.
 const faultEnv = "CORRAL_FAULT_LAYER"
 
-// layerStates parses `-v` lines "corral: layer NAME STATE ...".
+// layerStates parses `-v` lines "corral: layer NAME STATE ..." (and
+// `corral sandbox get`'s "layer NAME STATE ...", which LinuxGateway's -v
+// is).
 func layerStates(stderr string) map[string]string {
-	re := regexp.MustCompile(`(?m)^corral: layer (\S+)\s+(\S+)`)
+	re := regexp.MustCompile(`(?m)^(?:corral: )?layer (\S+)\s+(\S+)`)
 	out := map[string]string{}
 	for _, m := range re.FindAllStringSubmatch(stderr, -1) {
 		out[m[1]] = m[2]
@@ -54,15 +56,18 @@ func refusedRun(ctx context.Context, e *Env, r *Result, what, layer string, env 
 	}
 	// A layer fails to start (125); cgroups are made before the start on
 	// linux (123 provision_failed), or the policy is rejected when this
-	// user has none (122).
+	// user has none (122). Through the gateway it is the create that is
+	// refused: 123, the sandbox could not be made (docs/gateway.md).
 	want := map[int]bool{125: true}
 	switch {
 	case layer == "cgroups" && !e.cgroupsUsable():
 		want = map[int]bool{122: true}
+	case e.Provider == LinuxGateway:
+		want = map[int]bool{123: true}
 	case layer == "cgroups":
 		want[123] = true
 	}
-	e.Check(r, what+": exit status", fmt.Sprint("exit ", o.Code), want[o.Code], fmt.Sprintf("%s: exit %d, want a refusal (125 start_failed; for cgroups 123 provision_failed, or 122 when unavailable)", what, o.Code))
+	e.Check(r, what+": exit status", fmt.Sprint("exit ", o.Code), want[o.Code], fmt.Sprintf("%s: exit %d, want a refusal (125 start_failed; for cgroups 123 provision_failed, or 122 when unavailable; through the gateway, 123 from sandbox create)", what, o.Code))
 	el := errorLines(o.Stderr)
 	name := layer
 	if layer == "cgroups" && !e.cgroupsUsable() {
@@ -83,9 +88,14 @@ func runP08(ctx context.Context, e *Env) Result {
 	mk := filepath.Join(wd, "marker")
 	o, err := e.rawCorral(ctx, rawRun{Policy: e.policyFor(pol{}), Workdir: wd, Flags: []string{"--provider", "vmware"},
 		Args: []string{e.Bin, "__probe", "write", mk}}, 0)
-	if err != nil {
+	switch {
+	case err != nil:
 		failNow(e, &r, "--provider vmware", err)
-	} else {
+	case e.Provider == LinuxGateway:
+		// A create naming a provider the gateway does not run is an
+		// invalid request (122, docs/gateway.md).
+		e.Check(&r, "sandbox create --provider vmware (not a provider of this gateway)", brief(o), o.Code == 122 && strings.Contains(o.Stderr, "vmware") && !hostExists(mk), "a provider the gateway does not run did not refuse the create with 122 naming it")
+	default:
 		e.Check(&r, "--provider vmware (not in this build)", brief(o), o.Code == 121 && !hostExists(mk), "a missing provider did not refuse the run with 121 unavailable")
 	}
 	// Real unavailability: cgroups for a user they are not delegated to.

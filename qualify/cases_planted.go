@@ -35,7 +35,13 @@ func plantShell(label, path, content string) step {
 // the top-level names W2 and W lack. The top-level ones must be refused;
 // the nested ones reported as findings (stderr and audit), the run failed
 // in strict-tree mode, and after it no host git runs the planted command.
+// Through the gateway, which has no strict-tree mode (an exec's plants
+// are reported: stderr, events, audit), the main run is the report mode
+// the W0 run checks for corral run: the refusals, the reports and the
+// findings are checked; exit 116, the quarantine and the host git after
+// it are not there to check, and the evidence says so.
 func runP25(ctx context.Context, e *Env) Result {
+	gateway := e.Provider == LinuxGateway
 	r := newResult()
 	w := e.TempDir("p25-repo")
 	hasGit := exec.Command("git", "init", "-q", w).Run() == nil
@@ -78,7 +84,11 @@ func runP25(ctx context.Context, e *Env) Result {
 	e.Check(&r, "without --strict-tree: a repository planted in W0/sub is reported, exit 0", brief(o0),
 		o0.Code == 0 && strings.Contains(o0.Stderr, "planted for later: "+filepath.Join(w0, "sub", ".git")) && strings.Contains(o0.Stderr, "core.fsmonitor = touch "),
 		"without --strict-tree the planted repository was not reported, or the run did not keep the workload's exit status")
-	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{RW: []string{w2}}), Workdir: w, Flags: []string{"--strict-tree", "--audit", auditLog}, Args: e.steps(ss...)})
+	flags := []string{"--strict-tree", "--audit", auditLog}
+	if gateway {
+		flags = flags[1:]
+	}
+	o, err := e.Corral(ctx, Run{Policy: e.policyFor(pol{RW: []string{w2}}), Workdir: w, Flags: flags, Args: e.steps(ss...)})
 	if err != nil {
 		failNow(e, &r, "corral run", err)
 		return r
@@ -95,7 +105,11 @@ func runP25(ctx context.Context, e *Env) Result {
 	}
 	gi := strings.TrimSpace(s["git init W2"].Text)
 	e.Check(&r, "git init in W2 (no .git at the start)", gi, !strings.Contains(gi, "INIT-OK") && (strings.Contains(gi, "git-init-done") || gi == "no-git"), "git init made a repository at the top of W2")
-	e.Check(&r, "strict-tree: the run fails with 116", fmt.Sprintf("exit %d", o.Code), o.Code == 116, "the run did not fail although the workload planted files")
+	if gateway {
+		e.Check(&r, "gateway (no strict-tree mode): the exec keeps the workload's exit status, 0", fmt.Sprintf("exit %d", o.Code), o.Code == 0, "the exec did not keep the workload's exit status")
+	} else {
+		e.Check(&r, "strict-tree: the run fails with 116", fmt.Sprintf("exit %d", o.Code), o.Code == 116, "the run did not fail although the workload planted files")
+	}
 	for _, p := range []string{"sub/.git", "wt/.git", "deep/.bashrc"} {
 		e.Check(&r, "reported on stderr: "+p, grepLine(o.Stderr, filepath.Join(w, p)), strings.Contains(o.Stderr, "planted for later: "+filepath.Join(w, p)), p+" was planted and not reported")
 	}
@@ -105,8 +119,12 @@ func runP25(ctx context.Context, e *Env) Result {
 	_, ok := found[subGit]
 	e.Check(&r, "audit: Detection Findings (class 2004)", strings.Join(slices.Sorted(maps.Keys(found)), ", "), ok, "the audit log has no finding for sub/.git")
 	e.Check(&r, "audit: the finding for sub/.git names the key", strings.Join(found[subGit], "; "), slices.Contains(found[subGit], "core.fsmonitor = touch "+mark), "the finding does not name the planted core.fsmonitor")
-	e.Check(&r, "strict-tree: sub/.git moved aside", fmt.Sprintf("sub/.git exists: %v, sub/.git.corral-quarantine exists: %v", hostExists(subGit), hostExists(subGit+".corral-quarantine")),
-		!hostExists(subGit) && hostExists(subGit+".corral-quarantine"), "the planted repository was not moved aside")
+	if gateway {
+		e.Check(&r, "not checked through the gateway: the quarantine of --strict-tree, and a host git status after it", "the gateway has no strict-tree mode: sub/.git stays where it was planted, reported (above)", true, "")
+	} else {
+		e.Check(&r, "strict-tree: sub/.git moved aside", fmt.Sprintf("sub/.git exists: %v, sub/.git.corral-quarantine exists: %v", hostExists(subGit), hostExists(subGit+".corral-quarantine")),
+			!hostExists(subGit) && hostExists(subGit+".corral-quarantine"), "the planted repository was not moved aside")
+	}
 	// At the top: what was there and what the workload made below it,
 	// nothing else (no placeholder, no protected name created).
 	tops := map[string][]string{w: {".git", "deep", "file", "sub", "wt"}, w2: nil}
@@ -120,7 +138,7 @@ func runP25(ctx context.Context, e *Env) Result {
 		}
 		e.Check(&r, "host: nothing left at the top of "+d+" (no placeholder, nothing created)", strings.Join(extra, ", "), len(extra) == 0, "left on the host: "+strings.Join(extra, ", "))
 	}
-	if hasGit {
+	if hasGit && !gateway {
 		for _, d := range []string{"sub", "deep", "wt"} {
 			// As the tree's owner would, and past git's ownership check
 			// (the tree may be another uid's: docker's nobody).

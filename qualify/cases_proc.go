@@ -122,7 +122,13 @@ func runP06(ctx context.Context, e *Env) Result {
 	}
 	s := parseSteps(o)
 	e.Check(&r, "run env, /proc/*/environ and cmdline, ps eww (host env has CANARY_TOKEN, AWS_SECRET_ACCESS_KEY; the supervisor's argv has a token)", brief(o), o.Code == 0 && s["env"].reported(), "the probes did not run")
-	e.Check(&r, "control: LC_CANARY (allowed by the policy) is visible", fmt.Sprint(strings.Contains(s["env"].Text, "LC_CANARY=visible-by-policy")), strings.Contains(s["env"].Text, "LC_CANARY=visible-by-policy"), "the env allowlist did not pass LC_CANARY: the probe cannot see the environment")
+	ctl, ctlVar, ctlWhat := "LC_CANARY=visible-by-policy", "LC_CANARY", "control: LC_CANARY (allowed by the policy) is visible"
+	if e.Provider == LinuxGateway {
+		// An exec carries no environment of its caller's: the policy's
+		// pass list applies to the gateway's own fixed one.
+		ctl, ctlVar, ctlWhat = "PATH=/usr/local/sbin:", "PATH", "control: PATH (the gateway's fixed environment for every exec, passed by the policy; an exec carries none of its caller's) is visible"
+	}
+	e.Check(&r, ctlWhat, fmt.Sprint(strings.Contains(s["env"].Text, ctl)), strings.Contains(s["env"].Text, ctl), "the env allowlist did not pass "+ctlVar+": the probe cannot see the environment")
 	lk := leaked(o.Stdout+o.Stderr, tok, tok2, tok3)
 	e.Check(&r, "no token in the output", fmt.Sprintf("%d of 3 tokens found", len(lk)), len(lk) == 0, "secrets leaked: "+strings.Join(lk, ", "))
 	pr, _ := find(s["env"].Results, "pids")
@@ -294,9 +300,9 @@ func runP10(ctx context.Context, e *Env) Result {
 	policy := e.PolicyPath(e.policyFor(pol{}))
 	for _, tty := range []bool{false, true} {
 		name := "without -t"
-		flag := ""
+		var flags []string
 		if tty {
-			name, flag = "with -t", "-t "
+			name, flags = "with -t", []string{"-t"}
 		}
 		outside := e.TempDir("p10-outside")
 		wd := e.TempDir("p10-wd")
@@ -304,7 +310,12 @@ func runP10(ctx context.Context, e *Env) Result {
 		tok := newToken()
 		// The corral command in a script, so that TEXT can hold a newline.
 		scr := filepath.Join(outside, "run.sh")
-		_ = writeHostFile(scr, fmt.Sprintf("%s %s %s--policy %s -C %s -- %s __probe tiocsti 'touch %s\n'\n", shq(e.Bin), strings.Join(e.runArgs(), " "), flag, shq(policy), shq(wd), shq(e.Bin), mk), 0o755)
+		line, err := e.runLine(ctx, flags, policy, wd, fmt.Sprintf("%s __probe tiocsti 'touch %s\n'", shq(e.Bin), mk))
+		if err != nil {
+			failNow(e, &r, name+": the corral command", err)
+			continue
+		}
+		_ = writeHostFile(scr, line+"\n", 0o755)
 		// The user's shell is the user corral runs as, and can write the
 		// marker's directory: an injected command would succeed.
 		e.handOver(e.Dir)

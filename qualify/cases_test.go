@@ -98,26 +98,51 @@ func logResult(t *testing.T, res Result) {
 
 // TestCasesCanFail: with the seccomp layer broken on purpose (made to
 // fail on apply and marked optional, so the run goes on without it), P14
-// fails: the suite notices a sandbox that lacks a layer.
+// fails: the suite notices a sandbox that lacks a layer. Through the
+// gateway too (its sandboxes' gateway started with CORRAL_FAULT_LAYER),
+// whose evidence shows the sandboxes, their layers and their delete, and
+// the run's gateway stopped with nothing of them left.
 func TestCasesCanFail(t *testing.T) {
 	needRootLinux(t)
 	bin := buildCorral(t)
 	p14Fault = "seccomp"
 	defer func() { p14Fault = "" }()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux"}, Cases: []string{"P14"}, PerfRuns: -1})
-	if err != nil {
-		t.Fatalf("Qualify: %v", err)
-	}
-	res := rep.Providers[0].Results[0]
-	logResult(t, res)
-	if res.Status != Fail {
-		t.Fatalf("P14 with seccomp broken: %s, want fail", res.Status)
-	}
-	// It fails for the right reason: syscalls that seccomp refuses went
-	// through.
-	if !strings.Contains(res.Reason, "io_uring_setup") && !strings.Contains(res.Reason, "AF_") && !strings.Contains(res.Reason, "setns") {
-		t.Errorf("P14 failed, but not on the calls seccomp guards: %s", res.Reason)
+	for _, prov := range []string{"linux", LinuxGateway} {
+		t.Run(prov, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{prov}, Cases: []string{"P14"}, PerfRuns: -1})
+			if err != nil {
+				t.Fatalf("Qualify: %v", err)
+			}
+			res := rep.Providers[0].Results[0]
+			logResult(t, res)
+			if res.Status != Fail {
+				t.Fatalf("P14 with seccomp broken: %s, want fail", res.Status)
+			}
+			// It fails for the right reason: syscalls that seccomp refuses
+			// went through.
+			if !strings.Contains(res.Reason, "io_uring_setup") && !strings.Contains(res.Reason, "AF_") && !strings.Contains(res.Reason, "setns") {
+				t.Errorf("P14 failed, but not on the calls seccomp guards: %s", res.Reason)
+			}
+			if prov != LinuxGateway {
+				return
+			}
+			var sandboxes, stop string
+			for _, ev := range res.Evidence {
+				switch {
+				case strings.HasPrefix(ev.Attempt, "runner: through the gateway: corral sandbox create"):
+					sandboxes += ev.Got + "\n"
+				case strings.HasPrefix(ev.Attempt, "runner: stop the run's gateway"):
+					stop = ev.Got
+				}
+			}
+			if !strings.Contains(sandboxes, "seccomp skipped") || !strings.Contains(sandboxes, "deleted: no supervisor, state dir or cgroup left") {
+				t.Errorf("the evidence does not show the sandboxes, their layers and their delete:\n%s", sandboxes)
+			}
+			if !strings.Contains(stop, "exit 0") || !strings.Contains(stop, "left on the host (supervisors, state dirs, cgroups): 0") {
+				t.Errorf("the run's gateway: %s", stop)
+			}
+		})
 	}
 }

@@ -42,7 +42,8 @@ func failNow(e *Env, r *Result, attempt string, err error) {
 }
 
 // linuxKernel is the Applies of cases that need a Linux kernel under the
-// sandbox: the linux and docker providers.
+// sandbox: the linux and docker providers, and the gateway's linux
+// sandboxes.
 func linuxKernel(e *Env) (bool, string) {
 	if e.Provider == LinuxService {
 		if e.st != nil && slices.Contains(ServiceCases, e.st.caseID) {
@@ -50,7 +51,7 @@ func linuxKernel(e *Env) (bool, string) {
 		}
 		return false, "not among the cases a service session is qualified on (" + strings.Join(ServiceCases, ", ") + ")"
 	}
-	if e.Provider != "linux" && e.Provider != "docker" {
+	if e.Provider != "linux" && e.Provider != "docker" && e.Provider != LinuxGateway {
 		return false, "not applicable to provider " + e.Provider
 	}
 	return true, ""
@@ -412,22 +413,31 @@ type rawRun struct {
 	Extra   []*os.File
 }
 
+// rawPolicy writes a rawRun's policy to a file of its own in the case
+// dir.
+func (e *Env) rawPolicy(text string) (string, error) {
+	f, err := os.CreateTemp(e.Dir, "policy-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return "", err
+	}
+	f.Close()
+	return f.Name(), os.Chmod(f.Name(), 0o644)
+}
+
 // command builds the exec.Cmd (not started) for r.
 func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 	e.handOver(e.Dir)
 	args := e.runArgs()
 	if r.Policy != "" {
-		f, err := os.CreateTemp(e.Dir, "policy-*.yaml")
+		f, err := e.rawPolicy(r.Policy)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := f.WriteString(r.Policy); err != nil {
-			f.Close()
-			return nil, err
-		}
-		f.Close()
-		_ = os.Chmod(f.Name(), 0o644)
-		args = append(args, "--policy", f.Name())
+		args = append(args, "--policy", f)
 	}
 	if r.Workdir != "" {
 		args = append(args, "-C", r.Workdir)
@@ -455,6 +465,24 @@ func (e *Env) command(ctx context.Context, r rawRun) (*exec.Cmd, error) {
 func (e *Env) rawCorral(ctx context.Context, r rawRun, timeout time.Duration) (Outcome, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Second
+	}
+	if e.Provider == LinuxGateway {
+		// A sandbox of its own: created with the policy, workdir, flags
+		// and the caller's fds (which the clients have open), exec'd,
+		// deleted.
+		raw := &gwRun{workdir: r.Workdir, flags: r.Flags, extra: r.Extra}
+		if r.Policy != "" {
+			f, err := e.rawPolicy(r.Policy)
+			if err != nil {
+				return Outcome{}, err
+			}
+			raw.policy = f
+		}
+		run, err := e.gatewayStart(ctx, Run{Args: r.Args, Env: r.Env, Timeout: timeout}, raw)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return run.Wait()
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -116,9 +116,12 @@ func (rs *runState) perf(ctx context.Context, provider string) *Perf {
 
 // peakRSS runs r three times under GNU time (which forks, so the count is
 // the tree's own) and returns the largest %M in KiB, or 0.
+//
+// LinuxGateway: 0, since the sandbox's processes are the gateway's
+// supervisor's, not a child of the `corral sandbox exec` client.
 func (e *Env) peakRSS(ctx context.Context, r Run) int64 {
 	tp, err := exec.LookPath("/usr/bin/time")
-	if err != nil {
+	if err != nil || e.Provider == LinuxGateway {
 		return 0
 	}
 	var peak int64
@@ -144,9 +147,29 @@ type measurement struct {
 }
 
 // timed runs r through corral and measures it; a non-zero exit is an error.
+// LinuxGateway: the `corral sandbox exec` in a sandbox made for it (the
+// create and delete around it are not counted), and the client's CPU.
 func (e *Env) timed(ctx context.Context, r Run) (measurement, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	if e.Provider == LinuxGateway {
+		run, err := e.Start(ctx, r)
+		if err != nil {
+			return measurement{}, err
+		}
+		o, err := run.Wait()
+		m := measurement{wall: o.Elapsed}
+		if ps := run.Cmd.ProcessState; ps != nil {
+			m.cpu = ps.UserTime() + ps.SystemTime()
+		}
+		if err == nil && o.Code != 0 {
+			err = fmt.Errorf("exit %d: %s", o.Code, bound(strings.TrimSpace(o.Stdout+o.Stderr), 500))
+		}
+		if err != nil {
+			return m, fmt.Errorf("corral sandbox exec -- %s: %v", strings.Join(r.Args, " "), err)
+		}
+		return m, nil
+	}
 	cmd := e.Command(ctx, r)
 	return measure(cmd, "corral run -- "+strings.Join(r.Args, " "))
 }

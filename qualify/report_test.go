@@ -71,6 +71,20 @@ func TestReportValidatesAgainstSchema(t *testing.T) {
 		t.Fatalf("report.json does not validate: %v", err)
 	}
 
+	// Every target qualify knows is a provider name (and a policy key's
+	// first part) the schema takes.
+	for _, name := range KnownProviders {
+		r := *rep
+		r.Providers = []ProviderReport{rep.Providers[0]}
+		r.Providers[0].Name = name
+		r.Policies = map[string]PolicyRecord{name + "/P01/policy-1.yaml": {SHA256: strings.Repeat("0", 64), Text: "version: 1\n"}}
+		js, _ := r.JSON()
+		inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+		if err := s.Validate(inst); err != nil {
+			t.Errorf("provider %s: %v", name, err)
+		}
+	}
+
 	// The schema is not vacuous: a skipped result without a reason, a
 	// status outside the three, or an unknown field fail it.
 	for name, mutate := range map[string]func(m map[string]any){

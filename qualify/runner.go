@@ -37,9 +37,11 @@ import (
 var CaseTimeout = 90 * time.Second
 
 // KnownProviders are the provider names qualify accepts; "all" means all
-// of them but LinuxService. A provider that the binary under test does not have is reported
-// with every case skipped ("provider not built in"), never as passed.
-var KnownProviders = []string{"linux", "docker", "mxc", LinuxService}
+// of them but LinuxService and LinuxGateway (front ends on the linux
+// provider, qualified when named). A provider that the binary under test
+// does not have is reported with every case skipped ("provider not built
+// in"), never as passed.
+var KnownProviders = []string{"linux", "docker", "mxc", LinuxService, LinuxGateway}
 
 // LinuxService qualifies service sessions: the linux provider's sandbox
 // as corral service builds it (an agent user, a session home, the
@@ -53,7 +55,7 @@ var ServiceCases = []string{"P01", "P02", "P03", "P04", "P05", "P06", "P09", "P1
 
 // baseProvider is the provider a qualify target runs on.
 func baseProvider(name string) string {
-	if name == LinuxService {
+	if name == LinuxService || name == LinuxGateway {
 		return "linux"
 	}
 	return name
@@ -139,6 +141,10 @@ type runState struct {
 	cgroupsOK map[string]bool // provider -> cgroups usable by this user
 	mu        sync.Mutex
 	policies  map[string]PolicyRecord
+	// gw is the run's gateway while LinuxGateway is qualified (gateway.go),
+	// gwHome its HOME, which is every LinuxGateway case's Env.Home.
+	gw     *gatewayProc
+	gwHome string
 }
 
 // caseState is one case's bookkeeping, reached through Env.st.
@@ -152,6 +158,7 @@ type caseState struct {
 	listeners []*Listener
 	markers   []string
 	started   []*Running
+	gateway   gatewayCase // LinuxGateway's sandboxes and gateways (gateway.go)
 }
 
 // Qualify runs the selected cases against the selected providers and
@@ -265,9 +272,21 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 				pr.Results = append(pr.Results, applyStrict(Result{ID: c.ID, Title: c.Title, Provider: name, Status: Skipped, Reason: why, Evidence: []Evidence{}}, o.Strict))
 			}
 		} else {
+			// The gateway's cases run in sandboxes of one gateway of the
+			// run's own (a broken gateway fails every case: nothing can be
+			// qualified through it).
+			var gwErr error
+			if name == LinuxGateway {
+				gwErr = rs.startRunGateway(ctx)
+			}
 			for _, c := range cases {
 				if ctx.Err() != nil {
 					pr.Results = append(pr.Results, applyStrict(Result{ID: c.ID, Title: c.Title, Provider: name, Status: Skipped, Reason: "not run: qualify was interrupted", Evidence: []Evidence{}}, o.Strict))
+					continue
+				}
+				if gwErr != nil {
+					pr.Results = append(pr.Results, Result{ID: c.ID, Title: c.Title, Provider: name, Status: Fail, Reason: "runner: the run's gateway did not start: " + gwErr.Error(),
+						Evidence: []Evidence{{Attempt: "runner: start corral gateway serve --provider linux", Got: bound(gwErr.Error(), 2000)}}})
 					continue
 				}
 				prog.start(name, c)
@@ -275,9 +294,22 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 				prog.done(res)
 				pr.Results = append(pr.Results, res)
 			}
-			if o.PerfRuns > 0 && ctx.Err() == nil {
+			if o.PerfRuns > 0 && ctx.Err() == nil && gwErr == nil {
 				prog.line(name + ": performance (" + strconv.Itoa(o.PerfRuns) + " runs each)")
 				pr.Perf = rs.perf(ctx, name)
+			}
+			if name == LinuxGateway && gwErr == nil {
+				// What the gateway's stop and its sandboxes left is the
+				// run's: it goes on the last case's result.
+				ev, problem := rs.stopRunGateway()
+				if n := len(pr.Results); n > 0 {
+					last := &pr.Results[n-1]
+					last.Evidence = append(last.Evidence, ev)
+					if problem != "" {
+						last.Status = Fail
+						last.Reason = joinReason(last.Reason, "gateway: "+problem)
+					}
+				}
 			}
 		}
 		if pr.Mock {
@@ -306,9 +338,9 @@ func selectProviders(names []string) ([]string, error) {
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		switch {
-		case n == "all": // the providers; service sessions only when named
+		case n == "all": // the providers; service sessions and gateway sandboxes only when named
 			for _, k := range KnownProviders {
-				if k != LinuxService && !slices.Contains(out, k) {
+				if k != LinuxService && k != LinuxGateway && !slices.Contains(out, k) {
 					out = append(out, k)
 				}
 			}
@@ -368,7 +400,11 @@ func (rs *runState) runCase(ctx context.Context, provider string, c Case) Result
 		return base
 	}
 	res := rs.runInEnv(ctx, e, c, base)
-	if reason := e.cleanup(); reason != "" {
+	reason := e.cleanup()
+	// Which sandboxes of which gateway the case ran in, and what their
+	// delete left (LinuxGateway).
+	res.Evidence = append(res.Evidence, e.st.gateway.evidence...)
+	if reason != "" {
 		res.Evidence = append(res.Evidence, Evidence{Attempt: "runner: clean up after the case", Got: reason})
 		res.Status = Fail
 		res.Reason = joinReason(res.Reason, "cleanup: "+reason)
@@ -464,11 +500,20 @@ func (rs *runState) newEnv(provider, caseID string) (*Env, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
+	home := filepath.Join(dir, "home")
+	if provider == LinuxGateway && rs.gwHome != "" {
+		// A gateway sandbox's home is the gateway's (its HOME, hidden by an
+		// empty private one inside): the canaries go there, fresh.
+		home = rs.gwHome
+		if err := emptyDir(home); err != nil {
+			return nil, err
+		}
+	}
 	e := &Env{
 		Provider: provider,
 		Bin:      rs.bin,
 		Dir:      dir,
-		Home:     filepath.Join(dir, "home"),
+		Home:     home,
 		Tokens:   map[string]string{},
 		Root:     rs.root,
 		Strict:   rs.opts.Strict,
@@ -508,6 +553,12 @@ func (e *Env) uniqueName() string { return e.st.prefix + randHex(6) }
 // It returns what was wrong, or "".
 func (e *Env) cleanup() string {
 	st := e.st
+	var problems []string
+	if e.Provider == LinuxGateway {
+		// Its sandboxes deleted and checked, its own gateways stopped,
+		// before anything of the case is looked for or removed.
+		problems = append(problems, e.gatewayCleanup()...)
+	}
 	st.mu.Lock()
 	ls, started := st.listeners, st.started
 	markers := slices.DeleteFunc(append([]string{e.Dir, st.prefix}, st.markers...), func(m string) bool { return m == "" })
@@ -518,7 +569,6 @@ func (e *Env) cleanup() string {
 	for _, r := range started {
 		r.abandon()
 	}
-	var problems []string
 	deadline := time.Now().Add(3 * time.Second)
 	var left []int
 	for {
@@ -546,7 +596,27 @@ func (e *Env) cleanup() string {
 	if err := removeAll(e.Dir); err != nil {
 		problems = append(problems, "remove the case dir: "+err.Error())
 	}
+	if e.Home != filepath.Join(e.Dir, "home") {
+		if err := emptyDir(e.Home); err != nil {
+			problems = append(problems, "empty the home: "+err.Error())
+		}
+	}
 	return strings.Join(problems, "; ")
+}
+
+// emptyDir removes what is in dir (removeAll, so read-only directories
+// too), leaving dir.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, ent := range ents {
+		if err := removeAll(filepath.Join(dir, ent.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeAll removes dir, making read-only directories writable first when
@@ -664,8 +734,9 @@ func (e *Env) AddMarker(m string) {
 }
 
 // ProcsWith returns the host pids whose command line contains marker,
-// other than this process and corral supervisors (`corral run ...` and
-// `corral service run ...`, whose command line names the workload).
+// other than this process, corral supervisors (`corral run ...` and
+// `corral service run ...`, whose command line names the workload) and
+// gateway clients (`corral sandbox exec ...`, likewise).
 func (e *Env) ProcsWith(marker string) []int { return procsWith(marker, false) }
 
 // WaitNoProcs polls until no process carries marker (ProcsWith) and
@@ -681,8 +752,9 @@ func (e *Env) WaitNoProcs(marker string, d time.Duration) []int {
 	}
 }
 
-func procsWith(marker string, withSupervisors bool) []int {
-	var out []int
+// eachProc calls f with each host process's pid and command line (not
+// this process's, nor a kernel thread's).
+func eachProc(f func(pid int, argv []string)) {
 	self := os.Getpid()
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
@@ -694,14 +766,20 @@ func procsWith(marker string, withSupervisors bool) []int {
 		if err != nil || len(b) == 0 {
 			continue
 		}
-		argv := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if !withSupervisors && filepath.Base(argv[0]) == "corral" && len(argv) > 1 && (argv[1] == "run" || len(argv) > 2 && argv[1] == "service" && argv[2] == "run") {
-			continue
+		f(pid, strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
+	}
+}
+
+func procsWith(marker string, withSupervisors bool) []int {
+	var out []int
+	eachProc(func(pid int, argv []string) {
+		if !withSupervisors && filepath.Base(argv[0]) == "corral" && len(argv) > 1 && (argv[1] == "run" || argv[1] == "sandbox" || len(argv) > 2 && argv[1] == "service" && argv[2] == "run") {
+			return
 		}
 		if strings.Contains(strings.Join(argv, " "), marker) {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }
 
@@ -816,18 +894,43 @@ type Running struct {
 	waitOnce sync.Once
 	out      Outcome
 	err      error
+	// LinuxGateway: refused is the outcome of a `corral sandbox create`
+	// that failed (Cmd, then, is that create, and nothing else ran);
+	// after deletes the sandbox once its exec has ended.
+	refused *Outcome
+	after   func()
 }
 
-// Pid is the corral supervisor's pid.
-func (r *Running) Pid() int { return r.Cmd.Process.Pid }
+// Pid is the corral supervisor's pid (LinuxGateway: the `corral sandbox
+// exec` client's), 0 when none started.
+func (r *Running) Pid() int {
+	if r.Cmd == nil || r.Cmd.Process == nil {
+		return 0
+	}
+	return r.Cmd.Process.Pid
+}
 
-// Signal sends sig to the corral supervisor.
-func (r *Running) Signal(sig os.Signal) error { return r.Cmd.Process.Signal(sig) }
+// Signal sends sig to the corral supervisor (LinuxGateway: the `corral
+// sandbox exec` client).
+func (r *Running) Signal(sig os.Signal) error {
+	if r.Cmd == nil || r.Cmd.Process == nil {
+		return errors.New("no corral process was started")
+	}
+	return r.Cmd.Process.Signal(sig)
+}
 
 // Wait waits for corral to exit (or Run.Timeout to pass: then it is
 // killed and the error says so) and returns what it did.
 func (r *Running) Wait() (Outcome, error) {
 	r.waitOnce.Do(func() {
+		if r.refused != nil {
+			r.out = *r.refused
+			if r.after != nil {
+				r.after()
+			}
+			r.cancel()
+			return
+		}
 		err := r.Cmd.Wait()
 		r.out = Outcome{Stdout: r.stdout.String(), Stderr: r.stderr.String(), Elapsed: time.Since(r.start)}
 		var ee *exec.ExitError
@@ -842,6 +945,9 @@ func (r *Running) Wait() (Outcome, error) {
 			r.err = fmt.Errorf("corral did not finish within %s (killed): %v", r.run.Timeout, r.ctx.Err())
 		}
 		r.cancel()
+		if r.after != nil {
+			r.after()
+		}
 		if len(r.run.Probe) > 0 {
 			r.out.Report = parseProbe(r.out.Stdout)
 		}
@@ -882,7 +988,13 @@ func parseProbe(stdout string) *probe.Report {
 // Command builds the corral invocation for r: `Bin run --provider P
 // [--policy FILE] -C WORKDIR [FLAGS] -- (Bin __probe PROBE... | ARGS...)`
 // with PATH, HOME=e.Home, LANG=C and r.Env, run from the case dir.
+//
+// LinuxGateway has no one command for a Run (create, exec, delete): it
+// panics there (a failed case); use Start or Corral.
 func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
+	if e.Provider == LinuxGateway {
+		panic("qualify: Env.Command: a run through the gateway is three commands (sandbox create, exec, delete): use Start or Corral")
+	}
 	args := e.runArgs()
 	if r.Policy != "" {
 		args = append(args, "--policy", e.PolicyPath(r.Policy))
@@ -895,11 +1007,7 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 	args = append(args, r.Flags...)
 	e.handOver(e.Dir) // after the workdir is made: it too
 	args = append(args, "--")
-	if len(r.Probe) > 0 {
-		args = append(append(args, e.Bin, probe.Arg), r.Probe...)
-	} else {
-		args = append(args, r.Args...)
-	}
+	args = append(args, e.argv(r)...)
 	cmd := exec.CommandContext(ctx, e.Bin, args...)
 	cmd.Env = append(append([]string{"PATH=" + hostPath, "HOME=" + e.Home, "LANG=C"}, providerEnv()...), r.Env...)
 	cmd.Dir = e.Dir
@@ -911,8 +1019,18 @@ func (e *Env) Command(ctx context.Context, r Run) *exec.Cmd {
 	return cmd
 }
 
+// argv is the command r runs in the sandbox: `Bin __probe PROBE...` or
+// its Args.
+func (e *Env) argv(r Run) []string {
+	if len(r.Probe) > 0 {
+		return append([]string{e.Bin, probe.Arg}, r.Probe...)
+	}
+	return r.Args
+}
+
 // runArgs starts a corral invocation that runs one command: corral run
-// --provider P, or for LinuxService corral service run.
+// --provider P, or for LinuxService corral service run (LinuxGateway has
+// none: gateway.go).
 func (e *Env) runArgs() []string {
 	if e.Provider == LinuxService {
 		return []string{"service", "run"}
@@ -929,13 +1047,22 @@ func (e *Env) Start(ctx context.Context, r Run) (*Running, error) {
 	if r.Timeout == 0 {
 		r.Timeout = 60 * time.Second
 	}
+	if e.Provider == LinuxGateway {
+		return e.gatewayStart(ctx, r, nil)
+	}
 	rctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	cmd := e.Command(rctx, r)
 	run := &Running{Cmd: cmd, run: r, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, ctx: rctx, cancel: cancel}
-	cmd.Stdout, cmd.Stderr = run.stdout, run.stderr
+	return e.start(run)
+}
+
+// start starts run.Cmd with its output into run's buffers, for the runner
+// to reap after the case.
+func (e *Env) start(run *Running) (*Running, error) {
+	run.Cmd.Stdout, run.Cmd.Stderr = run.stdout, run.stderr
 	run.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		cancel()
+	if err := run.Cmd.Start(); err != nil {
+		run.cancel()
 		return nil, err
 	}
 	e.st.mu.Lock()
@@ -997,7 +1124,7 @@ func (o Outcome) Result(what string) (probe.Result, bool) {
 //     `corral __probe` runs); the case's read_only list is appended.
 //   - filesystem.deny: the built-in default's credential files (each
 //     optional); the case's deny list is appended.
-//   - process.limits.timeout: 60s.
+//   - process.limits.timeout: 60s (for LinuxGateway, each exec's).
 //   - layers.cgroups: optional when cgroups are not usable by this
 //     (unprivileged) user on this host, as corral doctor reports; left
 //     required otherwise and always as root.

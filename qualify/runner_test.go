@@ -452,3 +452,31 @@ func TestProgressPlain(t *testing.T) {
 		t.Errorf("progress lines:\n%s", b.String())
 	}
 }
+
+// TestGatewayMapping: how a Run reaches the gateway: corral run's flags
+// map to the gateway's or are refused, a failed create's record is found
+// by its id, and `corral sandbox get`'s layers are read as -v's.
+func TestGatewayMapping(t *testing.T) {
+	f, err := parseGatewayFlags([]string{"-v", "--audit", "/x/a.jsonl", "-t", "--provider", "vmware"})
+	if err != nil || f != (gatewayFlags{provider: "vmware", audit: "/x/a.jsonl", verbose: true, tty: true}) {
+		t.Errorf("flags: %+v %v", f, err)
+	}
+	if f, err := parseGatewayFlags(nil); err != nil || f.provider != "linux" {
+		t.Errorf("no flags: %+v %v", f, err)
+	}
+	for _, bad := range [][]string{{"--strict-tree"}, {"--audit"}, {"-x"}} {
+		if _, err := parseGatewayFlags(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	msg := "corral: provision_failed: gateway: sandbox corral-45d6f7369318: start_failed: layer landlock: fault injected"
+	if m := failedID.FindStringSubmatch(msg); m == nil || m[1] != "corral-45d6f7369318" {
+		t.Errorf("failed create's id from %q: %v", msg, m)
+	}
+	if m := failedID.FindStringSubmatch(`corral: policy_rejected: gateway: provider "vmware": this gateway runs sandboxes on linux`); m != nil {
+		t.Errorf("an id where there is none: %v", m)
+	}
+	if got := layerStates("corral: layer seccomp skipped fault\nlayer landlock  active  required  abi 7\nevent 1 x\n"); got["seccomp"] != "skipped" || got["landlock"] != "active" || len(got) != 2 {
+		t.Errorf("layerStates: %v", got)
+	}
+}

@@ -33,7 +33,7 @@ func newQualifyCmd() *cobra.Command {
 		output                 outputFormat
 	)
 	c := &cobra.Command{
-		Use:   "qualify [--provider linux,docker,mxc|all] [--cases P01,...] [--out DIR] [--strict]",
+		Use:   "qualify [--provider linux,docker,mxc,linux-service,linux-gateway|all] [--cases P01,...] [--out DIR] [--strict]",
 		Short: "Run the adversarial suite against providers and write a report bound to this binary",
 		Long: `Run every adversarial case (P01...) that applies to each provider, each as a
 real sandbox with its own throwaway home, canaries, loopback listeners and
@@ -47,7 +47,11 @@ a pass; --strict makes any skip a failure. A provider not built into this
 binary (docker today) has every case skipped; a provider whose cases do not
 apply (mxc: the cases are Linux cases) has them skipped with that reason,
 and one whose executor is a stand-in is marked "mock — not evidence of OS
-enforcement".
+enforcement". linux-service runs the cases with 'corral service run';
+linux-gateway runs them on persistent linux sandboxes of a gateway qualify
+starts ('corral gateway serve'), each command a sandbox of its own:
+'corral sandbox create', 'exec' and 'delete', after which nothing of it may
+be left.
 
 Exit status: 0 when every case that ran passed (and at least one passed
 on a real, not stand-in, provider), 1 when a case failed, none ran or
@@ -90,7 +94,7 @@ run.`,
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&provs, "provider", "linux", "providers, comma-separated: linux, docker, mxc, linux-service (service sessions), or all (the first three)")
+	f.StringVar(&provs, "provider", "linux", "providers, comma-separated: linux, docker, mxc, linux-service (service sessions), linux-gateway (the gateway's linux sandboxes), or all (the first three)")
 	f.StringVar(&cases, "cases", "", "case IDs, comma-separated (default: every case)")
 	f.StringVar(&out, "out", "", "report directory (default: ./corral-qualify-DATE-TIME)")
 	f.BoolVar(&strict, "strict", false, "a skipped case is a failure")
