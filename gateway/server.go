@@ -75,6 +75,11 @@ type Config struct {
 	LogDir string
 	// Version is Corral's, for the audit events' metadata.
 	Version string
+	// MaxStarts bounds, per provider name, how many sandboxes start at
+	// once (the rest wait their turn): a linux start is CPU-bound (about
+	// 60 ms of CPU), so a hundred at once all finish late, where a queue
+	// of NumCPU finishes half of them in half the time. Absent: no bound.
+	MaxStarts map[string]int
 }
 
 // Server implements gatewayv1connect.SandboxServiceHandler.
@@ -85,6 +90,8 @@ type Server struct {
 	// live are the ready sandboxes this process holds, each with its
 	// egress proxy and audit log (the session's).
 	live map[string]*held
+	// starts are the slots of Config.MaxStarts, by provider name.
+	starts map[string]chan struct{}
 }
 
 // held is a live sandbox: its session, the session's sandbox as a
@@ -119,7 +126,13 @@ func (h *held) close() {
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	return &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]*held{}}
+	s := &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]*held{}, starts: map[string]chan struct{}{}}
+	for name, n := range cfg.MaxStarts {
+		if n > 0 {
+			s.starts[name] = make(chan struct{}, n)
+		}
+	}
+	return s
 }
 
 // gate serialises what is done to one sandbox: lifecycle calls (create,
@@ -393,6 +406,10 @@ func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provi
 		return nil, err
 	}
 	step := func(step string) { fault("create-after-" + strings.TrimSuffix(step, "ed")) }
+	if slots := s.starts[p.Name()]; slots != nil {
+		slots <- struct{}{}
+		defer func() { <-slots }()
+	}
 	sess, err := session.Open(ctx, s.sessionConfig(p, id, plan, log, step))
 	if err != nil {
 		_ = log.Close()

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -182,7 +183,7 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 	if err := trust.MkdirAll(logDir, 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return fmt.Errorf("log directory %s: %w", logDir, err)
 	}
-	srv := gateway.New(gateway.Config{Store: st, Providers: provs, Default: def, Home: home, Instance: instance, LogDir: logDir, Version: version})
+	srv := gateway.New(gateway.Config{Store: st, Providers: provs, Default: def, MaxStarts: map[string]int{"linux": max(runtime.NumCPU(), 2)}, Home: home, Instance: instance, LogDir: logDir, Version: version})
 	defer srv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
