@@ -1592,3 +1592,31 @@ func TestGatewayTLS(t *testing.T) {
 		t.Error("a cleartext request to the TLS gateway succeeded")
 	}
 }
+
+// An exec whose command leaves a process running that holds its stdout
+// ends when the command does (after a short grace, with a warning), the
+// process lives on in the sandbox, and the sandbox can be deleted.
+func TestGatewayExecBackground(t *testing.T) {
+	eachGatewayProvider(t, func(t *testing.T, p *gwProvider) {
+		dir := p.dir(t, "gwbg")
+		wd := dockerWorkdir(t, p.id, "gwbg-wd")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		g := p.start(t, dir, "unix:"+filepath.Join(dir, "gw.sock"))
+		c := g.client(t, "")
+		sid := g.create(t, ctx, c, p.req(wd)).Id
+		t0 := time.Now()
+		out, code, err := execOut(ctx, c, sid, "sh", "-c", "sleep 1000 & echo started")
+		if err != nil || code != 0 || !strings.Contains(out, "started") || time.Since(t0) > 20*time.Second {
+			t.Errorf("exec leaving sleep behind: %q exit %d after %s (%v)", out, code, time.Since(t0).Round(time.Millisecond), err)
+		}
+		if out, code, err := execOut(ctx, c, sid, "sh", "-c", "ps -o comm | grep -c sleep"); err != nil || code != 0 || strings.TrimSpace(out) != "1" {
+			t.Errorf("the background sleep: %q exit %d (%v), want it still running", out, code, err)
+		}
+		dctx, dcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer dcancel()
+		if _, err := c.DeleteSandbox(dctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sid})); err != nil {
+			t.Errorf("delete after an exec that left a process: %v", err)
+		}
+	})
+}

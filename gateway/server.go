@@ -573,15 +573,17 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 	}
 	defer logf.Close()
 	var logMu sync.Mutex
-	pipe := func(wrap func([]byte) *gw.ExecSandboxResponse) (*os.File, *sync.WaitGroup, error) {
+	var output sync.WaitGroup // the copies of stdout and stderr
+	var readers []*os.File
+	pipe := func(wrap func([]byte) *gw.ExecSandboxResponse) (*os.File, error) {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		var wg sync.WaitGroup
-		wg.Add(1)
+		readers = append(readers, r)
+		output.Add(1)
 		go func() {
-			defer wg.Done()
+			defer output.Done()
 			defer r.Close()
 			buf := make([]byte, 32<<10)
 			for {
@@ -597,15 +599,15 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 				}
 			}
 		}()
-		return w, &wg, nil
+		return w, nil
 	}
-	stdout, outWG, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
+	stdout, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
 		return &gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stdout{Stdout: b}}
 	})
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
 	}
-	stderr, errWG, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
+	stderr, err := pipe(func(b []byte) *gw.ExecSandboxResponse {
 		return &gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stderr{Stderr: b}}
 	})
 	if err != nil {
@@ -641,8 +643,10 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		Started: started}})
 	stdout.Close()
 	stderr.Close()
-	outWG.Wait()
-	errWG.Wait()
+	if !outputEnds(ctx, &output, readers, outputGrace) {
+		s.event(m.Id, "exec", "%q: output after its exit was not collected: a process it left running holds its stdout or stderr", m.Args)
+		_ = send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Stderr{Stderr: []byte("corral: warning: a process the command left running still holds its stdout or stderr; what it writes from now on is not collected (redirect a background process's output, e.g. >/dev/null 2>&1)\n")}})
+	}
 	exit := &gw.Exit{Code: int32(st.Code), TimedOut: st.TimedOut, Reason: st.Reason}
 	switch {
 	case err == nil:
@@ -669,6 +673,33 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 		s.event(m.Id, "exit", "%q: exit %d", m.Args, exit.Code)
 	}
 	return send(&gw.ExecSandboxResponse{Output: &gw.ExecSandboxResponse_Exit{Exit: exit}})
+}
+
+// outputGrace is how long an exec's output is still collected after the
+// command exited, while a process it left running holds its stdout or
+// stderr (sh -c 'sleep 1000 &').
+const outputGrace = 2 * time.Second
+
+// outputEnds waits until the copies of an exec's output (wg) reach the
+// end of their pipes, at most grace or until ctx ends; then it closes the
+// pipes' read ends (readers), so that a lingering writer gets EPIPE, and
+// reports false.
+func outputEnds(ctx context.Context, wg *sync.WaitGroup, readers []*os.File, grace time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	for _, r := range readers {
+		r.Close()
+	}
+	<-done
+	return false
 }
 
 // withEffective fills in what runs now: running, gone or none.

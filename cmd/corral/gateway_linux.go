@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -379,6 +380,18 @@ func apiErr(err error) error {
 	return &provider.Error{Code: code, Msg: "gateway: " + msg}
 }
 
+// apiErrIn is apiErr for a call that sent policy file path: the
+// gateway places errors in "policy:LINE:COL", which become
+// path:LINE:COL, as corral run gives them.
+func apiErrIn(err error, path string) error {
+	err = apiErr(err)
+	var pe *provider.Error
+	if path != "" && errors.As(err, &pe) {
+		pe.Msg = regexp.MustCompile(`\bpolicy:(\d+:\d+:)`).ReplaceAllString(pe.Msg, strings.ReplaceAll(path, "$", "$$")+":${1}")
+	}
+	return err
+}
+
 // show prints m as json or yaml, or calls text.
 func (f *gatewayFlags) show(m proto.Message, text func(io.Writer)) error {
 	switch f.output {
@@ -451,7 +464,7 @@ the sandbox could not be made.`}
 			}
 			resp, err := cl.CreateSandbox(ctx, connect.NewRequest(req))
 			if err != nil {
-				return apiErr(err)
+				return apiErrIn(err, polFile)
 			}
 			return f.show(resp.Msg, func(w io.Writer) { fmt.Fprintln(w, resp.Msg.Sandbox.Id) })
 		}}
@@ -655,7 +668,7 @@ func policyGatewayCmds() []*cobra.Command {
 			}
 			resp, err := cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: args[0], PolicyYaml: string(b), Recreate: recreate, ExpectedRevision: expect}))
 			if err != nil {
-				return apiErr(err)
+				return apiErrIn(err, args[1])
 			}
 			return f.show(resp.Msg, func(w io.Writer) {
 				how := map[string]string{"live": "applied live", "recreated": "applied by recreating the sandbox", "created": "(unchanged: the policy in force)"}[resp.Msg.Policy.Applied]

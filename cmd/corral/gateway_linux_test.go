@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/corral-sandbox/corral/provider"
 )
 
 // otherUID is the uid of the test user corral-test (tests run as root,
@@ -155,5 +160,15 @@ func TestReadClientToken(t *testing.T) {
 	}
 	if got, err := readClientToken(link); err != nil || got != "secret" {
 		t.Errorf("a 0600 token file through a link: %q, %v", got, err)
+	}
+}
+
+// A policy error the gateway places in "policy:L:C" names the caller's
+// file, as corral run's does; other text is left alone.
+func TestAPIErrInNamesTheFile(t *testing.T) {
+	err := apiErrIn(connect.NewError(connect.CodeInvalidArgument, errors.New("policy_rejected: policy:3:16: filesystem.read_write[0]: a link; the policy: see policy:x")), "/tmp/a$1/p.yaml")
+	want := "gateway: /tmp/a$1/p.yaml:3:16: filesystem.read_write[0]: a link; the policy: see policy:x"
+	if pe, ok := err.(*provider.Error); !ok || pe.Msg != want || pe.Code != provider.CodePolicyRejected {
+		t.Errorf("got %#v, want %s message %q", err, provider.CodePolicyRejected, want)
 	}
 }
