@@ -3,8 +3,9 @@
 package e2e
 
 // The adversarial suite is qualify's (docs/qualify.md): its cases run here
-// against the binary under test on each provider, as root and as the
-// unprivileged user, one subtest per case (TestQualify/PROVIDER/IDENT/P05).
+// against the binary under test on each provider (and on service sessions
+// and the gateway's linux sandboxes), as root and as the unprivileged
+// user, one subtest per case (TestQualify/PROVIDER/IDENT/P05).
 
 import (
 	"context"
@@ -23,7 +24,7 @@ import (
 var qualifySlots = make(chan struct{}, 2)
 
 func TestQualify(t *testing.T) {
-	for _, prov := range []string{"linux", "docker", qualify.LinuxService} {
+	for _, prov := range []string{"linux", "docker", qualify.LinuxService, qualify.LinuxGateway} {
 		t.Run(prov, func(t *testing.T) {
 			t.Parallel()
 			ids := identities()
