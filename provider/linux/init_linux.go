@@ -417,7 +417,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		os.Exit(0)
 	}
 	if req.TTY {
-		master, slave, err := openPTY()
+		master, slave, err := openPTY(req.Rows, req.Cols)
 		if err != nil {
 			send(ctl, initMsg{Error: "pty: " + err.Error(), Exited: true, Code: 126})
 			os.Exit(0)
@@ -564,11 +564,15 @@ func exitWith(ctl int, ws unix.WaitStatus) {
 
 // openPTY creates a pseudo-terminal in the sandbox's own devpts instance,
 // so the workload's terminal is Corral's and resolves to a /dev/pts path
-// inside. TIOCGPTPEER (Linux 4.13) opens the peer without a path lookup.
-func openPTY() (master, slave int, err error) {
+// inside, of rows × cols when given. TIOCGPTPEER (Linux 4.13) opens the
+// peer without a path lookup.
+func openPTY(rows, cols uint16) (master, slave int, err error) {
 	master, err = unix.Open("/dev/pts/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, -1, err
+	}
+	if rows > 0 && cols > 0 {
+		_ = unix.IoctlSetWinsize(master, unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
 	}
 	if err := unix.IoctlSetPointerInt(master, unix.TIOCSPTLCK, 0); err != nil {
 		unix.Close(master)

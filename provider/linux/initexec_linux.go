@@ -162,7 +162,7 @@ func startExec(b []byte, fds []int) *persistentExec {
 		return fail(127, "%v", err)
 	}
 	if req.TTY {
-		master, slave, err := openPTY()
+		master, slave, err := openPTY(req.Rows, req.Cols)
 		if err != nil {
 			return fail(126, "pty: %v", err)
 		}

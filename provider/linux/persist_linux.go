@@ -94,6 +94,8 @@ type persistReq struct {
 	Dir    string   `json:"dir,omitempty"`
 	TTY    bool     `json:"tty,omitempty"`
 	NFiles int      `json:"nfiles,omitempty"`
+	Rows   uint16   `json:"rows,omitempty"` // with TTY: the terminal's size at the start
+	Cols   uint16   `json:"cols,omitempty"`
 }
 
 // persistReply answers a persistReq, or tells the launcher how the start
@@ -371,7 +373,8 @@ func (s *persistent) Exec(ctx context.Context, spec provider.ExecSpec) (provider
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
 	}
-	r, fds, err := s.call(persistReq{Op: "exec", Args: spec.Args, Dir: spec.Dir, TTY: spec.TTY, NFiles: len(files)}, files)
+	rows, cols := firstSize(spec)
+	r, fds, err := s.call(persistReq{Op: "exec", Args: spec.Args, Dir: spec.Dir, TTY: spec.TTY, NFiles: len(files), Rows: rows, Cols: cols}, files)
 	closeFiles()
 	if err == nil && (r.err() != nil || len(fds) != 1) {
 		for _, fd := range fds {
@@ -772,7 +775,7 @@ func (s *Sandbox) openExec(req persistReq, fds []int) (int, error) {
 		dir = s.spec.Workdir
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
-	b, _ := json.Marshal(execRequest{Args: req.Args, Dir: dir, Env: env, TTY: req.TTY, NFiles: len(fds), Ack: true})
+	b, _ := json.Marshal(execRequest{Args: req.Args, Dir: dir, Env: env, TTY: req.TTY, NFiles: len(fds), Ack: true, Rows: req.Rows, Cols: req.Cols})
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(append([]int{pair[1]}, fds...)...), nil, 0); err != nil {
 		unix.Close(pair[0])
 		return -1, provider.Wrap(provider.CodeExecFailed, "send exec request", err)

@@ -591,6 +591,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
 	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY, Ack: spec.Started != nil}
+	req.Rows, req.Cols = firstSize(spec)
 	fds, closeFiles, err := execFiles(spec)
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "", err)
@@ -624,6 +625,23 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		ch.ack = func() error { return unix.Sendmsg(int(s.ctl.Fd()), []byte("ack"), nil, nil, 0) }
 	}
 	return runExec(ctx, ch, t0)
+}
+
+// firstSize takes the window size already waiting on spec.Resize (the
+// caller's terminal when it asked) for init to set before the process
+// starts; later ones reach the pty through attachPTY. None: 0, 0.
+func firstSize(spec provider.ExecSpec) (rows, cols uint16) {
+	if !spec.TTY || spec.Resize == nil {
+		return 0, 0
+	}
+	select {
+	case sz, ok := <-spec.Resize:
+		if ok {
+			return sz[0], sz[1]
+		}
+	default:
+	}
+	return 0, 0
 }
 
 // execFiles are the fds an exec's process gets (stdin, stdout, stderr,

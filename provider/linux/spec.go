@@ -90,6 +90,10 @@ type execRequest struct {
 	TTY    bool     `json:"tty"`
 	NFiles int      `json:"nfiles"`
 	Ack    bool     `json:"ack,omitempty"` // wait for the supervisor after reporting the pid
+	// Rows and Cols, with TTY, are the terminal's size, set before the
+	// process starts (so that its first look at it is right).
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
 }
 
 // execCtl is what the caller of a persistent sandbox's exec sends on
