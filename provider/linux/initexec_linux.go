@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,11 +35,14 @@ type persistentExec struct {
 // from it. EOF there means the caller went away: the process group is
 // killed. Processes an exec leaves in the background live on, as in any
 // persistent sandbox, until the sandbox ends. Signals sent to init itself
-// are dropped (the workload shares its uid). It returns never: EOF on the
-// control socket means the supervisor is gone, and init exits, which
-// kills every process of the namespace.
+// are dropped (the workload shares its uid), faults' too (faultSignals).
+// It returns never: EOF on the control socket means the supervisor is
+// gone, and init exits, which kills every process of the namespace.
 func servePersistent(ctl int, buf []byte) {
 	dropSignals(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	if defaultFaultSignals() != nil {
+		os.Exit(1)
+	}
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		os.Exit(1)
@@ -132,6 +136,29 @@ func servePersistent(ctl int, buf []byte) {
 			}
 		})
 	}
+}
+
+// faultSignals are the signals the Go runtime takes for a fault of its
+// own, and crashes on, unless kill(2) or tgkill(2) sent them (si_code
+// SI_USER or SI_TKILL): the workload, which shares init's uid, would end
+// the sandbox with one rt_sigqueueinfo(2), rt_tgsigqueueinfo(2) or
+// pidfd_send_signal(2) carrying a siginfo of its own (si_code SI_QUEUE).
+var faultSignals = []unix.Signal{unix.SIGILL, unix.SIGTRAP, unix.SIGBUS, unix.SIGFPE, unix.SIGSEGV, unix.SIGSTKFLT, unix.SIGSYS}
+
+// defaultFaultSignals sets faultSignals to SIG_DFL in init, past the Go
+// runtime (which never installs them again): the kernel then drops them
+// when they come from inside init's pid namespace (pid_namespaces(7):
+// only signals init has a handler for reach it), while a real fault of
+// init's still ends it (force_sig_fault) as the runtime's crash did.
+// Processes init starts get SIG_DFL for them anyway (execve(2)).
+func defaultFaultSignals() error {
+	var sa [4]uint64 // the kernel's struct sigaction: SIG_DFL, no flags, no restorer, empty mask
+	for _, sig := range faultSignals {
+		if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&sa)), 0, 8, 0, 0); e != 0 {
+			return e
+		}
+	}
+	return nil
 }
 
 // startExec starts the process of one exec request (fds: its socket,

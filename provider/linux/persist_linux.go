@@ -21,6 +21,8 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/atomicfile"
 	"github.com/corral-sandbox/corral/internal/detached"
+	"github.com/corral-sandbox/corral/internal/placeholder"
+	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/internal/trust"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
@@ -42,10 +44,12 @@ import (
 //	       protocol on it (runExec) and closing it kills the process
 //
 // Only a process of the supervisor's own pid namespace and uid (or root)
-// is served, so nothing inside the sandbox can reach it. SIGTERM ends the
+// is served (a refusal is logged), so nothing inside the sandbox can
+// reach it; nor is DIR ever in a sandbox (stateGrant). SIGTERM ends the
 // sandbox; so does the supervisor's death (init has a parent-death
 // signal). DIR holds owner (for Managed), supervisor.json (its pid and
-// start time) and supervisor.log.
+// start time), supervisor.log, sock and, until the supervisor has
+// released them, placeholders.json (for Destroy).
 
 // PersistArg is argv[1] that makes the corral binary a persistent
 // sandbox's supervisor (PersistMain).
@@ -154,6 +158,10 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 	if err != nil {
 		return nil, provider.Errorf(provider.CodeProvisionFailed, "linux: sandbox id %q: want NewID's shape", id)
 	}
+	if g := stateGrant(plan.Policy, StateBase()); g.Path != "" {
+		return nil, provider.Errorf(provider.CodePolicyRejected, "linux: %s (%s) would put %s in the sandbox, where persistent sandboxes keep their supervisors' sockets and records: its workload could then make a sandbox outlive Destroy or hide it (deny %s in the policy, narrow the grant, or set %s to a directory no grant covers)",
+			g.Path, g.Field, StateBase(), StateBase(), StateDirEnv)
+	}
 	if err := trust.MkdirAll(StateBase(), 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: state directory", err)
 	}
@@ -168,6 +176,45 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 	spec.DropLayer = testDropLayer()
 	spec.Persistent = true
 	return &persistent{id: id, dir: dir, plan: plan, spec: spec, execs: map[int]bool{}}, nil
+}
+
+// placeholdersFile, in a sandbox's state directory, lists the
+// placeholders its supervisor holds, until it has released them.
+const placeholdersFile = "placeholders.json"
+
+// releasePlaceholders removes the placeholders that the supervisor of DIR
+// was killed too soon to release (its list is still there): each one no
+// other run holds, still empty and marked (internal/placeholder).
+func releasePlaceholders(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, placeholdersFile))
+	var phs []policy.Placeholder
+	if err != nil || json.Unmarshal(b, &phs) != nil {
+		return
+	}
+	for _, ph := range phs {
+		if set, err := placeholder.Acquire(&policy.Resolved{Placeholders: []policy.Placeholder{ph}}); err == nil {
+			set.Release()
+		}
+	}
+}
+
+// stateGrant is the grant of r through which its sandbox would see base,
+// the state directory of every persistent sandbox of ours (a workload
+// that could write there could replace a supervisor's record, the one
+// thing Destroy and Recover go by), or none.
+func stateGrant(r *policy.Resolved, base string) policy.PathGrant {
+	if r == nil {
+		return policy.PathGrant{}
+	}
+	if r.Visible(base) {
+		return r.Covering(base)
+	}
+	for _, g := range r.Grants {
+		if g.Access != policy.AccessDeny && policy.Within(g.Path, base) {
+			return g
+		}
+	}
+	return policy.PathGrant{}
 }
 
 // persistent is the caller's side of a persistent sandbox.
@@ -219,11 +266,24 @@ func (s *persistent) Start(ctx context.Context) error {
 	if s.spec == nil {
 		return provider.Errorf(provider.CodeStartFailed, "linux: sandbox %s was recovered, not provisioned here", s.id)
 	}
+	if s.supervisor().PID != 0 {
+		// A second supervisor would take over the state directory (its
+		// record, its socket) and leave the first one's sandbox running.
+		return provider.Errorf(provider.CodeStartFailed, "linux: sandbox %s was started already", s.id)
+	}
 	ps := persistSpec{ID: s.id, Spec: s.spec, Env: s.spec.Env, Layers: s.plan.Layers, Grants: s.plan.Policy.Grants,
 		Placeholders: s.plan.Policy.Placeholders, Limits: s.plan.Policy.Limits}
 	b, err := json.Marshal(ps)
 	if err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "linux: plan", err)
+	}
+	// For Destroy, should the supervisor be killed before it releases
+	// them (releasePlaceholders).
+	if phs := s.plan.Policy.Placeholders; len(phs) > 0 {
+		pb, _ := json.Marshal(phs)
+		if err := atomicfile.Write(filepath.Join(s.dir, placeholdersFile), pb, 0o600); err != nil {
+			return provider.Wrap(provider.CodeStartFailed, "linux: sandbox "+s.id, err)
+		}
 	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "supervisor.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -234,7 +294,10 @@ func (s *persistent) Start(ctx context.Context) error {
 	if err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "linux: supervisor", err)
 	}
-	sup, ready, err := detached.Start("/proc/self/exe", []string{PersistArg, s.dir}, detached.Env(persistPATH), log, in)
+	// The state directory is named to the supervisor, whose environment
+	// has none of what chose it (XDG_RUNTIME_DIR, TMPDIR).
+	env := append(detached.Env(persistPATH), StateDirEnv+"="+filepath.Dir(s.dir))
+	sup, ready, err := detached.Start("/proc/self/exe", []string{PersistArg, s.dir}, env, log, in)
 	in.Close()
 	if err != nil {
 		out.Close()
@@ -284,8 +347,8 @@ func (s *persistent) dial() (*net.UnixConn, error) {
 		cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
 		err = errors.Join(err, cerr)
 	}
-	if sup := s.supervisor(); err == nil && int(cred.Pid) != sup.PID {
-		err = fmt.Errorf("the socket is held by pid %d, not the sandbox's supervisor %d", cred.Pid, sup.PID)
+	if sup := s.supervisor(); err == nil && (int(cred.Pid) != sup.PID || !sup.Alive()) {
+		err = fmt.Errorf("the socket is held by pid %d, not the sandbox's supervisor %d (started at tick %d)", cred.Pid, sup.PID, sup.Start)
 	}
 	if err != nil {
 		c.Close()
@@ -495,7 +558,9 @@ func (s *persistent) Deprovision(ctx context.Context) error {
 }
 
 // destroy stops sandbox id's supervisor (sup, else the one its state
-// directory names) and removes its cgroup and state directory.
+// directory names, else the one found by its command line) and removes
+// its cgroup, the placeholders it could not release and its state
+// directory.
 func destroy(id string, sup detached.Proc) error {
 	dir, err := sandboxDir(id)
 	if err != nil {
@@ -504,35 +569,102 @@ func destroy(id string, sup detached.Proc) error {
 	if sup.PID == 0 {
 		sup = recordedSupervisor(dir)
 	}
+	if sup.PID == 0 {
+		sup = findSupervisor(dir) // a record lost or not to be believed
+	}
 	stopSupervisor(sup)
+	waitGone(sup)
+	waitGone(record(dir))
 	if err := cgroup.RemoveNamed(id); err != nil {
 		return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
 	}
+	releasePlaceholders(dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return provider.Wrap(provider.CodeStopFailed, "linux: sandbox "+id, err)
 	}
 	return nil
 }
 
-// recordedSupervisor is the supervisor that DIR/supervisor.json names,
-// if it still runs as PersistArg DIR.
-func recordedSupervisor(dir string) detached.Proc {
+// record is the process DIR/supervisor.json names, as it says.
+func record(dir string) detached.Proc {
 	var p detached.Proc
-	b, err := os.ReadFile(filepath.Join(dir, "supervisor.json"))
-	if err != nil || json.Unmarshal(b, &p) != nil || !p.Alive() {
-		return detached.Proc{}
-	}
-	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
-	if err != nil || !strings.HasSuffix(string(cmd), "\x00"+PersistArg+"\x00"+dir+"\x00") {
+	if b, err := os.ReadFile(filepath.Join(dir, "supervisor.json")); err != nil || json.Unmarshal(b, &p) != nil {
 		return detached.Proc{}
 	}
 	return p
 }
 
+// recordedSupervisor is the supervisor that DIR/supervisor.json names,
+// if it still runs as one (isSupervisor).
+func recordedSupervisor(dir string) detached.Proc {
+	if p := record(dir); p.Alive() && isSupervisor(p.PID, dir) {
+		return p
+	}
+	return detached.Proc{}
+}
+
+// waitGone waits, a few seconds at most, until no thread of p runs if p
+// is ending (killed, by Stop or by someone else): its first thread a
+// zombie, or its memory and so its command line gone, while other
+// threads still hold its files, the placeholders' locks among them
+// (releasePlaceholders). A process that runs as anything else is not
+// waited for.
+func waitGone(p detached.Proc) {
+	for i := 0; p.PID > 0 && i < 250; i++ {
+		st, err := procstat.Read(p.PID)
+		if err != nil || st.StartTicks != p.Start {
+			return // gone
+		}
+		if st.Running() {
+			if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID)); err == nil && len(cmd) > 0 {
+				return // not ending: Stop would have ended a supervisor
+			}
+		} else if tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.PID)); err != nil || len(tasks) <= 1 {
+			return // a zombie, its other threads gone
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// findSupervisor is the process that runs as DIR's supervisor
+// (isSupervisor), whatever its record says, or none.
+func findSupervisor(dir string) detached.Proc {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && isSupervisor(pid, dir) {
+			if p := detached.ProcOf(pid); p.Alive() {
+				return p
+			}
+		}
+	}
+	return detached.Proc{}
+}
+
+// isSupervisor reports whether pid runs as PersistArg DIR, in our pid
+// namespace, as our uid (root: as DIR's owner): a process inside a
+// sandbox can take any command line, but never a pid of our namespace.
+func isSupervisor(pid int, dir string) bool {
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.HasSuffix(string(cmd), "\x00"+PersistArg+"\x00"+dir+"\x00") {
+		return false
+	}
+	uid := os.Getuid()
+	var st unix.Stat_t
+	if uid == 0 && unix.Lstat(dir, &st) == nil {
+		uid = int(st.Uid)
+	}
+	ours, err1 := os.Readlink("/proc/self/ns/pid")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	status, err3 := ProcStatus(pid)
+	uids := strings.Fields(status["Uid"])
+	return err1 == nil && err2 == nil && err3 == nil && ours == theirs && len(uids) > 0 && uids[0] == strconv.Itoa(uid)
+}
+
 // Recover reattaches to a persistent sandbox: the supervisor its state
 // directory names must still run (by pid and start time, as PersistArg
-// DIR) and hold its socket; the layers are
-// verified from outside again. plan's policy gives the exec timeout.
+// DIR in our pid namespace: isSupervisor) and hold its socket; the
+// layers are verified from outside again. plan's policy gives the exec
+// timeout.
 func (p *Provider) Recover(ctx context.Context, plan *provider.Plan, state []byte) (provider.Sandbox, error) {
 	var st persistState
 	if err := json.Unmarshal(state, &st); err != nil {
@@ -620,6 +752,9 @@ func PersistMain() {
 		defer cancel()
 		_ = sb.Stop(c)
 		_ = sb.Deprovision(c)
+		if sb.exited == nil || isClosed(sb.exited) { // Deprovision released the placeholders
+			os.Remove(filepath.Join(dir, placeholdersFile))
+		}
 		os.Remove(filepath.Join(dir, "sock"))
 		os.Exit(code)
 	}
@@ -713,7 +848,12 @@ func (v *supervisorConn) serve(c *net.UnixConn) {
 		_, _, _ = c.WriteMsgUnix(b, oob, nil)
 	}
 	if err := peerOK(c); err != nil {
+		fmt.Fprintf(os.Stderr, "%s corral sandbox supervisor: refused: %v\n", time.Now().UTC().Format(time.RFC3339), err)
 		reply(replyErr(provider.Errorf(provider.CodeExecFailed, "linux supervisor: %v", err)))
+		// What the peer sent is read (and dropped, fds and all): closing
+		// with it unread would reset the connection before it reads why.
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, _, _, _, _ = c.ReadMsgUnix(make([]byte, 1), nil)
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(time.Minute))
