@@ -411,6 +411,10 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 	// from kill(2) (the workload shares init's uid): caught and dropped.
 	// Real faults still crash, as the runtime handles them synchronously.
 	dropSignals()
+	if err := defaultFaultSignals(); err != nil { // as servePersistent: a workload's SI_QUEUE fault signal must not crash init
+		send(ctl, initMsg{Error: "init: fault signals: " + err.Error(), Exited: true, Code: 127})
+		os.Exit(1)
+	}
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})

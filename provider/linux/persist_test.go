@@ -1531,3 +1531,27 @@ func TestPersistentStartTwice(t *testing.T) {
 	alive(t, sb, s.init, "a second Start")
 	s.destroy(t, "a second Start")
 }
+
+// A per-run sandbox's init survives the same queued fault signals
+// (SI_QUEUE) from its workload: the run ends as the workload does (by a
+// signal init forwards to it, such as SIGHUP), not killed with the
+// namespace when init crashes.
+func TestPerRunSignalsToInit(t *testing.T) {
+	needPureGo(t)
+	bin := probeBinary(t)
+	plan, _ := persistPlan(t, grantProbe(bin))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Stop(ctx); _ = sb.Deprovision(ctx) }()
+	if err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := runSpec(t, ctx, sb, provider.ExecSpec{Args: probeArgs(bin, "signals")})
+	if r.st.Signal == "SIGKILL" || r.st.Reason != "" {
+		t.Fatalf("the probe sending queued fault signals to init ended %+v (%v) %s: init crashed and took it along", r.st, r.err, r.stderr)
+	}
+}
