@@ -113,11 +113,16 @@ type persistReply struct {
 	Init   detached.Proc          `json:"init,omitzero"`
 }
 
+// replyErr carries err's code and layer apart from its message, so that
+// the caller's provider.Error says each once.
 func replyErr(err error) persistReply {
 	r := persistReply{Code: provider.CodeOf(err), Error: err.Error()}
 	var pe *provider.Error
 	if errors.As(err, &pe) {
-		r.Layer = pe.Layer
+		r.Layer, r.Error = pe.Layer, pe.Msg
+		if pe.Err != nil {
+			r.Error = strings.TrimPrefix(r.Error+": "+pe.Err.Error(), ": ")
+		}
 	}
 	return r
 }

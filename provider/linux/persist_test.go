@@ -1555,3 +1555,22 @@ func TestPerRunSignalsToInit(t *testing.T) {
 		t.Fatalf("the probe sending queued fault signals to init ended %+v (%v) %s: init crashed and took it along", r.st, r.err, r.stderr)
 	}
 }
+
+// A start that fails says its code and layer once (the supervisor's
+// reply keeps them apart from its message).
+func TestPersistentStartErrorOnce(t *testing.T) {
+	needPureGo(t)
+	t.Setenv(FaultEnv, "landlock")
+	plan, _ := persistPlan(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: owner(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sb.Stop(ctx); _ = sb.Deprovision(ctx) }()
+	err = sb.Start(ctx)
+	if err == nil || strings.Count(err.Error(), "landlock") != 2 || strings.Count(err.Error(), string(provider.CodeStartFailed)) != 1 {
+		t.Errorf("Start with landlock failing: %v; want start_failed and the layer said once (the fault names it again)", err)
+	}
+}
