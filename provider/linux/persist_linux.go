@@ -301,7 +301,7 @@ func (s *persistent) Start(ctx context.Context) error {
 	}
 	// The state directory is named to the supervisor, whose environment
 	// has none of what chose it (XDG_RUNTIME_DIR, TMPDIR).
-	env := append(detached.Env(persistPATH), StateDirEnv+"="+filepath.Dir(s.dir))
+	env := provider.WithEnv(detached.Env(persistPATH), []string{StateDirEnv + "=" + filepath.Dir(s.dir)})
 	sup, ready, err := detached.Start("/proc/self/exe", []string{PersistArg, s.dir}, env, log, in)
 	in.Close()
 	if err != nil {
@@ -346,12 +346,7 @@ func (s *persistent) dial() (*net.UnixConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := c.SyscallConn()
-	var cred *unix.Ucred
-	if err == nil {
-		cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-		err = errors.Join(err, cerr)
-	}
+	cred, err := peerCred(c)
 	if sup := s.supervisor(); err == nil && (int(cred.Pid) != sup.PID || !sup.Alive()) {
 		err = fmt.Errorf("the socket is held by pid %d, not the sandbox's supervisor %d (started at tick %d)", cred.Pid, sup.PID, sup.Start)
 	}
@@ -658,11 +653,9 @@ func isSupervisor(pid int, dir string) bool {
 	if uid == 0 && unix.Lstat(dir, &st) == nil {
 		uid = int(st.Uid)
 	}
-	ours, err1 := os.Readlink("/proc/self/ns/pid")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-	status, err3 := ProcStatus(pid)
+	status, err := ProcStatus(pid)
 	uids := strings.Fields(status["Uid"])
-	return err1 == nil && err2 == nil && err3 == nil && ours == theirs && len(uids) > 0 && uids[0] == strconv.Itoa(uid)
+	return err == nil && inOurPidNamespace(pid) && len(uids) > 0 && uids[0] == strconv.Itoa(uid)
 }
 
 // Recover reattaches to a persistent sandbox: the supervisor its state
@@ -820,26 +813,38 @@ type supervisorConn struct {
 // peerOK admits only a process of our pid namespace (never one inside
 // the sandbox) running as our uid or root.
 func peerOK(c *net.UnixConn) error {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var cred *unix.Ucred
-	if cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); cerr != nil {
-		return cerr
-	}
+	cred, err := peerCred(c)
 	if err != nil {
 		return err
 	}
 	if cred.Uid != 0 && int(cred.Uid) != os.Getuid() {
 		return fmt.Errorf("uid %d may not use this sandbox", cred.Uid)
 	}
-	ours, err1 := os.Readlink("/proc/self/ns/pid")
-	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cred.Pid))
-	if err1 != nil || err2 != nil || ours != theirs {
+	if !inOurPidNamespace(int(cred.Pid)) {
 		return fmt.Errorf("pid %d is not in the supervisor's pid namespace", cred.Pid)
 	}
 	return nil
+}
+
+// peerCred is the SO_PEERCRED of c's peer (socket(7)).
+func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	if cerr := raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); cerr != nil {
+		return nil, cerr
+	}
+	return cred, err
+}
+
+// inOurPidNamespace reports whether pid is in this process's pid
+// namespace (never one inside a sandbox).
+func inOurPidNamespace(pid int) bool {
+	ours, err1 := os.Readlink("/proc/self/ns/pid")
+	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	return err1 == nil && err2 == nil && ours == theirs
 }
 
 func (v *supervisorConn) serve(c *net.UnixConn) {
@@ -915,12 +920,9 @@ func (s *Sandbox) openExec(req persistReq, fds []int) (int, error) {
 		return -1, provider.Wrap(provider.CodeExecFailed, "exec socket", err)
 	}
 	defer unix.Close(pair[1])
-	dir := req.Dir
-	if dir == "" {
-		dir = s.spec.Workdir
-	}
-	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
-	b, _ := json.Marshal(execRequest{Args: req.Args, Dir: dir, Env: env, TTY: req.TTY, NFiles: len(fds), Ack: true, Rows: req.Rows, Cols: req.Cols})
+	r := s.request(req.Args, req.Dir, req.TTY)
+	r.NFiles, r.Ack, r.Rows, r.Cols = len(fds), true, req.Rows, req.Cols
+	b, _ := json.Marshal(r)
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, unix.UnixRights(append([]int{pair[1]}, fds...)...), nil, 0); err != nil {
 		unix.Close(pair[0])
 		return -1, provider.Wrap(provider.CodeExecFailed, "send exec request", err)

@@ -29,6 +29,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/providertest"
 )
 
 // Persistent sandboxes attacked: from inside (the workload, uid nobody
@@ -39,26 +40,11 @@ import (
 // as corral-test. Helper processes are this test binary again:
 // TestPersistentHelper on the host, TestPersistentProbe inside a sandbox.
 
-// publicDir is a fresh 0755 directory (a workload of another uid can
-// enter it), removed after the test.
-func publicDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "persist-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // workdirs are a workdir and a home for a sandbox; as root the workdir
 // is the workload's (nobody's), as in the conformance suite.
 func workdirs(t *testing.T, uid int) (wd, home string) {
 	t.Helper()
-	wd, home = publicDir(t), publicDir(t)
+	wd, home = providertest.PublicDir(t), providertest.PublicDir(t)
 	if os.Geteuid() == 0 {
 		if err := os.Chown(wd, uid, uid); err != nil {
 			t.Fatal(err)
@@ -172,7 +158,7 @@ func runSpec(t *testing.T, ctx context.Context, sb provider.Sandbox, spec provid
 // 0755 directory, which plans grant read-only with grantProbe).
 func probeBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(publicDir(t), "probe.test")
+	bin := filepath.Join(providertest.PublicDir(t), "probe.test")
 	if err := copyFile("/proc/self/exe", bin); err != nil {
 		t.Fatal(err)
 	}
@@ -749,7 +735,7 @@ func TestPersistentSocketRefusesStrangers(t *testing.T) {
 // Without the refusal this test plays the attack and shows its effect.
 func TestPersistentStateNotGranted(t *testing.T) {
 	needPureGo(t)
-	shared := publicDir(t)
+	shared := providertest.PublicDir(t)
 	for _, c := range []struct {
 		name  string
 		state string // StateDirEnv, under shared
@@ -1094,7 +1080,7 @@ func TestPersistentStateDirFromEnv(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			d := publicDir(t)
+			d := providertest.PublicDir(t)
 			env, where := c.env(d)
 			wd, home := workdirs(t, uid)
 			cmd := helperCmd(bin, uid, env, "lifecycle", "-", wd, home)

@@ -585,12 +585,8 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if s.execd.Swap(true) {
 		return provider.ExitStatus{}, provider.Errorf(provider.CodeExecFailed, "linux: sandbox %s ran its workload already (init runs one)", s.id)
 	}
-	dir := spec.Dir
-	if dir == "" {
-		dir = s.spec.Workdir
-	}
-	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
-	req := execRequest{Args: spec.Args, Dir: dir, Env: env, TTY: spec.TTY, Ack: spec.Started != nil}
+	req := s.request(spec.Args, spec.Dir, spec.TTY)
+	req.Ack = spec.Started != nil
 	req.Rows, req.Cols = firstSize(spec)
 	fds, closeFiles, err := execFiles(spec)
 	if err != nil {
@@ -625,6 +621,16 @@ func (s *Sandbox) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		ch.ack = func() error { return unix.Sendmsg(int(s.ctl.Fd()), []byte("ack"), nil, nil, 0) }
 	}
 	return runExec(ctx, ch, t0)
+}
+
+// request is the exec request for args in dir (empty: the plan's
+// workdir), with the sandbox's HOME and environment.
+func (s *Sandbox) request(args []string, dir string, tty bool) execRequest {
+	if dir == "" {
+		dir = s.spec.Workdir
+	}
+	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
+	return execRequest{Args: args, Dir: dir, Env: env, TTY: tty}
 }
 
 // firstSize takes the window size already waiting on spec.Resize (the

@@ -123,10 +123,10 @@ func token() string {
 	return "tok" + hex.EncodeToString(b)
 }
 
-// tempDir is a fresh directory under the system's temporary directory,
+// PublicDir is a fresh directory under the system's temporary directory,
 // 0755 so that a workload of another uid can enter it (t.TempDir's are
 // 0700), and removed after the test.
-func tempDir(t *testing.T) string {
+func PublicDir(t *testing.T) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "providertest-")
 	if err != nil {
@@ -153,7 +153,7 @@ func (s *suite) resolve(t *testing.T, mode policy.NetworkMode) *policy.Resolved 
 	if s.h.Adjust != nil {
 		s.h.Adjust(pol)
 	}
-	wd, home := tempDir(t), tempDir(t)
+	wd, home := PublicDir(t), PublicDir(t)
 	if os.Geteuid() == 0 {
 		if err := os.Chown(wd, 65534, 65534); err != nil {
 			t.Fatal(err)
