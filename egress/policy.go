@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/corral-sandbox/corral/egress/l7"
 )
 
 // Rule is one endpoint pattern of a Policy.
@@ -21,9 +23,25 @@ import (
 //
 // Ports empty means 80 and 443 in Allow; in Deny and AllowPrivate it means
 // every port (a deny without ports denies the host outright).
+//
+// Allow rules may carry L7 rules (Access, Rules, DenyRules: egress/l7)
+// and Inspect. An allow rule that is inspected or has L7 rules never
+// carries an opaque tunnel: a CONNECT to it must start TLS, which the
+// proxy terminates with Config.CA, and each request inside is decided
+// by the L7 rules; its plain-HTTP requests are decided by them too.
 type Rule struct {
 	Host  string
 	Ports []int
+	// Inspect terminates TLS (implied by L7 rules).
+	Inspect   bool
+	Access    string
+	Rules     []l7.Rule
+	DenyRules []l7.Rule
+}
+
+// inspected reports whether r's tunnels are terminated.
+func (r Rule) inspected() bool {
+	return r.Inspect || r.Access != "" || len(r.Rules) > 0 || len(r.DenyRules) > 0
 }
 
 // Policy is the egress policy of one sandbox.
@@ -56,6 +74,11 @@ type compiledRule struct {
 	prefix netip.Prefix
 	ports  []int // nil: default (see Rule)
 	text   string
+	// inspect: tunnels are terminated and l7 decides each request
+	// (allow rules only; l7 is never nil then).
+	inspect bool
+	l7      *l7.Set
+	index   int // position in its section
 }
 
 type compiledPolicy struct {
@@ -115,6 +138,15 @@ func compileRules(section string, rules []Rule, ipOnly bool) ([]compiledRule, er
 	out := make([]compiledRule, 0, len(rules))
 	for i, r := range rules {
 		c, err := compileRule(r, ipOnly)
+		c.index = i
+		if err == nil && r.inspected() {
+			if section != "allow" {
+				err = errors.New("only allow rules take L7 rules or inspection")
+			} else {
+				c.inspect = true
+				c.l7, err = l7.Compile(r.Access, r.Rules, r.DenyRules)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s[%d] %q: %w", section, i, r.Host, err)
 		}

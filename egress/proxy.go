@@ -24,6 +24,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,10 +32,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/corral-sandbox/corral/egress/l7"
 )
 
 // Decision is one egress decision, passed to Config.Log.
@@ -50,6 +54,12 @@ type Decision struct {
 	Hint    string         // the policy line that would allow it
 	URL     string         // request URL without query string and userinfo ("" for CONNECT)
 	Status  int            // HTTP status returned to the client; 0 when a tunnel was closed after 200
+	// Inspected: a request read inside a terminated TLS connection, or
+	// the CONNECT that was terminated.
+	Inspected bool
+	Proto     string // HTTP/1.1, HTTP/2.0; for a terminated CONNECT the ALPN protocol
+	BytesOut  int64  // request body bytes sent upstream (inspected requests)
+	BytesIn   int64  // response body bytes returned to the client (inspected requests)
 }
 
 // Config configures a Proxy.
@@ -69,6 +79,13 @@ type Config struct {
 	// MaxConns bounds concurrent client connections; accepting pauses at
 	// the limit. Default 4096.
 	MaxConns int
+	// CA terminates the TLS of inspected allow rules; New refuses a
+	// policy with inspected rules without one, or whose inspected hosts
+	// lie outside its name constraints (CA.Covers).
+	CA *CA
+	// UpstreamRoots verify inspected upstreams' certificates; nil: the
+	// host's roots (x509.SystemCertPool).
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is one sandbox's egress proxy.
@@ -86,6 +103,9 @@ type Proxy struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
+
+	inspOnce sync.Once
+	insp     *inspector // nil until an inspected CONNECT
 }
 
 // New validates cfg.Policy and returns a Proxy.
@@ -93,6 +113,14 @@ func New(cfg Config) (*Proxy, error) {
 	pol, err := compilePolicy(cfg.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("egress policy: %w", err)
+	}
+	if len(InspectedHosts(cfg.Policy)) > 0 {
+		if cfg.CA == nil {
+			return nil, errors.New("egress policy: inspected allow rules need the sandbox's CA")
+		}
+		if !cfg.CA.Covers(cfg.Policy) {
+			return nil, errors.New("egress policy: an inspected host lies outside the sandbox CA's name constraints (the CA is minted for the hosts inspected at start)")
+		}
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
@@ -238,6 +266,9 @@ func (p *Proxy) Close() error {
 		c.Close()
 	}
 	p.mu.Unlock()
+	if p.insp != nil {
+		p.insp.close()
+	}
 	p.wg.Wait()
 	return nil
 }
@@ -296,22 +327,22 @@ func newTarget(host string, port int) target {
 }
 
 // checkPolicy applies deny and allow rules to the target. It fills d and
-// reports whether the target is allowed.
-func (p *Proxy) checkPolicy(t target, d *Decision) bool {
+// returns the allow rule that matched, nil when the target is denied.
+func (p *Proxy) checkPolicy(t target, d *Decision) *compiledRule {
 	for i := range p.pol.deny {
 		r := &p.pol.deny[i]
 		if r.portOK(t.port, true) && r.matchTarget(t.host, t.ip) {
 			d.Rule = r.describe("deny", i, t.port)
 			d.Reason = "denied by deny[" + strconv.Itoa(i) + "]"
 			d.Hint = "remove deny[" + strconv.Itoa(i) + "] (" + r.text + ") from network.deny"
-			return false
+			return nil
 		}
 	}
 	for i := range p.pol.allow {
 		r := &p.pol.allow[i]
 		if r.portOK(t.port, false) && r.matchTarget(t.host, t.ip) {
 			d.Rule = r.describe("allow", i, t.port)
-			return true
+			return r
 		}
 	}
 	d.Reason = "no allow rule matches"
@@ -327,7 +358,7 @@ func (p *Proxy) checkPolicy(t target, d *Decision) bool {
 			d.Hint += " and " + hint
 		}
 	}
-	return false
+	return nil
 }
 
 // resolve returns the acceptable addresses of an allowed target, or fills
@@ -576,13 +607,37 @@ func (s *session) handle(r *request) bool {
 		s.deny(d, 417)
 		return false
 	}
-	if !s.p.checkPolicy(t, d) {
+	rule := s.p.checkPolicy(t, d)
+	if rule == nil {
 		s.deny(d, 403)
 		return false
 	}
 	if r.method == "CONNECT" {
-		s.connect(r, t, d)
+		s.connect(r, t, rule, d)
 		return false
+	}
+	if rule.l7 != nil {
+		// Plain HTTP to a host with L7 rules: decided like an
+		// inspected request, on the path the upstream will read.
+		escaped, rawQuery, _ := strings.Cut(path, "?")
+		cpath, err := l7.CanonicalPath(escaped)
+		var query url.Values
+		if err == nil {
+			query, err = url.ParseQuery(rawQuery)
+		}
+		if err != nil {
+			d.Reason = err.Error()
+			s.deny(d, 400)
+			return false
+		}
+		if dec := rule.l7.Decide(r.method, cpath, query); !dec.Allowed {
+			d.Rule += "; " + dec.Rule
+			d.Reason, d.Hint = dec.Reason, rule.l7Hint(dec)
+			s.deny(d, 403)
+			return false
+		} else {
+			d.Rule += "; " + dec.Rule
+		}
 	}
 	return s.forward(r, t, path, d)
 }
@@ -604,7 +659,7 @@ func stripQuery(path string) string {
 }
 
 // connect serves an allowed CONNECT request.
-func (s *session) connect(r *request, t target, d *Decision) {
+func (s *session) connect(r *request, t target, rule *compiledRule, d *Decision) {
 	p := s.p
 	addrs, status := p.resolve(t, d)
 	if status != 0 {
@@ -655,7 +710,12 @@ func (s *session) connect(r *request, t target, d *Decision) {
 			closeTunnel("non-TLS traffic to port 443", "")
 			return
 		}
+		if rule.inspect {
+			closeTunnel("non-TLS traffic in a tunnel to an inspected host: its requests could not be decided by its L7 rules", "send plain HTTP to the proxy as absolute-form requests (http_proxy), or use TLS")
+			return
+		}
 	}
+	// What the client sent so far goes on first; the reader is done.
 	pending := res.data
 	if n := s.br.Buffered(); n > 0 {
 		b, _ := s.br.Peek(n)
@@ -665,6 +725,10 @@ func (s *session) connect(r *request, t target, d *Decision) {
 	readerPool.Put(s.br)
 	s.br = nil
 	s.raw.SetReadDeadline(time.Time{})
+	if rule.inspect {
+		s.intercept(t, rule, d, pending)
+		return
+	}
 
 	up, ap, err := p.dial(addrs, t.port)
 	if err != nil {

@@ -35,6 +35,7 @@ var (
 	pathRuleType = reflect.TypeOf(PathRule{})
 	byteSizeType = reflect.TypeOf(ByteSize(0))
 	durationType = reflect.TypeOf(Duration(0))
+	globsType    = reflect.TypeOf(Globs(nil))
 )
 
 func (d *decoder) fail(n *yaml.Node, field, msg, hint string) {
@@ -112,6 +113,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 			v.SetInt(int64(size))
 		}
 		return
+	case globsType:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+			v.Set(reflect.ValueOf(Globs{n.Value}))
+			return
+		}
 	case durationType:
 		if dur, msg, hint := parseDurationNode(n); msg != "" {
 			d.fail(n, field, msg, hint)

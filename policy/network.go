@@ -4,7 +4,61 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/corral-sandbox/corral/egress/l7"
 )
+
+// validateL7 checks an allow entry's tls mode and L7 rules
+// (egress/l7 is their syntax): tls is inspect or passthrough, and
+// passthrough takes no rules (its bytes are never read); access is a
+// preset, not given with rules; methods, path globs and query matchers
+// are l7's; tls: inspect on a port 80 the entry names is refused (plain
+// HTTP has no TLS to inspect: its requests are checked without it).
+func (p *Policy) validateL7(field string, e Endpoint) []*Error {
+	var errs []*Error
+	add := func(f, msg, hint string) { errs = append(errs, p.errAt(f, msg, hint)) }
+	switch e.TLS {
+	case "", TLSInspect:
+	case TLSPassthrough:
+		if e.HasL7() {
+			add(field+".tls", "tls: passthrough splices the connection unread, so its access, rules and deny_rules could never apply", "remove tls: passthrough (L7 rules imply inspect), or remove the rules")
+		}
+	default:
+		add(field+".tls", fmt.Sprintf("tls %q is not inspect or passthrough", e.TLS), "write tls: inspect (terminate TLS with the sandbox's CA and apply L7 rules) or tls: passthrough")
+	}
+	if e.TLS == TLSInspect {
+		for j, port := range e.Ports {
+			if port == 80 {
+				add(fmt.Sprintf("%s.ports[%d]", field, j), "port 80 is plain HTTP: there is no TLS to inspect (its requests are checked against the entry's rules as they are forwarded)", "drop tls: inspect and keep the rules, or list only TLS ports")
+			}
+		}
+	}
+	if err := l7.CheckAccess(string(e.Access)); err != nil {
+		add(field+".access", err.Error(), "write read-only (GET, HEAD, OPTIONS), read-write (also POST, PUT, PATCH) or full")
+	} else if e.Access != "" && len(e.Rules) > 0 {
+		add(field+".access", "access and rules are two ways to say what may pass: give one", "keep access for a method preset, or rules for an allow list of {method, path, query}")
+	}
+	for _, l := range []struct {
+		name  string
+		rules []HTTPRule
+	}{{"rules", e.Rules}, {"deny_rules", e.DenyRules}} {
+		for i, r := range l.rules {
+			rf := fmt.Sprintf("%s.%s[%d]", field, l.name, i)
+			if err := l7.CheckMethod(r.Method); err != nil {
+				add(rf+".method", err.Error(), "write an upper-case method such as GET or DELETE, or * for any")
+			}
+			if err := l7.CheckPath(r.Path); err != nil {
+				add(rf+".path", err.Error(), `write a glob such as /repos/*/issues or /api/** ("*" within a segment, "**" any number of segments)`)
+			}
+			for _, k := range sortedKeys(r.Query) {
+				if err := l7.CheckQuery(k, r.Query[k]); err != nil {
+					add(rf+".query."+k, err.Error(), `write query: {name: glob} or {name: [glob, ...]}`)
+				}
+			}
+		}
+	}
+	return errs
+}
 
 // validateNetwork checks the egress rules of network.mode proxy: they are
 // refused in other modes. The rules are the egress proxy's (egress.New
@@ -23,7 +77,7 @@ func (p *Policy) validateNetwork() []*Error {
 	var errs []*Error
 	n := &p.Network
 	if n.Mode != NetworkProxy {
-		for name, set := range map[string]bool{"allow": len(n.Allow) > 0, "deny": len(n.Deny) > 0, "allow_private": len(n.AllowPrivate) > 0, "hosts": len(n.Hosts) > 0} {
+		for name, set := range map[string]bool{"allow": len(n.Allow) > 0, "deny": len(n.Deny) > 0, "allow_private": len(n.AllowPrivate) > 0, "hosts": len(n.Hosts) > 0, "upstream_ca": n.UpstreamCA != ""} {
 			if set {
 				errs = append(errs, p.errAt("network."+name, fmt.Sprintf("network.%s only applies to mode proxy (mode is %q)", name, n.Mode), "set network.mode: proxy, or remove the rules"))
 			}
@@ -56,7 +110,15 @@ func (p *Policy) validateNetwork() []*Error {
 					errs = append(errs, p.errAt(fmt.Sprintf("%s.ports[%d]", field, j), fmt.Sprintf("port %d is outside 1-65535", port), "use a TCP port number"))
 				}
 			}
+			if l.name == "allow" {
+				errs = append(errs, p.validateL7(field, e)...)
+			} else if e.HasL7() || e.TLS != "" {
+				errs = append(errs, p.errAt(field, fmt.Sprintf("network.%s entries take no tls, access, rules or deny_rules: L7 rules refine what an allow entry lets through", l.name), "move the rules to the network.allow entry of the host"))
+			}
 		}
+	}
+	if n.UpstreamCA != "" && !strings.HasPrefix(n.UpstreamCA, "/") {
+		errs = append(errs, p.errAt("network.upstream_ca", fmt.Sprintf("upstream_ca %q is not an absolute path", n.UpstreamCA), "name the PEM file of the private CA by its absolute path"))
 	}
 	seen := map[string]string{}
 	for _, name := range sortedKeys(n.Hosts) {

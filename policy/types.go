@@ -171,6 +171,10 @@ type Network struct {
 	AllowPrivate []Endpoint `json:"allow_private,omitempty" yaml:"allow_private"`
 	// Hosts maps names to IP literals, consulted by the proxy before DNS.
 	Hosts map[string]string `json:"hosts,omitempty" yaml:"hosts"`
+	// UpstreamCA is a PEM file of certificates the proxy trusts, besides
+	// the host's roots, when it verifies an inspected host's certificate
+	// (a private CA). Read by corral at start, outside the sandbox.
+	UpstreamCA string `json:"upstream_ca,omitempty" yaml:"upstream_ca"`
 	// UnixSockets is whether the workload may make unix sockets that
 	// reach others by name (UnixSocketsDeny, UnixSocketsAllow); empty
 	// means DefaultUnixSockets. It applies in every mode.
@@ -183,11 +187,74 @@ type Network struct {
 // means 80 and 443 (for allow_private: any port). SingleLabel must be set
 // for an allow entry whose host is a single label other than localhost
 // ("intranet"); deny entries never need it.
+//
+// An allow entry may carry L7 rules, applied to each HTTP request the
+// proxy sees for the host: over TLS it terminates the connection with the
+// sandbox's CA (inspection), over plain HTTP (port 80) it reads the
+// request as it forwards it. Access and Rules are two ways to say what
+// may pass (not both); DenyRules win over either.
 type Endpoint struct {
 	Host        string `json:"host" yaml:"host"`
 	Ports       []int  `json:"ports,omitempty" yaml:"ports"`
 	SingleLabel bool   `json:"single_label,omitempty" yaml:"single_label"`
+	// TLS is inspect or passthrough; empty means inspect when the entry
+	// has L7 rules, else passthrough (the tunnel is spliced unread).
+	TLS TLSMode `json:"tls,omitempty" yaml:"tls"`
+	// Access is a method preset: read-only (GET, HEAD, OPTIONS),
+	// read-write (also POST, PUT, PATCH) or full (every method).
+	Access HTTPAccess `json:"access,omitempty" yaml:"access"`
+	// Rules, when set, is an allow list: a request passes only when one
+	// rule matches it.
+	Rules []HTTPRule `json:"rules,omitempty" yaml:"rules"`
+	// DenyRules refuse the requests they match, whatever Access or Rules
+	// say.
+	DenyRules []HTTPRule `json:"deny_rules,omitempty" yaml:"deny_rules"`
 }
+
+// Inspected reports whether the proxy terminates TLS for e: tls: inspect,
+// or L7 rules without tls: passthrough (which validation refuses).
+func (e Endpoint) Inspected() bool {
+	return e.TLS == TLSInspect || e.TLS == "" && e.HasL7()
+}
+
+// HasL7 reports whether e carries L7 rules.
+func (e Endpoint) HasL7() bool {
+	return e.Access != "" || len(e.Rules) > 0 || len(e.DenyRules) > 0
+}
+
+// TLSMode says whether the proxy terminates an allow entry's TLS.
+type TLSMode string
+
+const (
+	TLSInspect     TLSMode = "inspect"
+	TLSPassthrough TLSMode = "passthrough"
+)
+
+// HTTPAccess is an L7 method preset (OpenShell's access values).
+type HTTPAccess string
+
+const (
+	HTTPReadOnly  HTTPAccess = "read-only"  // GET, HEAD, OPTIONS
+	HTTPReadWrite HTTPAccess = "read-write" // and POST, PUT, PATCH
+	HTTPFull      HTTPAccess = "full"       // every method
+)
+
+// HTTPRule matches HTTP requests. Method is an RFC 9110 method (or
+// PATCH, RFC 5789) or "*" (empty: any). Path is a glob over the request's
+// path segments, starting with "/": "*" matches within one segment, a
+// "**" segment any number of segments (empty: any path). Query maps a
+// parameter name to globs ("*" any run of characters); a request matches
+// when it has the parameter and every value of it matches one of them.
+// A rule matches when all its parts do.
+type HTTPRule struct {
+	Method string           `json:"method,omitempty" yaml:"method"`
+	Path   string           `json:"path,omitempty" yaml:"path"`
+	Query  map[string]Globs `json:"query,omitempty" yaml:"query"`
+}
+
+// Globs is a list of glob patterns; in a policy file one pattern may be
+// written without the list.
+type Globs []string
 
 // Process is the process section: environment, identity and limits.
 type Process struct {

@@ -67,6 +67,59 @@ type ProvisionOptions struct {
 	// to (Manager.Managed lists by it; sweeps of per-run leftovers skip
 	// it).
 	Owner string
+	// Trust, when the policy inspects egress, is the PEM bundle the
+	// sandbox's TLS clients must trust: the host's roots and the
+	// sandbox's egress CA (never its key). The provider shows it
+	// read-only at TrustBundlePath and over the distro bundle paths
+	// (TrustBundlePaths) and sets TrustEnv; a provider that cannot
+	// reports an error loss for an inspected policy in Map.
+	Trust []byte
+}
+
+// TrustBundlePath is where a sandbox finds its trust bundle (Trust):
+// the file TrustEnv's variables name.
+const TrustBundlePath = "/run/corral/ca-bundle.pem"
+
+// TrustBundlePaths are the distro paths of the system bundle that tools
+// read when no variable names one (GnuTLS's git, Go, Ruby, .NET,
+// OpenSSL's default): Debian, Ubuntu and Alpine; RHEL and Fedora; SUSE;
+// Alpine and macOS (/etc/ssl/cert.pem). A provider puts the bundle over
+// those that exist in the sandbox's tree.
+var TrustBundlePaths = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// TrustEnv returns the variables that point the common runtimes at the
+// bundle at path (shared/reference/egress-credentials.md §2): OpenSSL and
+// everything on it (SSL_CERT_FILE: curl, Python's ssl, Ruby, PHP, .NET
+// on Linux, Go's crypto/x509), curl (CURL_CA_BUNDLE), git
+// (GIT_SSL_CAINFO: Debian's GnuTLS git ignores SSL_CERT_FILE), Python's
+// requests and pip (REQUESTS_CA_BUNDLE, PIP_CERT), Node and Bun
+// (NODE_EXTRA_CA_CERTS, which adds to Node's own roots), npm
+// (npm_config_cafile), cargo (CARGO_HTTP_CAINFO), the AWS CLI
+// (AWS_CA_BUNDLE), Deno (DENO_CERT), gRPC's C-core
+// (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), gcloud
+// (CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE), Nix (NIX_SSL_CERT_FILE) and
+// httplib2 (HTTPLIB2_CA_CERTS).
+func TrustEnv(path string) []string {
+	var env []string
+	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+		"NODE_EXTRA_CA_CERTS", "npm_config_cafile", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE", "DENO_CERT",
+		"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE", "NIX_SSL_CERT_FILE", "HTTPLIB2_CA_CERTS"} {
+		env = append(env, k+"="+path)
+	}
+	return env
+}
+
+// TrustUpdater is a sandbox whose trust bundle can be replaced while it
+// runs (the same files, rewritten in place): a recovered session mints
+// a new CA, since the old key died with the process that held it.
+type TrustUpdater interface {
+	SetTrust(pem []byte) error
 }
 
 // NewID returns a fresh sandbox id: "corral-" and 12 lower-case hex

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/egress/l7"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -23,11 +24,24 @@ func Rules(n policy.Network) egress.Policy {
 	conv := func(eps []policy.Endpoint) []egress.Rule {
 		var out []egress.Rule
 		for _, e := range eps {
-			out = append(out, egress.Rule{Host: e.Host, Ports: e.Ports})
+			out = append(out, egress.Rule{Host: e.Host, Ports: e.Ports, Inspect: e.Inspected(), Access: string(e.Access),
+				Rules: httpRules(e.Rules), DenyRules: httpRules(e.DenyRules)})
 		}
 		return out
 	}
 	return egress.Policy{Allow: conv(n.Allow), Deny: conv(n.Deny), AllowPrivate: conv(n.AllowPrivate), Hosts: n.Hosts}
+}
+
+func httpRules(rs []policy.HTTPRule) []l7.Rule {
+	var out []l7.Rule
+	for _, r := range rs {
+		q := map[string][]string{}
+		for k, v := range r.Query {
+			q[k] = v
+		}
+		out = append(out, l7.Rule{Method: r.Method, Path: r.Path, Query: q})
+	}
+	return out
 }
 
 // ResolverEnv names the DNS server (ip:port) the egress proxy asks instead

@@ -55,6 +55,7 @@ type Session struct {
 	info  audit.RunInfo
 	pol   *policy.Resolved
 	sw    *egressSwitch // network proxy only
+	trust *trust        // a policy that inspects egress only
 	stats *egressStats
 
 	mu      sync.Mutex
@@ -86,8 +87,12 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 	if err := s.checkEgress(); err != nil {
 		return nil, err
 	}
+	opts := cfg.Options
+	if s.trust != nil {
+		opts.Trust = s.trust.bundle
+	}
 	s.scanned = planted.Now()
-	sb, err := cfg.Provider.Provision(ctx, plan, cfg.Options)
+	sb, err := cfg.Provider.Provision(ctx, plan, opts)
 	cfg.step("provisioned")
 	if err != nil {
 		return nil, err
@@ -119,6 +124,17 @@ func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 		return nil, err
 	}
 	s.sb = sb
+	if s.trust != nil {
+		// The old CA's key died with the process that held it: the
+		// sandbox trusts the new one from now on.
+		tu, ok := sb.(provider.TrustUpdater)
+		if !ok {
+			return nil, provider.Errorf(provider.CodeInternal, "recover %s: its policy inspects egress and %s cannot replace its trust bundle", sb.ID(), cfg.Provider.Name())
+		}
+		if err := tu.SetTrust(s.trust.bundle); err != nil {
+			return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID()+": trust bundle", err)
+		}
+	}
 	s.scanned = planted.Now() // what an exec of the last gateway planted was reported then, or is lost
 	if err := s.attach(); err != nil {
 		// Not NotFound: the sandbox is there, and nothing may be
@@ -141,13 +157,18 @@ func (s *Session) checkEgress() error {
 	if err := CheckResolver(); err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "egress proxy", err)
 	}
-	return CheckRules(s.pol.Egress)
+	if err := CheckRules(s.pol.Egress); err != nil {
+		return err
+	}
+	t, err := newTrust(s.pol.Egress)
+	s.trust = t
+	return err
 }
 
 // CheckRules refuses (CodePolicyRejected) egress rules the proxy cannot
 // take.
 func CheckRules(n policy.Network) error {
-	if _, err := egress.New(egress.Config{Policy: Rules(n)}); err != nil {
+	if err := Rules(n).Validate(); err != nil {
 		return provider.Wrap(provider.CodePolicyRejected, "network", err)
 	}
 	return nil
@@ -177,7 +198,11 @@ func (s *Session) attach() error {
 }
 
 func (s *Session) proxyConfig(n policy.Network, cred string) egress.Config {
-	return egress.Config{Policy: Rules(n), Resolve: Resolver(), Credential: cred, Log: s.recordEgress}
+	c := egress.Config{Policy: Rules(n), Resolve: Resolver(), Credential: cred, Log: s.recordEgress}
+	if s.trust != nil {
+		c.CA, c.UpstreamRoots = s.trust.ca, s.trust.roots
+	}
+	return c
 }
 
 func (s *Session) recordEgress(d egress.Decision) {

@@ -1,0 +1,461 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-sandbox/corral/egress/l7"
+)
+
+// Interception. A CONNECT to an inspected allow rule, once its
+// ClientHello passed the SNI check, is not spliced: the proxy completes
+// the client's handshake itself with a leaf from Config.CA, serves the
+// connection with one net/http server per proxy (HTTP/1.1 and HTTP/2,
+// offering h2 only when the upstream negotiates it too, so gRPC reaches
+// an h2 upstream and nothing is translated to a protocol the upstream
+// lacks), and decides every request (each HTTP/2 stream) on its own:
+// Host or :authority must name the CONNECT host and port (else 421), the
+// path must be canonical (l7.CanonicalPath, else 400), and the rule's L7
+// set must allow it (else 403 with the JSON denial). Allowed requests go
+// through httputil.ReverseProxy over one http.Transport per proxy: the
+// upstream connections of a sandbox are reused per host, dialled through
+// the same resolve, classify and dial as tunnels, verified against the
+// host's roots (plus Config.UpstreamRoots); bodies stream both ways,
+// text/event-stream and responses of unknown length are flushed as they
+// come, trailers pass (gRPC), WebSocket upgrades are relayed once the
+// rules allowed the GET, and nothing is decompressed.
+
+// inspector is a proxy's interception half, made on first use.
+type inspector struct {
+	p     *Proxy
+	srv   *http.Server
+	ln    *connListener
+	tr    *http.Transport
+	rp    *httputil.ReverseProxy
+	roots *x509.CertPool
+
+	conns sync.Map // *tls.Conn -> *intercepted
+
+	mu   sync.Mutex
+	alpn map[string]string // host:port -> protocol the upstream negotiated
+}
+
+// intercepted is one terminated CONNECT tunnel.
+type intercepted struct {
+	t     target
+	rule  *compiledRule
+	rtext string // the allow rule, as Decision.Rule names it
+}
+
+type ctxKey struct{}
+
+func (p *Proxy) inspector() *inspector {
+	p.inspOnce.Do(func() {
+		in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
+		if in.roots == nil {
+			in.roots, _ = x509.SystemCertPool()
+		}
+		in.tr = &http.Transport{
+			DialContext:           in.dialUpstream,
+			TLSClientConfig:       &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
+			ForceAttemptHTTP2:     true,
+			DisableCompression:    true,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       p.cfg.IdleTimeout,
+			TLSHandshakeTimeout:   p.cfg.DialTimeout,
+			ExpectContinueTimeout: time.Second,
+			ResponseHeaderTimeout: 0, // long polls and slow model calls are fine; the client's side bounds them
+		}
+		in.rp = &httputil.ReverseProxy{
+			Rewrite:      in.rewrite,
+			Transport:    in.tr,
+			ErrorHandler: in.upstreamError,
+			BufferPool:   copyBuffers{},
+			ErrorLog:     log.New(io.Discard, "", 0),
+		}
+		in.ln = &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+		protos := new(http.Protocols)
+		protos.SetHTTP1(true)
+		protos.SetHTTP2(true)
+		in.srv = &http.Server{
+			Handler:           in,
+			Protocols:         protos,
+			ReadHeaderTimeout: p.cfg.HeaderTimeout,
+			IdleTimeout:       p.cfg.IdleTimeout,
+			MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
+			ErrorLog:          log.New(io.Discard, "", 0),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				if ic, ok := in.conns.Load(c); ok {
+					return context.WithValue(ctx, ctxKey{}, ic)
+				}
+				return ctx
+			},
+		}
+		go in.srv.Serve(in.ln)
+		p.insp = in
+	})
+	return p.insp
+}
+
+// close stops the server and the upstream connections.
+func (in *inspector) close() {
+	in.ln.Close()
+	in.srv.Close()
+	in.tr.CloseIdleConnections()
+}
+
+// intercept terminates an allowed, SNI-checked CONNECT tunnel to an
+// inspected rule and serves its requests until the connection ends.
+// pending is what the client sent after the CONNECT (its ClientHello).
+func (s *session) intercept(t target, rule *compiledRule, d *Decision, pending []byte) {
+	p := s.p
+	in := p.inspector()
+	pc := &prefixConn{Conn: s.raw, pending: pending, done: make(chan struct{})}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			leaf, err := p.cfg.CA.leaf(t.host)
+			if err != nil {
+				return nil, err
+			}
+			protos := []string{"http/1.1"}
+			for _, pr := range hello.SupportedProtos {
+				if pr == "h2" && in.upstreamProto(t) == "h2" {
+					protos = []string{"h2", "http/1.1"}
+				}
+			}
+			return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*leaf}, NextProtos: protos}, nil
+		},
+	}
+	tc := tls.Server(pc, cfg)
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.HeaderTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		// A client that does not trust the sandbox's CA ends here
+		// ("remote error: tls: unknown certificate authority").
+		d.Allowed, d.Status, d.Reason = false, 0, "TLS handshake with the client failed: "+err.Error()
+		p.log(d)
+		return
+	}
+	d.Status, d.Inspected, d.Proto = 200, true, tc.ConnectionState().NegotiatedProtocol
+	p.log(d)
+	ic := &intercepted{t: t, rule: rule, rtext: d.Rule}
+	in.conns.Store(tc, ic)
+	defer in.conns.Delete(tc)
+	if !in.ln.give(tc) {
+		return
+	}
+	select {
+	case <-pc.done:
+	case <-p.ctx.Done():
+	}
+}
+
+// ServeHTTP decides and forwards one request of an intercepted
+// connection.
+func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := in.p
+	ic, _ := r.Context().Value(ctxKey{}).(*intercepted)
+	if ic == nil || !p.enter() {
+		http.Error(w, "proxy closing", http.StatusServiceUnavailable)
+		return
+	}
+	defer p.wg.Done()
+	t := ic.t
+	d := &Decision{Time: time.Now(), Method: r.Method, Host: t.host, Port: t.port, Rule: ic.rtext, Inspected: true, Proto: r.Proto,
+		URL: "https://" + hostHeader(t.host, t.port, 443) + r.URL.EscapedPath()}
+	deny := func(status int, reason, rule, hint string) {
+		d.Allowed, d.Status, d.Reason, d.Hint = false, status, reason, hint
+		if rule != "" {
+			d.Rule += "; " + rule
+		}
+		writeDenial(w, d)
+		p.log(d)
+	}
+	if h, port, err := ParseAuthority(r.Host, 443); err != nil || h != t.host || port != t.port {
+		deny(http.StatusMisdirectedRequest, "Host or :authority "+strconv.Quote(clip(r.Host))+" does not name the CONNECT host "+hostPort(t.host, t.port), "", "")
+		return
+	}
+	if r.Method == http.MethodConnect {
+		deny(http.StatusMethodNotAllowed, "CONNECT inside an inspected connection is not relayed", "", "")
+		return
+	}
+	cpath, err := l7.CanonicalPath(r.URL.EscapedPath())
+	if err != nil {
+		deny(http.StatusBadRequest, err.Error(), "", "")
+		return
+	}
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		deny(http.StatusBadRequest, "query is not validly encoded: "+err.Error(), "", "")
+		return
+	}
+	if dec := ic.rule.l7.Decide(r.Method, cpath, query); !dec.Allowed {
+		deny(http.StatusForbidden, dec.Reason, dec.Rule, ic.rule.l7Hint(dec))
+		return
+	} else {
+		d.Rule += "; " + dec.Rule
+	}
+	d.Allowed = true
+	cw := &countWriter{ResponseWriter: w}
+	var body *countReader
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &countReader{ReadCloser: r.Body}
+		r.Body = body
+	}
+	ctx := context.WithValue(r.Context(), decisionKey{}, d)
+	in.rp.ServeHTTP(cw, r.WithContext(ctx))
+	if d.Status == 0 {
+		d.Status = cw.status
+	}
+	d.BytesIn = cw.n
+	if body != nil {
+		d.BytesOut = body.n.Load()
+	}
+	p.log(d)
+}
+
+type decisionKey struct{}
+
+func (in *inspector) rewrite(pr *httputil.ProxyRequest) {
+	ic := pr.In.Context().Value(ctxKey{}).(*intercepted)
+	pr.Out.URL.Scheme = "https"
+	pr.Out.URL.Host = hostPort(ic.t.host, ic.t.port)
+	pr.Out.Host = pr.In.Host
+}
+
+// upstreamError answers 502 with the reason (an invalid upstream
+// certificate among them: never a downgrade to anything unverified).
+func (in *inspector) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	d, _ := r.Context().Value(decisionKey{}).(*Decision)
+	if d == nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		d.Reason, d.Status = "client broke off the request", 499
+		return
+	}
+	d.Reason, d.Status = "upstream: "+err.Error(), http.StatusBadGateway
+	writeDenial(w, d)
+}
+
+// writeDenial writes the JSON body of a refused or failed inspected
+// request (the same shape as the proxy's own denials).
+func writeDenial(w http.ResponseWriter, d *Decision) {
+	body, _ := json.Marshal(denialBody{Error: errorTextFor(d.Status), Reason: d.Reason, Host: d.Host, Port: d.Port, Rule: d.Rule, Hint: d.Hint})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(d.Status)
+	w.Write(append(body, '\n'))
+}
+
+func errorTextFor(status int) string {
+	switch status {
+	case http.StatusMisdirectedRequest:
+		return "misdirected request"
+	case http.StatusMethodNotAllowed:
+		return "method not allowed"
+	}
+	if t, ok := errorText[status]; ok {
+		return t
+	}
+	return http.StatusText(status)
+}
+
+// dialUpstream dials an inspected host (addr is host:port from rewrite)
+// through the policy's resolution and address checks, again for every
+// new upstream connection.
+func (in *inspector) dialUpstream(ctx context.Context, network, addr string) (net.Conn, error) {
+	h, port, err := ParseAuthority(addr, 443)
+	if err != nil {
+		return nil, err
+	}
+	t := newTarget(h, port)
+	var d Decision
+	addrs, status := in.p.resolve(t, &d)
+	if status != 0 {
+		return nil, errors.New(d.Reason)
+	}
+	c, ap, err := in.p.dial(addrs, port)
+	if err != nil {
+		return nil, err
+	}
+	if dd, ok := ctx.Value(decisionKey{}).(*Decision); ok {
+		dd.Addr = ap
+	}
+	return &upConn{Conn: c, p: in.p}, nil
+}
+
+// upstreamProto is the protocol the upstream of t negotiates when offered
+// h2 and http/1.1, learned once per host:port (a TLS handshake through
+// dialUpstream, which also verifies its certificate); "" when that
+// failed (the client is then offered http/1.1 only and its requests get
+// the upstream's error as a 502).
+func (in *inspector) upstreamProto(t target) string {
+	key := hostPort(t.host, t.port)
+	in.mu.Lock()
+	proto, ok := in.alpn[key]
+	in.mu.Unlock()
+	if ok {
+		return proto
+	}
+	ctx, cancel := context.WithTimeout(in.p.ctx, in.p.cfg.DialTimeout)
+	defer cancel()
+	c, err := in.dialUpstream(ctx, "tcp", key)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	tc := tls.Client(c, &tls.Config{RootCAs: in.roots, ServerName: t.host, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return ""
+	}
+	proto = tc.ConnectionState().NegotiatedProtocol
+	in.mu.Lock()
+	in.alpn[key] = proto
+	in.mu.Unlock()
+	return proto
+}
+
+// l7Hint is the policy change that would allow a request d refused.
+func (r *compiledRule) l7Hint(d l7.Decision) string {
+	return "network.allow[" + strconv.Itoa(r.index) + "]: " + d.Hint
+}
+
+// enter registers a request handler in wg unless the proxy is closed.
+func (p *Proxy) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	return true
+}
+
+// upConn untracks an upstream connection when it is closed.
+type upConn struct {
+	net.Conn
+	p    *Proxy
+	once sync.Once
+}
+
+func (c *upConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.p.untrack(c.Conn) })
+	return err
+}
+
+// prefixConn replays the bytes sniffed from a client before reading on,
+// and says when it was closed.
+type prefixConn struct {
+	net.Conn
+	pending []byte
+	done    chan struct{}
+	once    sync.Once
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(b, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *prefixConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
+
+// connListener hands intercepted connections to the proxy's server.
+type connListener struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *connListener) give(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// countWriter counts a response's bytes and keeps its status; Unwrap
+// lets http.ResponseController (ReverseProxy's flushes and upgrades)
+// reach the server's writer.
+type countWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *countWriter) WriteHeader(code int) {
+	if w.status == 0 || w.status < 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type countReader struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (r *countReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+// copyBuffers lends ReverseProxy the tunnels' 32 KiB buffers.
+type copyBuffers struct{}
+
+func (copyBuffers) Get() []byte  { return *bufPool.Get().(*[]byte) }
+func (copyBuffers) Put(b []byte) { bufPool.Put(&b) }

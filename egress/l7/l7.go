@@ -1,0 +1,350 @@
+// Package l7 decides HTTP requests against an allow entry's L7 rules: a
+// method preset (access), an allow list of {method, path glob, query
+// globs} and deny rules that win over both. It is the one copy of the
+// rules' syntax: policy validation reports its errors with the file's
+// positions, the egress proxy compiles and applies them.
+package l7
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Access presets (OpenShell's access values): read-only is GET, HEAD and
+// OPTIONS (RFC 9110 §9.2.1 safe methods less TRACE); read-write adds
+// POST, PUT and PATCH; full is every method. Empty means full.
+const (
+	ReadOnly  = "read-only"
+	ReadWrite = "read-write"
+	Full      = "full"
+)
+
+var presets = map[string]map[string]bool{
+	ReadOnly:  {"GET": true, "HEAD": true, "OPTIONS": true},
+	ReadWrite: {"GET": true, "HEAD": true, "OPTIONS": true, "POST": true, "PUT": true, "PATCH": true},
+}
+
+// methods are RFC 9110 §9's and PATCH (RFC 5789).
+var methods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "DELETE": true, "CONNECT": true, "OPTIONS": true, "TRACE": true, "PATCH": true}
+
+// Rule is one request pattern (policy.HTTPRule).
+type Rule struct {
+	Method string
+	Path   string
+	Query  map[string][]string
+}
+
+// CheckAccess says why a is not an access preset ("" is allowed: full).
+func CheckAccess(a string) error {
+	switch a {
+	case "", ReadOnly, ReadWrite, Full:
+		return nil
+	}
+	return fmt.Errorf("access %q is not read-only, read-write or full", a)
+}
+
+// CheckMethod says why m is not a method a rule may name: "*" (or empty)
+// for any, else an RFC 9110 method or PATCH, in upper case (methods are
+// case-sensitive, RFC 9110 §9.1).
+func CheckMethod(m string) error {
+	if m == "" || m == "*" || methods[m] {
+		return nil
+	}
+	if methods[strings.ToUpper(m)] {
+		return fmt.Errorf("method %q must be written %q (methods are case-sensitive)", m, strings.ToUpper(m))
+	}
+	return fmt.Errorf("unknown method %q (want one of CONNECT, DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT, TRACE, or *)", m)
+}
+
+// CheckPath says why g is not a path glob: it starts with "/", has no
+// query or fragment ('?', '#'), no percent-escapes (write the decoded
+// path), no "." or ".." segments and no empty segment but a trailing one;
+// "**" is a whole segment. Empty means any path.
+func CheckPath(g string) error {
+	if g == "" {
+		return nil
+	}
+	switch {
+	case !strings.HasPrefix(g, "/"):
+		return fmt.Errorf("path %q does not start with /", g)
+	case strings.ContainsAny(g, "?#"):
+		return fmt.Errorf("path %q has a query or fragment: match query parameters with query", g)
+	case strings.Contains(g, "%"):
+		return fmt.Errorf("path %q has a percent-escape: write the path decoded (requests are matched decoded)", g)
+	case strings.ContainsAny(g, "\\\x00"):
+		return fmt.Errorf("path %q has a backslash or NUL", g)
+	}
+	segs := strings.Split(g[1:], "/")
+	for i, s := range segs {
+		switch {
+		case s == "" && i < len(segs)-1:
+			return fmt.Errorf("path %q has an empty segment (//)", g)
+		case s == "." || s == "..":
+			return fmt.Errorf("path %q has a %q segment (requests with one are refused)", g, s)
+		case strings.Contains(s, "**") && s != "**":
+			return fmt.Errorf("path %q: ** must be a whole segment (/a/**/b); * matches within one", g)
+		}
+	}
+	return nil
+}
+
+// CheckQuery says why a query matcher is not one: a parameter name and
+// at least one glob.
+func CheckQuery(name string, globs []string) error {
+	if name == "" {
+		return errors.New("a query matcher needs a parameter name")
+	}
+	if len(globs) == 0 {
+		return fmt.Errorf("query %q has no patterns", name)
+	}
+	return nil
+}
+
+// Set is a compiled allow entry's L7 rules.
+type Set struct {
+	access string
+	rules  []compiled
+	deny   []compiled
+}
+
+type queryMatch struct {
+	name  string
+	globs []string
+}
+
+type compiled struct {
+	method string
+	path   []string // segments; nil: any path
+	query  []queryMatch // sorted by name
+	text   string
+}
+
+// Compile checks and compiles an entry's rules: access and rules together
+// are refused (say one or the other).
+func Compile(access string, rules, deny []Rule) (*Set, error) {
+	if err := CheckAccess(access); err != nil {
+		return nil, err
+	}
+	if access != "" && len(rules) > 0 {
+		return nil, errors.New("access and rules are two ways to say what may pass: use one")
+	}
+	s := &Set{access: access}
+	for _, l := range []struct {
+		name string
+		in   []Rule
+		out  *[]compiled
+	}{{"rules", rules, &s.rules}, {"deny_rules", deny, &s.deny}} {
+		for i, r := range l.in {
+			c, err := compile(r)
+			if err != nil {
+				return nil, fmt.Errorf("%s[%d]: %w", l.name, i, err)
+			}
+			c.text = fmt.Sprintf("%s[%d] %s", l.name, i, c.text)
+			*l.out = append(*l.out, c)
+		}
+	}
+	return s, nil
+}
+
+func compile(r Rule) (compiled, error) {
+	if err := CheckMethod(r.Method); err != nil {
+		return compiled{}, err
+	}
+	if err := CheckPath(r.Path); err != nil {
+		return compiled{}, err
+	}
+	c := compiled{method: r.Method}
+	if c.method == "" {
+		c.method = "*"
+	}
+	if r.Path != "" {
+		c.path = strings.Split(r.Path[1:], "/")
+	}
+	names := make([]string, 0, len(r.Query))
+	for k := range r.Query {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := CheckQuery(k, r.Query[k]); err != nil {
+			return compiled{}, err
+		}
+		c.query = append(c.query, queryMatch{k, r.Query[k]})
+	}
+	c.text = c.method + " " + cmp(r.Path, "/**")
+	if len(names) > 0 {
+		c.text += "?" + strings.Join(names, "&")
+	}
+	return c, nil
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Decision is the outcome for one request: Rule names the rule that
+// allowed or denied it ("deny_rules[0] DELETE /**", "access read-only",
+// "rules[1] GET /repos/*"); Reason says why a denied request was.
+type Decision struct {
+	Allowed bool
+	Rule    string
+	Reason  string
+	// Hint, for a denial, is the change to the entry that would allow
+	// the request ("remove deny_rules[0] ...", "add {method: POST, path:
+	// /x} to rules", "access: full").
+	Hint string
+}
+
+// Decide applies the set to a request: path is its decoded, canonical
+// path (CanonicalPath), query its parameters.
+func (s *Set) Decide(method, path string, query url.Values) Decision {
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for _, c := range s.deny {
+		if c.match(method, segs, query) {
+			return Decision{Rule: c.text, Reason: "denied by " + c.text, Hint: "remove " + c.text}
+		}
+	}
+	if len(s.rules) > 0 {
+		for _, c := range s.rules {
+			if c.match(method, segs, query) {
+				return Decision{Allowed: true, Rule: c.text}
+			}
+		}
+		return Decision{Reason: "no rule allows " + method + " " + path,
+			Hint: "add {method: " + method + ", path: " + strconvQuoteIfNeeded(path) + "} to rules"}
+	}
+	if m, ok := presets[s.access]; ok && !m[method] {
+		want := Full
+		if presets[ReadWrite][method] {
+			want = ReadWrite
+		}
+		return Decision{Rule: "access " + s.access, Reason: "access " + s.access + " does not allow " + method, Hint: "access: " + want}
+	}
+	return Decision{Allowed: true, Rule: "access " + cmp(s.access, Full)}
+}
+
+func (c *compiled) match(method string, segs []string, query url.Values) bool {
+	if c.method != "*" && c.method != method {
+		return false
+	}
+	if c.path != nil && !matchSegs(c.path, segs) {
+		return false
+	}
+	for _, q := range c.query {
+		vals, ok := query[q.name]
+		if !ok {
+			return false
+		}
+		for _, v := range vals {
+			if !anyGlob(q.globs, v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func anyGlob(globs []string, v string) bool {
+	for _, g := range globs {
+		if globMatch(g, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchSegs matches path segments against glob segments; "**" matches
+// zero or more segments.
+func matchSegs(pat, segs []string) bool {
+	if len(pat) == 0 {
+		return len(segs) == 0
+	}
+	if pat[0] == "**" {
+		for i := 0; i <= len(segs); i++ {
+			if matchSegs(pat[1:], segs[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+	return len(segs) > 0 && globMatch(pat[0], segs[0]) && matchSegs(pat[1:], segs[1:])
+}
+
+// globMatch matches s against g, where '*' is any run of characters and
+// every other character is itself (path.Match would give '?', '[' and
+// '\' meanings a policy author does not expect in a URL).
+func globMatch(g, s string) bool {
+	for {
+		star := strings.IndexByte(g, '*')
+		if star < 0 {
+			return g == s
+		}
+		if !strings.HasPrefix(s, g[:star]) {
+			return false
+		}
+		s, g = s[star:], g[star+1:]
+		for g != "" && g[0] == '*' {
+			g = g[1:]
+		}
+		if g == "" {
+			return true
+		}
+		for i := 0; i <= len(s); i++ {
+			if globMatch(g, s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// CanonicalPath decodes a request's escaped path and refuses the forms
+// whose meaning a server may read differently from the rules: not
+// starting with "/", an encoded '/' or '\' (%2F, %5C), a backslash, NUL or
+// other control byte, a "." or ".." segment, or an empty segment. The
+// request goes upstream as sent; its rules were decided on this path.
+func CanonicalPath(escaped string) (string, error) {
+	if !strings.HasPrefix(escaped, "/") {
+		return "", fmt.Errorf("path %q does not start with /", escaped)
+	}
+	low := strings.ToLower(escaped)
+	if strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
+		return "", errors.New("path has an encoded / or \\")
+	}
+	p, err := url.PathUnescape(escaped)
+	if err != nil {
+		return "", fmt.Errorf("path is not validly escaped: %v", err)
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "", errors.New("path has a backslash or control byte")
+		}
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, s := range segs {
+		if s == "." || s == ".." || s == "" && i < len(segs)-1 {
+			return "", errors.New("path has a dot or empty segment")
+		}
+	}
+	if path.Clean(p) != strings.TrimSuffix(p, "/") && p != "/" {
+		return "", errors.New("path is not canonical")
+	}
+	return p, nil
+}
+
+// strconvQuoteIfNeeded quotes a path for a YAML flow mapping when it
+// holds characters YAML would read otherwise.
+func strconvQuoteIfNeeded(p string) string {
+	if strings.ContainsAny(p, ",{}[]:#&*!|>'\"%@` ") {
+		return strconv.Quote(p)
+	}
+	return p
+}
