@@ -119,7 +119,7 @@ type queryMatch struct {
 
 type compiled struct {
 	method string
-	path   []string // segments; nil: any path
+	path   []string     // segments; nil: any path
 	query  []queryMatch // sorted by name
 	text   string
 }
