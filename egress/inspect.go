@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type intercepted struct {
 
 type ctxKey struct{}
 
+// maxALPNCache bounds the upstream protocols remembered.
+const maxALPNCache = 1024
+
 func (p *Proxy) inspector() *inspector {
 	p.inspOnce.Do(func() {
 		in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
@@ -69,15 +73,18 @@ func (p *Proxy) inspector() *inspector {
 			in.roots, _ = x509.SystemCertPool()
 		}
 		in.tr = &http.Transport{
-			DialContext:           in.dialUpstream,
-			TLSClientConfig:       &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
-			ForceAttemptHTTP2:     true,
-			DisableCompression:    true,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       p.cfg.IdleTimeout,
-			TLSHandshakeTimeout:   p.cfg.DialTimeout,
-			ExpectContinueTimeout: time.Second,
-			ResponseHeaderTimeout: 0, // long polls and slow model calls are fine; the client's side bounds them
+			DialContext:         in.dialUpstream,
+			TLSClientConfig:     &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
+			ForceAttemptHTTP2:   true,
+			DisableCompression:  true,
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 64,
+			// Response heads are bounded like the plain path's (headLimit).
+			MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes),
+			IdleConnTimeout:        p.cfg.IdleTimeout,
+			TLSHandshakeTimeout:    p.cfg.DialTimeout,
+			ExpectContinueTimeout:  time.Second,
+			ResponseHeaderTimeout:  0, // long polls and slow model calls are fine; the client's side bounds them
 		}
 		in.rp = &httputil.ReverseProxy{
 			Rewrite:      in.rewrite,
@@ -192,6 +199,12 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodConnect {
 		deny(http.StatusMethodNotAllowed, "CONNECT inside an inspected connection is not relayed", "", "")
+		return
+	}
+	if up := r.Header.Get("Upgrade"); up != "" && !strings.EqualFold(up, "websocket") {
+		// After a 101 the bytes are opaque: an h2c (or any other)
+		// upgrade would carry requests no rule ever sees.
+		deny(http.StatusForbidden, "Upgrade "+strconv.Quote(clip(up))+" is not relayed to an inspected host (only websocket is)", "", "")
 		return
 	}
 	cpath, err := l7.CanonicalPath(r.URL.EscapedPath())
@@ -327,6 +340,9 @@ func (in *inspector) upstreamProto(t target) string {
 	}
 	proto = tc.ConnectionState().NegotiatedProtocol
 	in.mu.Lock()
+	if len(in.alpn) >= maxALPNCache { // a wildcard rule lets the workload name many hosts
+		clear(in.alpn)
+	}
 	in.alpn[key] = proto
 	in.mu.Unlock()
 	return proto

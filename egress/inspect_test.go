@@ -266,3 +266,61 @@ func TestCANameConstraints(t *testing.T) {
 		t.Error("Covers refused a host inside *.wild.test")
 	}
 }
+
+// tlsThrough opens a CONNECT tunnel to host:port through the proxy and
+// completes a TLS handshake (http/1.1) trusting roots.
+func tlsThrough(t testing.TB, proxyAddr, host string, port int, roots *x509.CertPool) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	c := dialProxy(t, proxyAddr)
+	hp := host + ":" + itoa(port)
+	resp, _ := c.roundTrip(t, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n", "CONNECT")
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	}
+	tc := tls.Client(c.Conn, &tls.Config{ServerName: host, RootCAs: roots, NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return tc, bufio.NewReader(tc)
+}
+
+func TestInspectUpgrades(t *testing.T) {
+	o := startOrigin(t, "api.allowed.test", false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		io.Copy(conn, brw) // echo
+	}))
+	tp, _ := inspectingProxy(t, o, Rule{Host: "api.allowed.test", Rules: []l7.Rule{{Method: "GET", Path: "/ws"}}}, false)
+	roots := x509.NewCertPool()
+	roots.AddCert(tp.cfg.CA.Certificate())
+	for _, tc := range []struct {
+		path, upgrade string
+		want          int
+	}{{"/ws", "websocket", 101}, {"/ws", "h2c", 403}, {"/other", "websocket", 403}} {
+		conn, br := tlsThrough(t, tp.addr, "api.allowed.test", o.port, roots)
+		io.WriteString(conn, "GET "+tc.path+" HTTP/1.1\r\nHost: api.allowed.test:"+itoa(o.port)+"\r\nConnection: Upgrade\r\nUpgrade: "+tc.upgrade+"\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s Upgrade: %s: %d, want %d", tc.path, tc.upgrade, resp.StatusCode, tc.want)
+		}
+		if resp.StatusCode == 101 {
+			io.WriteString(conn, "ping")
+			b := make([]byte, 4)
+			if _, err := io.ReadFull(br, b); err != nil || string(b) != "ping" {
+				t.Errorf("echo through the upgraded connection: %q %v", b, err)
+			}
+		}
+		conn.Close()
+	}
+	if n := o.hits.Load(); n != 1 {
+		t.Errorf("origin saw %d requests, want only the allowed websocket upgrade", n)
+	}
+}
