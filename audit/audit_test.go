@@ -536,3 +536,23 @@ func TestEgressEvent(t *testing.T) {
 		t.Errorf("allowed event: %v", a)
 	}
 }
+
+func TestEgressInspectedEvent(t *testing.T) {
+	e := Egress(RunInfo{SandboxID: "s"}, EgressDecision{Allowed: true, Method: "POST", Host: "api.allowed.test", Port: 443, Status: 201,
+		URL: "https://api.allowed.test/repos/a?token=x", Rule: "allow[0] api.allowed.test:443; rules[1] POST /repos/*",
+		Inspected: true, Proto: "HTTP/2.0", BytesOut: 12, BytesIn: 345})
+	b, _ := json.Marshal(e)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	req := m["http_request"].(map[string]any)
+	if req["version"] != "HTTP/2.0" || req["url"].(map[string]any)["path"] != "/repos/a" || strings.Contains(string(b), "token=") {
+		t.Errorf("http_request = %v", req)
+	}
+	tr, _ := m["traffic"].(map[string]any)
+	if tr["bytes_out"] != 12.0 || tr["bytes_in"] != 345.0 || m["unmapped"].(map[string]any)["inspected"] != true {
+		t.Errorf("traffic %v, unmapped %v", tr, m["unmapped"])
+	}
+	if e := Egress(RunInfo{}, EgressDecision{Allowed: true, Method: "CONNECT", Host: "h", Port: 443}); e.Traffic != nil || e.Unmapped.Inspected {
+		t.Errorf("a tunnel's event says inspected or traffic: %+v", e)
+	}
+}

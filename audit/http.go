@@ -45,17 +45,27 @@ type HTTPActivity struct {
 	Metadata     Metadata      `json:"metadata"`
 	HTTPRequest  HTTPRequest   `json:"http_request"`
 	HTTPResponse *HTTPResponse `json:"http_response,omitempty"`
-	DstEndpoint  Endpoint      `json:"dst_endpoint"`
-	Device       Device        `json:"device"`
-	Unmapped     EgressInfo    `json:"unmapped"`
+	// Traffic counts an inspected request's body bytes: bytes_out from
+	// the sandbox to the upstream, bytes_in back (OCSF network_traffic).
+	Traffic     *Traffic   `json:"traffic,omitempty"`
+	DstEndpoint Endpoint   `json:"dst_endpoint"`
+	Device      Device     `json:"device"`
+	Unmapped    EgressInfo `json:"unmapped"`
 }
 
 func (HTTPActivity) OCSFClassUID() int { return HTTPClassUID }
 
 // HTTPRequest is the OCSF http_request object.
 type HTTPRequest struct {
-	Method string `json:"http_method,omitempty"` // empty for a request too malformed to have one
-	URL    URL    `json:"url"`
+	Method  string `json:"http_method,omitempty"` // empty for a request too malformed to have one
+	URL     URL    `json:"url"`
+	Version string `json:"version,omitempty"` // HTTP/1.1, HTTP/2.0 (inspected requests)
+}
+
+// Traffic is the OCSF network_traffic object.
+type Traffic struct {
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
 }
 
 // URL is the OCSF url object; query strings and userinfo never appear.
@@ -86,6 +96,9 @@ type EgressInfo struct {
 	Rule       string `json:"rule,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	Hint       string `json:"hint,omitempty"`
+	// Inspected: the request was read inside TLS the proxy terminated
+	// (or is that terminated CONNECT).
+	Inspected bool `json:"inspected,omitempty"`
 }
 
 // EgressDecision is one decision of the egress proxy.
@@ -101,6 +114,10 @@ type EgressDecision struct {
 	Rule    string
 	Reason  string
 	Hint    string
+	// Inspected, Proto, BytesOut and BytesIn are egress.Decision's.
+	Inspected         bool
+	Proto             string
+	BytesOut, BytesIn int64
 }
 
 // Egress builds the HTTP Activity event for one proxy decision.
@@ -117,10 +134,13 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 	e := HTTPActivity{
 		Classification: classify(at, HTTPClassUID, HTTPClassName, NetworkCategory, NetworkCatName, act, name),
 		Metadata:       newMetadata(run),
-		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
+		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port), Version: d.Proto},
 		DstEndpoint:    Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
 		Device:         device(),
-		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint},
+		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint, Inspected: d.Inspected},
+	}
+	if d.Inspected && d.Method != "CONNECT" {
+		e.Traffic = &Traffic{BytesIn: d.BytesIn, BytesOut: d.BytesOut}
 	}
 	if d.Status != 0 {
 		e.HTTPResponse = &HTTPResponse{Code: d.Status}

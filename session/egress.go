@@ -79,10 +79,11 @@ func Resolver() func(ctx context.Context, host string) ([]netip.Addr, error) {
 // egressStats counts the proxy's decisions for the -v summary, bounded:
 // the workload decides how many there are.
 type egressStats struct {
-	mu      sync.Mutex
-	allowed int
-	denied  map[string]int // "host:port (reason)" -> count, at most maxDeniedKinds keys
-	other   int            // denials beyond maxDeniedKinds kinds
+	mu        sync.Mutex
+	allowed   int
+	inspected int            // requests decided inside terminated TLS, allowed or not
+	denied    map[string]int // "host:port (reason)" -> count, at most maxDeniedKinds keys
+	other     int            // denials beyond maxDeniedKinds kinds
 }
 
 const maxDeniedKinds = 100
@@ -90,6 +91,9 @@ const maxDeniedKinds = 100
 func (l *egressStats) record(d egress.Decision) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if d.Inspected && d.Method != "CONNECT" {
+		l.inspected++
+	}
 	if d.Allowed {
 		l.allowed++
 		return
@@ -113,7 +117,11 @@ func (l *egressStats) summary(w io.Writer) {
 	for _, c := range l.denied {
 		n += c
 	}
-	fmt.Fprintf(w, "corral: egress: %d allowed, %d denied\n", l.allowed, n)
+	fmt.Fprintf(w, "corral: egress: %d allowed, %d denied", l.allowed, n)
+	if l.inspected > 0 {
+		fmt.Fprintf(w, " (%d requests inspected)", l.inspected)
+	}
+	fmt.Fprintln(w)
 	if l.other > 0 {
 		fmt.Fprintf(w, "corral: egress: %d denials of further kinds not listed\n", l.other)
 	}

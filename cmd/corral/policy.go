@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -129,6 +130,12 @@ func printPlan(plan *provider.Plan) {
 	for _, g := range r.Grants {
 		fmt.Printf("  %-5s %s    (%s)\n", g.Access, g.Path, g.Field)
 	}
+	if r.Network == policy.NetworkProxy {
+		fmt.Println("\negress:")
+		for _, line := range egressLines(r.Egress) {
+			fmt.Println("  " + line)
+		}
+	}
 	if d, ok := plan.Details.(provider.Summarizer); ok {
 		fmt.Println("\nplan:")
 		for _, line := range d.Summary() {
@@ -144,4 +151,52 @@ func printPlan(plan *provider.Plan) {
 	for _, l := range plan.Loss {
 		fmt.Printf("  %-7s %-10s %s: %s\n", l.Severity, l.Area, l.Field, l.Message)
 	}
+}
+
+// egressLines describes the proxy's rules: per allow entry its ports and
+// whether its TLS is inspected, and why.
+func egressLines(n policy.Network) []string {
+	ports := func(e policy.Endpoint, def string) string {
+		if len(e.Ports) == 0 {
+			return def
+		}
+		return strings.Trim(strings.ReplaceAll(fmt.Sprint(e.Ports), " ", ","), "[]")
+	}
+	var out []string
+	for i, e := range n.Allow {
+		how := "passthrough: no L7 rules, the tunnel is spliced unread"
+		switch {
+		case e.TLS == policy.TLSPassthrough:
+			how = "passthrough: tls: passthrough"
+		case e.Inspected():
+			var why []string
+			if e.TLS == policy.TLSInspect {
+				why = append(why, "tls: inspect")
+			}
+			if e.Access != "" {
+				why = append(why, "access "+string(e.Access))
+			}
+			if len(e.Rules) > 0 {
+				why = append(why, fmt.Sprintf("%d rules", len(e.Rules)))
+			}
+			if len(e.DenyRules) > 0 {
+				why = append(why, fmt.Sprintf("%d deny_rules", len(e.DenyRules)))
+			}
+			how = "inspected (" + strings.Join(why, ", ") + "): TLS terminated with the sandbox's CA, every request (plain HTTP too) decided by the rules"
+		}
+		out = append(out, fmt.Sprintf("allow[%d] %s:%s  %s", i, e.Host, ports(e, "80,443"), how))
+	}
+	for i, e := range n.Deny {
+		out = append(out, fmt.Sprintf("deny[%d]  %s:%s", i, e.Host, ports(e, "any")))
+	}
+	for i, e := range n.AllowPrivate {
+		out = append(out, fmt.Sprintf("allow_private[%d] %s:%s", i, e.Host, ports(e, "any")))
+	}
+	if n.UpstreamCA != "" {
+		out = append(out, "upstream_ca "+n.UpstreamCA+" (trusted with the host's roots for inspected upstreams)")
+	}
+	if len(out) == 0 {
+		out = append(out, "nothing allowed")
+	}
+	return out
 }

@@ -123,6 +123,9 @@ func FuzzPolicyRefusesWhatProxyRefuses(f *testing.F) {
 		"Example.COM.", " a.b", "1e100.net", "x", "*", "*.com", strings.Repeat("a.", 127) + "com"} {
 		f.Add(s, "10.0.0.1")
 	}
+	for _, s := range [][2]string{{"GET", "/a/**"}, {"get", "/a/**b"}, {"", "read-only"}, {"*", ""}, {"inspect", "/x?y"}, {"passthrough", "/"}} {
+		f.Add(s[0], s[1])
+	}
 	f.Fuzz(func(t *testing.T, host, addr string) {
 		check := func(what string, n policy.Network) {
 			n.Mode = policy.NetworkProxy
@@ -137,5 +140,9 @@ func FuzzPolicyRefusesWhatProxyRefuses(f *testing.F) {
 		check("hosts key", policy.Network{Hosts: map[string]string{host: "10.0.0.1"}})
 		check("hosts value", policy.Network{Hosts: map[string]string{"h.example": addr}})
 		check("hosts keys", policy.Network{Hosts: map[string]string{host: "10.0.0.1", strings.ToLower(strings.TrimSuffix(host, ".")): "10.0.0.2"}})
+		check("L7 rule", policy.Network{Allow: []policy.Endpoint{{Host: "a.example.com", Access: policy.HTTPAccess(addr),
+			Rules: []policy.HTTPRule{{Method: host, Path: addr, Query: map[string]policy.Globs{host: {addr}}}}}}})
+		check("L7 deny rule", policy.Network{Allow: []policy.Endpoint{{Host: "a.example.com", TLS: policy.TLSMode(host),
+			DenyRules: []policy.HTTPRule{{Method: addr, Path: host}}}}})
 	})
 }
