@@ -9,10 +9,12 @@ package session
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,7 +191,11 @@ func (s *Session) attach() error {
 	if a, ok := sb.(provider.ProxyAuthenticator); ok {
 		cred = a.ProxyCredential()
 	}
-	p, err := egress.New(s.proxyConfig(s.pol.Egress, cred))
+	var roots *x509.CertPool
+	if s.trust != nil {
+		roots = s.trust.roots
+	}
+	p, err := egress.New(s.proxyConfig(s.pol.Egress, cred, roots))
 	if err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "egress proxy", err)
 	}
@@ -197,10 +203,12 @@ func (s *Session) attach() error {
 	return nil
 }
 
-func (s *Session) proxyConfig(n policy.Network, cred string) egress.Config {
+// proxyConfig is the proxy's configuration for rules n; roots verify
+// inspected upstreams.
+func (s *Session) proxyConfig(n policy.Network, cred string, roots *x509.CertPool) egress.Config {
 	c := egress.Config{Policy: Rules(n), Resolve: Resolver(), Credential: cred, Log: s.recordEgress}
 	if s.trust != nil {
-		c.CA, c.UpstreamRoots = s.trust.ca, s.trust.roots
+		c.CA, c.UpstreamRoots = s.trust.ca, roots
 	}
 	return c
 }
@@ -240,7 +248,21 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 	if s.sw == nil {
 		return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
 	}
-	p, err := egress.New(s.proxyConfig(n, s.sw.cred))
+	var roots *x509.CertPool
+	if hosts := egress.InspectedHosts(Rules(n)); len(hosts) > 0 {
+		// The CA the sandbox trusts was minted at start, constrained
+		// to the hosts inspected then.
+		switch {
+		case s.trust == nil:
+			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, but the sandbox was started without inspection, so it trusts no CA of corral's: recreate the sandbox with these rules", strings.Join(hosts, ", "))
+		case !s.trust.ca.Covers(Rules(n)):
+			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, not all within the hosts the sandbox's CA was minted for (%s): recreate the sandbox with these rules", strings.Join(hosts, ", "), strings.Join(egress.InspectedHosts(Rules(s.pol.Egress)), ", "))
+		}
+		if roots, err = upstreamRoots(n.UpstreamCA); err != nil {
+			return nil, provider.Wrap(provider.CodePolicyRejected, "network.upstream_ca", err)
+		}
+	}
+	p, err := egress.New(s.proxyConfig(n, s.sw.cred, roots))
 	if err != nil {
 		return nil, provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
 	}
