@@ -258,8 +258,22 @@ func (m *mapper) network(proxyAddr string) {
 		m.req.Network = &Network{Egress: &Egress{Default: "deny"}, Ingress: &Ingress{Default: "deny"}}
 		m.req.RuntimeConfig = &RuntimeConfig{NetworkProxy: "http://127.0.0.1:" + strconv.Itoa(port)}
 		m.add(provider.SeverityWarning, "network", field, "proxy: the sandbox reaches Corral's egress proxy on host loopback 127.0.0.1:%d, and MXC's loopback reach covers other services listening on the host's loopback too", port)
+		m.inspected()
 	default:
 		m.add(provider.SeverityError, "network", field, "%s: process_container offers network none and proxy only (it never runs with default-allow egress)", mode)
+	}
+}
+
+// inspected refuses allow entries whose TLS the proxy would terminate
+// (tls: inspect, or L7 rules): their clients must trust the sandbox's
+// CA, and Corral cannot give an MXC sandbox its trust bundle yet
+// (provider.ProvisionOptions.Trust: no mount, and Windows tools read the
+// certificate store), so every inspected connection would fail.
+func (m *mapper) inspected() {
+	for i, e := range m.r.Egress.Allow {
+		if e.Inspected() {
+			m.add(provider.SeverityError, "network", fmt.Sprintf("network.allow[%d]", i), "%s: an inspected host (tls: inspect, or access/rules/deny_rules) needs the sandbox to trust Corral's egress CA, which mxc cannot install in the sandbox yet; use tls: passthrough without L7 rules, or the linux or docker provider", e.Host)
+		}
 	}
 }
 

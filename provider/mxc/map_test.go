@@ -179,6 +179,14 @@ func mapCases() []mapCase {
 			r:    with(base, func(r *policy.Resolved) { r.Network = policy.NetworkProxy }),
 			want: map[string]string{"network": `{"egress":{"default":"deny"},"ingress":{"default":"deny"}}`, "runtimeConfig": `{"networkProxy":"http://127.0.0.1:49152"}`},
 			loss: []lossKey{{w, "network", "network.mode"}}},
+		{name: "net/pc/proxy-inspected", backend: pc, proxy: "127.0.0.1:49152", area: "network", errors: true,
+			r: with(base, func(r *policy.Resolved) {
+				r.Network = policy.NetworkProxy
+				r.Egress.Allow = []policy.Endpoint{{Host: "pass.example.com"}, {Host: "api.example.com", Access: policy.HTTPReadOnly},
+					{Host: "tls.example.com", TLS: policy.TLSInspect}, {Host: "plain.example.com", TLS: policy.TLSPassthrough}}
+			}),
+			want: map[string]string{"network": `{"egress":{"default":"deny"},"ingress":{"default":"deny"}}`},
+			loss: []lossKey{{w, "network", "network.mode"}, {e, "network", "network.allow[1]"}, {e, "network", "network.allow[2]"}}},
 		{name: "net/pc/proxy-no-listener", backend: pc, area: "network", errors: true,
 			r:    with(base, func(r *policy.Resolved) { r.Network = policy.NetworkProxy }),
 			want: map[string]string{"network": `null`, "runtimeConfig": `null`},
