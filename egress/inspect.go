@@ -57,7 +57,7 @@ type inspector struct {
 // intercepted is one terminated CONNECT tunnel.
 type intercepted struct {
 	t     target
-	rule  *compiledRule
+	rules admitted
 	rtext string // the allow rule, as Decision.Rule names it
 }
 
@@ -127,7 +127,7 @@ func (in *inspector) close() {
 // intercept terminates an allowed, SNI-checked CONNECT tunnel to an
 // inspected rule and serves its requests until the connection ends.
 // pending is what the client sent after the CONNECT (its ClientHello).
-func (s *session) intercept(t target, rule *compiledRule, d *Decision, pending []byte) {
+func (s *session) intercept(t target, rules admitted, d *Decision, pending []byte) {
 	p := s.p
 	in := p.inspector()
 	pc := &prefixConn{Conn: s.raw, pending: pending, done: make(chan struct{})}
@@ -160,7 +160,7 @@ func (s *session) intercept(t target, rule *compiledRule, d *Decision, pending [
 	}
 	d.Status, d.Inspected, d.Proto = 200, true, tc.ConnectionState().NegotiatedProtocol
 	p.log(d)
-	ic := &intercepted{t: t, rule: rule, rtext: d.Rule}
+	ic := &intercepted{t: t, rules: rules, rtext: d.Rule}
 	in.conns.Store(tc, ic)
 	defer in.conns.Delete(tc)
 	if !in.ln.give(tc) {
@@ -217,12 +217,12 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(http.StatusBadRequest, "query is not validly encoded: "+err.Error(), "", "")
 		return
 	}
-	if dec := ic.rule.l7.Decide(r.Method, cpath, query); !dec.Allowed {
-		deny(http.StatusForbidden, dec.Reason, dec.Rule, ic.rule.l7Hint(dec))
+	dec, hint := ic.rules.decide(r.Method, cpath, query)
+	if !dec.Allowed {
+		deny(http.StatusForbidden, dec.Reason, dec.Rule, hint)
 		return
-	} else {
-		d.Rule += "; " + dec.Rule
 	}
+	d.Rule += "; " + dec.Rule
 	d.Allowed = true
 	cw := &countWriter{ResponseWriter: w}
 	var body *countReader
@@ -348,9 +348,29 @@ func (in *inspector) upstreamProto(t target) string {
 	return proto
 }
 
-// l7Hint is the policy change that would allow a request d refused.
-func (r *compiledRule) l7Hint(d l7.Decision) string {
-	return "network.allow[" + strconv.Itoa(r.index) + "]: " + d.Hint
+// admitted are the allow rules matching a target, inspected ones first
+// (checkPolicy).
+type admitted []*compiledRule
+
+// inspected reports whether the target's TLS is terminated.
+func (a admitted) inspected() bool { return len(a) > 0 && a[0].inspect }
+
+// decide applies the L7 rules of every inspected rule in a: the first
+// refusal wins; hint is the policy change that would allow the request.
+func (a admitted) decide(method, path string, query url.Values) (dec l7.Decision, hint string) {
+	var allowed []string
+	for _, r := range a {
+		if !r.inspect {
+			break
+		}
+		dec = r.l7.Decide(method, path, query)
+		if !dec.Allowed {
+			return dec, "network.allow[" + strconv.Itoa(r.index) + "]: " + dec.Hint
+		}
+		allowed = append(allowed, dec.Rule)
+	}
+	dec.Rule = strings.Join(allowed, ", ")
+	return dec, ""
 }
 
 // enter registers a request handler in wg unless the proxy is closed.

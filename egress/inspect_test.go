@@ -324,3 +324,28 @@ func TestInspectUpgrades(t *testing.T) {
 		t.Errorf("origin saw %d requests, want only the allowed websocket upgrade", n)
 	}
 }
+
+// TestInspectWhenAnyMatchIsInspected: a passthrough wildcard written
+// before an entry with L7 rules does not open its host.
+func TestInspectWhenAnyMatchIsInspected(t *testing.T) {
+	o := startOrigin(t, "api.allowed.test", false, http.HandlerFunc(hello))
+	pol := Policy{Allow: []Rule{{Host: "*.allowed.test", Ports: []int{o.port}}, {Host: "api.allowed.test", Ports: []int{o.port}, Access: l7.ReadOnly}},
+		AllowPrivate: []Rule{{Host: "127.0.0.1/32"}}, Hosts: map[string]string{"api.allowed.test": "127.0.0.1"}}
+	ca, err := NewCA(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := startProxy(t, Config{Policy: pol, CA: ca, UpstreamRoots: o.roots})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	conn, br := tlsThrough(t, tp.addr, "api.allowed.test", o.port, roots)
+	defer conn.Close()
+	io.WriteString(conn, "DELETE /x HTTP/1.1\r\nHost: api.allowed.test:"+itoa(o.port)+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 403 || o.hits.Load() != 0 {
+		t.Fatalf("DELETE with a passthrough wildcard first: %d, origin hits %d; want 403 and none", resp.StatusCode, o.hits.Load())
+	}
+}

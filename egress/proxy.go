@@ -327,8 +327,11 @@ func newTarget(host string, port int) target {
 }
 
 // checkPolicy applies deny and allow rules to the target. It fills d and
-// returns the allow rule that matched, nil when the target is denied.
-func (p *Proxy) checkPolicy(t target, d *Decision) *compiledRule {
+// returns the allow rules that match (nil when the target is denied), the
+// inspected ones first: when several match, the request must satisfy the
+// L7 rules of every inspected one (an entry without rules, such as a
+// wildcard written before it, never widens one with rules).
+func (p *Proxy) checkPolicy(t target, d *Decision) admitted {
 	for i := range p.pol.deny {
 		r := &p.pol.deny[i]
 		if r.portOK(t.port, true) && r.matchTarget(t.host, t.ip) {
@@ -338,12 +341,20 @@ func (p *Proxy) checkPolicy(t target, d *Decision) *compiledRule {
 			return nil
 		}
 	}
+	var inspected, plain admitted
 	for i := range p.pol.allow {
 		r := &p.pol.allow[i]
 		if r.portOK(t.port, false) && r.matchTarget(t.host, t.ip) {
-			d.Rule = r.describe("allow", i, t.port)
-			return r
+			if r.inspect {
+				inspected = append(inspected, r)
+			} else {
+				plain = append(plain, r)
+			}
 		}
+	}
+	if m := append(inspected, plain...); len(m) > 0 {
+		d.Rule = m[0].describe("allow", m[0].index, t.port)
+		return m
 	}
 	d.Reason = "no allow rule matches"
 	d.Hint = allowHint(t.host, t.port)
@@ -607,16 +618,16 @@ func (s *session) handle(r *request) bool {
 		s.deny(d, 417)
 		return false
 	}
-	rule := s.p.checkPolicy(t, d)
-	if rule == nil {
+	rules := s.p.checkPolicy(t, d)
+	if rules == nil {
 		s.deny(d, 403)
 		return false
 	}
 	if r.method == "CONNECT" {
-		s.connect(r, t, rule, d)
+		s.connect(r, t, rules, d)
 		return false
 	}
-	if rule.l7 != nil {
+	if rules.inspected() {
 		// Plain HTTP to a host with L7 rules: decided like an
 		// inspected request, on the path the upstream will read.
 		escaped, rawQuery, _ := strings.Cut(path, "?")
@@ -630,13 +641,12 @@ func (s *session) handle(r *request) bool {
 			s.deny(d, 400)
 			return false
 		}
-		if dec := rule.l7.Decide(r.method, cpath, query); !dec.Allowed {
-			d.Rule += "; " + dec.Rule
-			d.Reason, d.Hint = dec.Reason, rule.l7Hint(dec)
+		dec, hint := rules.decide(r.method, cpath, query)
+		d.Rule += "; " + dec.Rule
+		if !dec.Allowed {
+			d.Reason, d.Hint = dec.Reason, hint
 			s.deny(d, 403)
 			return false
-		} else {
-			d.Rule += "; " + dec.Rule
 		}
 	}
 	return s.forward(r, t, path, d)
@@ -659,7 +669,7 @@ func stripQuery(path string) string {
 }
 
 // connect serves an allowed CONNECT request.
-func (s *session) connect(r *request, t target, rule *compiledRule, d *Decision) {
+func (s *session) connect(r *request, t target, rules admitted, d *Decision) {
 	p := s.p
 	addrs, status := p.resolve(t, d)
 	if status != 0 {
@@ -710,7 +720,7 @@ func (s *session) connect(r *request, t target, rule *compiledRule, d *Decision)
 			closeTunnel("non-TLS traffic to port 443", "")
 			return
 		}
-		if rule.inspect {
+		if rules.inspected() {
 			closeTunnel("non-TLS traffic in a tunnel to an inspected host: its requests could not be decided by its L7 rules", "send plain HTTP to the proxy as absolute-form requests (http_proxy), or use TLS")
 			return
 		}
@@ -725,8 +735,8 @@ func (s *session) connect(r *request, t target, rule *compiledRule, d *Decision)
 	readerPool.Put(s.br)
 	s.br = nil
 	s.raw.SetReadDeadline(time.Time{})
-	if rule.inspect {
-		s.intercept(t, rule, d, pending)
+	if rules.inspected() {
+		s.intercept(t, rules, d, pending)
 		return
 	}
 

@@ -76,8 +76,8 @@ func CheckPath(g string) error {
 		return fmt.Errorf("path %q has a query or fragment: match query parameters with query", g)
 	case strings.Contains(g, "%"):
 		return fmt.Errorf("path %q has a percent-escape: write the path decoded (requests are matched decoded)", g)
-	case strings.ContainsAny(g, "\\\x00"):
-		return fmt.Errorf("path %q has a backslash or NUL", g)
+	case strings.ContainsAny(g, "\\\x00;"):
+		return fmt.Errorf("path %q has a backslash, ';' or NUL (requests with one are refused)", g)
 	}
 	segs := strings.Split(g[1:], "/")
 	for i, s := range segs {
@@ -144,6 +144,9 @@ func Compile(access string, rules, deny []Rule) (*Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s[%d]: %w", l.name, i, err)
 			}
+			if l.name == "deny_rules" { // see Decide
+				c.path = foldPath(c.path)
+			}
 			c.text = fmt.Sprintf("%s[%d] %s", l.name, i, c.text)
 			*l.out = append(*l.out, c)
 		}
@@ -183,6 +186,22 @@ func compile(r Rule) (compiled, error) {
 	return c, nil
 }
 
+// foldPath lowercases a deny rule's path segments and drops a trailing
+// empty one (Decide).
+func foldPath(segs []string) []string {
+	if segs == nil {
+		return nil
+	}
+	out := make([]string, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, strings.ToLower(s))
+	}
+	if len(out) > 1 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
 func cmp(s, def string) string {
 	if s == "" {
 		return def
@@ -205,10 +224,16 @@ type Decision struct {
 
 // Decide applies the set to a request: path is its decoded, canonical
 // path (CanonicalPath), query its parameters.
+//
+// Deny rules match more than they say, allow rules exactly: a deny rule's
+// method and path compare without case and a trailing "/" is ignored, so
+// a server that reads /ADMIN/ as /admin (IIS, many frameworks) or
+// "delete" as DELETE is not a way around one.
 func (s *Set) Decide(method, path string, query url.Values) Decision {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	folded := strings.Split(strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(path), "/"), "/"), "/")
 	for _, c := range s.deny {
-		if c.match(method, segs, query) {
+		if c.match(strings.ToUpper(method), folded, query) {
 			return Decision{Rule: c.text, Reason: "denied by " + c.text, Hint: "remove " + c.text}
 		}
 	}
@@ -309,8 +334,9 @@ func globMatch(g, s string) bool {
 // CanonicalPath decodes a request's escaped path and refuses the forms
 // whose meaning a server may read differently from the rules: not
 // starting with "/", an encoded '/' or '\' (%2F, %5C), a backslash, NUL or
-// other control byte, a "." or ".." segment, or an empty segment. The
-// request goes upstream as sent; its rules were decided on this path.
+// other control byte, a ';' (Tomcat and Spring read /admin;x as /admin),
+// a "." or ".." segment, or an empty segment. The request goes upstream as
+// sent; its rules were decided on this path.
 func CanonicalPath(escaped string) (string, error) {
 	if !strings.HasPrefix(escaped, "/") {
 		return "", fmt.Errorf("path %q does not start with /", escaped)
@@ -324,8 +350,8 @@ func CanonicalPath(escaped string) (string, error) {
 		return "", fmt.Errorf("path is not validly escaped: %v", err)
 	}
 	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' {
-			return "", errors.New("path has a backslash or control byte")
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '\\' || c == ';' {
+			return "", errors.New("path has a backslash, ';' or control byte")
 		}
 	}
 	segs := strings.Split(p[1:], "/")
