@@ -39,7 +39,7 @@ import (
 // come, trailers pass (gRPC), WebSocket upgrades are relayed once the
 // rules allowed the GET, and nothing is decompressed.
 
-// inspector is a proxy's interception half, made on first use.
+// inspector is a proxy's interception half.
 type inspector struct {
 	p     *Proxy
 	srv   *http.Server
@@ -66,55 +66,54 @@ type ctxKey struct{}
 // maxALPNCache bounds the upstream protocols remembered.
 const maxALPNCache = 1024
 
-func (p *Proxy) inspector() *inspector {
-	p.inspOnce.Do(func() {
-		in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
-		if in.roots == nil {
-			in.roots, _ = x509.SystemCertPool()
-		}
-		in.tr = &http.Transport{
-			DialContext:         in.dialUpstream,
-			TLSClientConfig:     &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
-			ForceAttemptHTTP2:   true,
-			DisableCompression:  true,
-			MaxIdleConns:        256,
-			MaxIdleConnsPerHost: 64,
-			// Response heads are bounded like the plain path's (headLimit).
-			MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes),
-			IdleConnTimeout:        p.cfg.IdleTimeout,
-			TLSHandshakeTimeout:    p.cfg.DialTimeout,
-			ExpectContinueTimeout:  time.Second,
-			ResponseHeaderTimeout:  0, // long polls and slow model calls are fine; the client's side bounds them
-		}
-		in.rp = &httputil.ReverseProxy{
-			Rewrite:      in.rewrite,
-			Transport:    in.tr,
-			ErrorHandler: in.upstreamError,
-			BufferPool:   copyBuffers{},
-			ErrorLog:     log.New(io.Discard, "", 0),
-		}
-		in.ln = &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
-		protos := new(http.Protocols)
-		protos.SetHTTP1(true)
-		protos.SetHTTP2(true)
-		in.srv = &http.Server{
-			Handler:           in,
-			Protocols:         protos,
-			ReadHeaderTimeout: p.cfg.HeaderTimeout,
-			IdleTimeout:       p.cfg.IdleTimeout,
-			MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
-			ErrorLog:          log.New(io.Discard, "", 0),
-			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				if ic, ok := in.conns.Load(c); ok {
-					return context.WithValue(ctx, ctxKey{}, ic)
-				}
-				return ctx
-			},
-		}
-		go in.srv.Serve(in.ln)
-		p.insp = in
-	})
-	return p.insp
+// newInspector makes the interception half of a proxy whose policy
+// inspects a host (New, before the proxy serves anything).
+func newInspector(p *Proxy) *inspector {
+	in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
+	if in.roots == nil {
+		in.roots, _ = x509.SystemCertPool()
+	}
+	in.tr = &http.Transport{
+		DialContext:         in.dialUpstream,
+		TLSClientConfig:     &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		DisableCompression:  true,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: 64,
+		// Response heads are bounded like the plain path's (headLimit).
+		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes),
+		IdleConnTimeout:        p.cfg.IdleTimeout,
+		TLSHandshakeTimeout:    p.cfg.DialTimeout,
+		ExpectContinueTimeout:  time.Second,
+		ResponseHeaderTimeout:  0, // long polls and slow model calls are fine; the client's side bounds them
+	}
+	in.rp = &httputil.ReverseProxy{
+		Rewrite:      in.rewrite,
+		Transport:    in.tr,
+		ErrorHandler: in.upstreamError,
+		BufferPool:   copyBuffers{},
+		ErrorLog:     log.New(io.Discard, "", 0),
+	}
+	in.ln = &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(true)
+	in.srv = &http.Server{
+		Handler:           in,
+		Protocols:         protos,
+		ReadHeaderTimeout: p.cfg.HeaderTimeout,
+		IdleTimeout:       p.cfg.IdleTimeout,
+		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
+		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if ic, ok := in.conns.Load(c); ok {
+				return context.WithValue(ctx, ctxKey{}, ic)
+			}
+			return ctx
+		},
+	}
+	go in.srv.Serve(in.ln)
+	return in
 }
 
 // close stops the server and the upstream connections.
@@ -129,7 +128,7 @@ func (in *inspector) close() {
 // pending is what the client sent after the CONNECT (its ClientHello).
 func (s *session) intercept(t target, rules admitted, d *Decision, pending []byte) {
 	p := s.p
-	in := p.inspector()
+	in := p.insp
 	pc := &prefixConn{Conn: s.raw, pending: pending, done: make(chan struct{})}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,

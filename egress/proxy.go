@@ -104,8 +104,7 @@ type Proxy struct {
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
 
-	inspOnce sync.Once
-	insp     *inspector // nil until an inspected CONNECT
+	insp *inspector // nil when nothing is inspected
 }
 
 // New validates cfg.Policy and returns a Proxy.
@@ -153,6 +152,9 @@ func New(cfg Config) (*Proxy, error) {
 		p.authWant = base64.StdEncoding.EncodeToString([]byte("corral:" + cfg.Credential))
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if cfg.CA != nil && len(InspectedHosts(cfg.Policy)) > 0 {
+		p.insp = newInspector(p)
+	}
 	return p, nil
 }
 
