@@ -133,8 +133,15 @@ func (l countingLn) Accept() (net.Conn, error) {
 }
 
 // NewUpstream starts an Upstream on ip:port (0: any port), with TLS when
-// cert is not nil. Close it when done.
+// cert is not nil (HTTP/1.1 only: NewOrigin also offers h2). Close it
+// when done.
 func NewUpstream(ip string, port int, cert *tls.Certificate) (*Upstream, error) {
+	return startUpstream(ip, port, cert, nil)
+}
+
+// startUpstream is NewUpstream with the ALPN protocols its TLS offers
+// (nil: none, so HTTP/1.1).
+func startUpstream(ip string, port int, cert *tls.Certificate, alpn []string) (*Upstream, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
@@ -157,6 +164,7 @@ func NewUpstream(ip string, port int, cert *tls.Certificate) (*Upstream, error) 
 	if cert != nil {
 		u.srv.TLSConfig = &tls.Config{
 			Certificates: []tls.Certificate{*cert},
+			NextProtos:   alpn,
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 				u.Hellos.Add(1)
 				return nil, nil
