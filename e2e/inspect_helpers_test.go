@@ -319,8 +319,9 @@ var curlImg struct {
 
 // curlImage is a docker image for the docker provider's curl case:
 // corral/base:1 with the host's /usr/bin/curl and the shared libraries it
-// loads at their paths, tagged by a hash of those files (built once,
-// reused by later runs while the host's curl is the same).
+// loads at their paths, tagged by a hash of those files and the base
+// image (built once, reused by later runs while both are the same; the
+// build removes the tags of earlier ones).
 func curlImage(t *testing.T) string {
 	t.Helper()
 	curlImg.once.Do(func() { curlImg.tag, curlImg.err = buildCurlImage() })
@@ -374,6 +375,14 @@ func buildCurlImage() (string, error) {
 	}
 	if out, err := exec.Command("docker", "build", "-q", "-t", tag, ctx).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("docker build: %v\n%s", err, out)
+	}
+	// Earlier builds (another curl or base image) are of no more use.
+	if old, err := exec.Command("docker", "image", "ls", "corral-e2e/curl", "--format", "{{.Repository}}:{{.Tag}}").Output(); err == nil {
+		for _, o := range strings.Fields(string(old)) {
+			if o != tag {
+				_ = exec.Command("docker", "rmi", o).Run()
+			}
+		}
 	}
 	return tag, nil
 }
