@@ -189,6 +189,7 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if rule != "" {
 			d.Rule += "; " + rule
 		}
+		drainBody(w, r)
 		writeDenial(w, d)
 		p.log(d)
 	}
@@ -264,6 +265,19 @@ func (in *inspector) upstreamError(w http.ResponseWriter, r *http.Request, err e
 	}
 	d.Reason, d.Status = "upstream: "+err.Error(), http.StatusBadGateway
 	writeDenial(w, d)
+}
+
+// drainBody reads (and drops) up to 64 KiB of a refused request's body,
+// for at most a second, before the denial is written: a response that
+// comes before the body makes Go's HTTP/2 server reset the stream, which
+// curl 7.88 reports as a framing error instead of showing the denial. A
+// request waiting for 100-continue has sent nothing and is not read.
+func drainBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Expect") != "" {
+		return
+	}
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(time.Second))
+	io.CopyN(io.Discard, r.Body, 64<<10)
 }
 
 // writeDenial writes the JSON body of a refused or failed inspected
