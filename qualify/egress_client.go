@@ -555,8 +555,9 @@ func (h *hunter) full() bool {
 }
 
 // huntRoots are searched whether or not "/" can be listed (Landlock
-// lets a sandbox read granted trees it cannot list the parent of).
-var huntRoots = []string{"/run", "/run/corral", "/run/user", "/var/run", "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/etc", "/home", "/root",
+// lets a sandbox read granted trees it cannot list the parent of);
+// /.corral is the docker provider's (its binary and sockets).
+var huntRoots = []string{"/run", "/run/corral", "/run/user", "/var/run", "/.corral", "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/etc", "/home", "/root",
 	"/var", "/mnt", "/srv", "/media", "/usr/local/share/ca-certificates", "/usr/share/ca-certificates"}
 
 func (h *hunter) run(extra []string) {

@@ -241,7 +241,7 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyFile(self, bin, 0o755); err != nil {
+	if err := CopyFile(self, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	sum, err := fileSHA256(bin)

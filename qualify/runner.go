@@ -215,7 +215,7 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rs.bin = filepath.Join(tmp, "bin", "corral")
-	if err := copyFile(o.Bin, rs.bin, 0o755); err != nil {
+	if err := CopyFile(o.Bin, rs.bin, 0o755); err != nil {
 		return nil, fmt.Errorf("copy the corral binary: %w", err)
 	}
 
@@ -1201,7 +1201,9 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func copyFile(src, dst string, mode os.FileMode) error {
+// CopyFile copies the file src to dst (created or truncated) with mode
+// (the qualify run's and doctor --egress's copy of the corral binary).
+func CopyFile(src, dst string, mode os.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

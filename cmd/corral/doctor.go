@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -27,16 +28,35 @@ type doctorProvider struct {
 }
 
 func newDoctorCmd() *cobra.Command {
-	var output outputFormat
+	var (
+		output     outputFormat
+		egress     bool
+		egressProv string
+	)
 	c := &cobra.Command{
-		Use:   "doctor",
+		Use:   "doctor [--egress [--provider linux|docker]]",
 		Short: "Report what this host offers each provider and whether it can enforce the default policy",
 		Long: `Report what this host offers each provider: kernel, Landlock ABI, seccomp,
 user namespaces, cgroups, Docker socket, wxc-exec, and whether the built-in
 default policy can be enforced here. Exit 0 when some provider can enforce
-it, 121 (unavailable) when none can.`,
+it, 121 (unavailable) when none can.
+
+--egress runs the trust self-test of inspected egress instead: each client
+this host has (curl, git, python3 urllib and requests, node https/http2 and
+fetch/WebSocket, Go's net/http, java, cargo) in a real sandbox of --provider
+(default linux), through the inspecting proxy, against a loopback HTTPS
+origin (h2 and http/1.1, an SSE stream, a WebSocket echo, git smart HTTP, a
+cargo sparse registry), and a table per client: trusted, h2, SSE, WebSocket,
+each yes, no or n.a. with the reason. A client that does not trust the
+sandbox's CA is a no. Exit 0 when no verdict is no, 1 when one is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if egress {
+				return runDoctorEgress(contextBackground(), egressProv, output)
+			}
+			if cmd.Flags().Changed("provider") {
+				return errors.New("--provider goes with --egress (the host report covers every provider)")
+			}
 			rep := doctorReport{Host: map[string]string{}}
 			if s, err := os.Stat("/var/run/docker.sock"); err == nil && s.Mode()&os.ModeSocket != 0 {
 				rep.Host["docker_socket"] = "/var/run/docker.sock"
@@ -96,6 +116,8 @@ it, 121 (unavailable) when none can.`,
 		},
 	}
 	outputFlag(c, &output)
+	c.Flags().BoolVar(&egress, "egress", false, "run the trust self-test of inspected egress (each client on this host, in a real sandbox, through the inspecting proxy)")
+	c.Flags().StringVar(&egressProv, "provider", "linux", "with --egress: the provider whose sandboxes run the clients")
 	return c
 }
 
