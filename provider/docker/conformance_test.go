@@ -5,7 +5,12 @@ package docker
 import (
 	"context"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/moby/moby/client"
@@ -24,6 +29,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ExecArg {
 		ExecMain(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == providertest.ProbeArg {
+		providertest.ProbeMain(os.Args[2:])
+	}
 	os.Exit(m.Run())
 }
 
@@ -31,10 +39,58 @@ func TestMain(m *testing.M) {
 // daemon.
 func TestConformance(t *testing.T) {
 	p := needSandboxes(t)
-	providertest.Run(t, providertest.Harness{
+	providertest.Run(t, harness(p))
+}
+
+// harness is the suite's view of p: the inspected-egress tests' client
+// is the test binary's Go one (the base image has no curl or python3).
+func harness(p *Provider) providertest.Harness {
+	return providertest.Harness{
 		New:    func() provider.Provider { return New() },
 		Census: func(t *testing.T) []string { return census(t, p.facts().cli) },
-	})
+		Probe:  true,
+	}
+}
+
+// unprivilegedEnv marks the run of TestInspected as corral-test.
+const unprivilegedEnv = "CORRAL_DOCKER_UNPRIVILEGED"
+
+// TestInspected runs the suite's inspected-egress tests alone, as root
+// and (TestInspectedUnprivileged) again as corral-test, a member of the
+// docker group whose state dirs and bundle files are its own.
+func TestInspected(t *testing.T) {
+	providertest.RunInspected(t, harness(needSandboxes(t)))
+}
+
+func TestInspectedUnprivileged(t *testing.T) {
+	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
+		t.Skip("not root: TestInspected itself runs unprivileged")
+	}
+	needSandboxes(t)
+	u, err := user.Lookup("corral-test")
+	if err != nil {
+		t.Skipf("no user corral-test (.ci/run creates it): %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	dir := providertest.PublicDir(t)
+	bin := filepath.Join(dir, "docker.test")
+	if b, err := os.ReadFile(os.Args[0]); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy the test binary: %v", err)
+	}
+	docker, err := user.LookupGroup("docker")
+	if err != nil {
+		t.Skipf("no group docker: %v", err)
+	}
+	dgid, _ := strconv.Atoi(docker.Gid)
+	cmd := exec.Command(bin, "-test.run=^TestInspected$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + policy.DefaultPATH, "HOME=" + u.HomeDir, "LANG=C", unprivilegedEnv + "=1", "CORRAL_TEST_DOCKER=1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(dgid)}}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestInspected ") {
+		t.Fatalf("TestInspected as corral-test (uid %d): %v\n%s", uid, err, out)
+	}
 }
 
 // needSandboxes returns the provider when it can run containers here: a

@@ -129,6 +129,9 @@ type Spec struct {
 	Persistent bool   `json:"persistent,omitempty"`
 	ManagedBy  string `json:"managed_by,omitempty"`
 	ID         string `json:"id,omitempty"`
+	// Trust is the CA bundle's binds, for a policy that inspects egress
+	// (ProvisionOptions.Trust, added by Provision).
+	Trust *Trust `json:"trust,omitempty"`
 }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).
@@ -255,6 +258,12 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	}
 	spec.Shim.DenyUnixSockets = r.UnixSockets() == policy.UnixSocketsDeny
 	loss = append(loss, provider.UnixSocketsLoss(r, spec.Shim.Seccomp, h.landlockABI))
+	p.mapTrust(ctx, r, spec, add)
+	for _, base := range []string{stateBase(), managedBase()} {
+		if l := stateExposed(r, base); l != nil {
+			loss = append(loss, *l)
+		}
+	}
 
 	if r.Limits.Pids > 0 {
 		spec.Shim.Nproc = 0 // the pids cgroup counts the container, RLIMIT_NPROC would count the uid host-wide

@@ -41,6 +41,9 @@ const Name = "docker"
 type Provider struct {
 	once sync.Once
 	host hostFacts
+
+	mu     sync.Mutex
+	images map[string]map[string]imagePath // by image id: where the CA bundle's paths lead (imagePaths)
 }
 
 // hostFacts is what Probe found, read once.

@@ -150,6 +150,9 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	}
 	cp := *spec // the plan stays as mapped
 	cp.ID, cp.Persistent, cp.ManagedBy = id, opts.Persistent, opts.Owner
+	if len(opts.Trust) == 0 {
+		cp.Trust = nil // the caller gave no bundle: nothing to bind
+	}
 	cp.Shim.Persistent = opts.Persistent
 	spec = &cp
 	s := &Sandbox{cli: h.cli, plan: plan, spec: spec, id: id}
@@ -163,7 +166,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		spec.Shim.FaultLayer = f
 		spec.Cgroups = spec.Cgroups && f != string(policy.LayerCgroups)
 	}
-	if err := s.prepareState(); err != nil {
+	if err := s.prepareState(opts.Trust); err != nil {
 		return fail(err)
 	}
 	// Before the container is created: its binds mount them read-only.
@@ -185,11 +188,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	return s, nil
 }
 
-// prepareState makes the state dir: the empty mask sources and the
+// prepareState makes the state dir: the CA bundle (trust, when the
+// policy inspects egress: addTrust), the empty mask sources and the
 // listening sockets. The dir is 0755 and its sockets 0666 so the workload's
 // uid reaches them through the container's read-only bind; who connects is
 // checked (peer credentials, see Start and peerListener).
-func (s *Sandbox) prepareState() error {
+func (s *Sandbox) prepareState(trust []byte) error {
 	base := stateBase()
 	if s.spec.Persistent {
 		base = managedBase()
@@ -207,6 +211,11 @@ func (s *Sandbox) prepareState() error {
 	// corral killed before it created one).
 	if err := os.WriteFile(filepath.Join(state, "owner"), []byte(ownerLabel(os.Getpid())), 0o644); err != nil {
 		return err
+	}
+	if len(trust) > 0 {
+		if err := s.addTrust(trust); err != nil {
+			return err
+		}
 	}
 	if s.spec.Persistent { // for Recover, by a later process
 		data, err := json.Marshal(savedPlan{Spec: s.spec, Layers: s.plan.Layers})
@@ -363,6 +372,12 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		}
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: b.Target, ReadOnly: b.ReadOnly,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
+	}
+	if tr := sp.Trust; tr != nil {
+		for _, t := range tr.Targets {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: tr.Source, Target: t, ReadOnly: true,
+				BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
+		}
 	}
 	return cfg, hc, nil
 }

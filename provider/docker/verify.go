@@ -114,7 +114,14 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 				return "", fmt.Errorf("%s (%s) is not read-only in the container", b.Target, b.Field)
 			}
 		}
-		return fmt.Sprintf("read-only root from %s, %d binds and masks, tmpfs %s (verified in /proc/%d/mountinfo)", sp.Image, len(sp.Binds), tmpfsPaths(sp), pid), nil
+		detail := fmt.Sprintf("read-only root from %s, %d binds and masks, tmpfs %s (verified in /proc/%d/mountinfo)", sp.Image, len(sp.Binds), tmpfsPaths(sp), pid)
+		if sp.Trust != nil {
+			if err := verifyTrust(sp.Trust, pid); err != nil {
+				return "", err
+			}
+			detail += fmt.Sprintf("; the CA bundle at %s (each resolved in the container's root to its inode)", strings.Join(sp.Trust.Targets, ", "))
+		}
+		return detail, nil
 	case policy.LayerSeccomp:
 		if status["NoNewPrivs"] != "1" {
 			return "", fmt.Errorf("no_new_privs is not set on init")

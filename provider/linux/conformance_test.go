@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == PersistArg {
 		PersistMain()
 	}
+	if len(os.Args) > 1 && os.Args[1] == providertest.ProbeArg {
+		providertest.ProbeMain(os.Args[2:])
+	}
 	// Persistent sandboxes of this test binary keep their state apart
 	// (census lists it), removed afterwards.
 	dir, err := os.MkdirTemp("", "linux-state-")
@@ -51,7 +54,21 @@ func TestConformance(t *testing.T) {
 		New:      func() provider.Provider { return New() },
 		ExecOnce: true, // init runs one workload
 		Census:   census,
+		Tools:    hostTools("curl", "python3"),
+		Probe:    true,
 	})
+}
+
+// hostTools are those of names on the host's PATH: a sandbox of the
+// default policy sees them.
+func hostTools(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // needPureGo fails the test in a binary built with cgo: the Go runtime

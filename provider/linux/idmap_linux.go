@@ -67,28 +67,30 @@ func idmapUserns(uid, gid int) (int, error) {
 	return fd, nil
 }
 
-// idmappedClones prepares the IDMap binds of mounts as detached idmapped
-// mounts, in order. The caller sends the fds to init and closes them.
-func idmappedClones(mounts []MountSpec, uid, gid int) ([]int, error) {
-	var need bool
-	for _, m := range mounts {
-		need = need || m.IDMap
-	}
-	if !need {
-		return nil, nil
-	}
-	ns, err := idmapUserns(uid, gid)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(ns)
+// preClones prepares the preCloned binds of mounts as detached mounts,
+// in order: the IDMap ones idmapped, the HostClone ones plain read-only
+// clones. The caller sends the fds to init and closes them.
+func preClones(mounts []MountSpec, uid, gid int) ([]int, error) {
+	ns := -1
+	defer func() {
+		if ns >= 0 {
+			unix.Close(ns)
+		}
+	}()
 	var fds []int
 	for _, m := range mounts {
-		if !m.IDMap {
+		if !m.preCloned() {
 			continue
 		}
-		fd, err := cloneTree(m.Source, m.ReadOnly, false)
+		var err error
+		if m.IDMap && ns < 0 {
+			ns, err = idmapUserns(uid, gid)
+		}
+		fd := -1
 		if err == nil {
+			fd, err = cloneTree(m.Source, m.ReadOnly, false)
+		}
+		if err == nil && m.IDMap {
 			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)})
 			if err != nil {
 				unix.Close(fd)

@@ -77,7 +77,7 @@ func InitMain() {
 	}
 	var idfds, taskfds []int
 	for _, m := range spec.Mounts {
-		if m.IDMap && len(fds) > 0 {
+		if m.preCloned() && len(fds) > 0 {
 			idfds, fds = append(idfds, fds[0]), fds[1:]
 		}
 	}
@@ -192,6 +192,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err != nil {
 			return err
 		}
+		m.Trust = t.trusted
 		if err := t.pivot(); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
 )
 
 // The mount tree is built with the new mount API (open_tree, mount_setattr,
@@ -70,7 +71,9 @@ type tree struct {
 	// synthetic lists the paths (inside) of mounts Corral created empty
 	// (the root, tmpfs, masks): only below these may mount points be made.
 	synthetic []string
-	placed    []string // every path mounted so far, inside
+	placed    []string        // every path mounted so far, inside
+	binds     map[string]bool // the placed binds of host paths (grants, placeholders)
+	trusted   []string        // where the trust bundle went (MountTrust), inside
 }
 
 // enclosing returns the innermost placed mount containing p.
@@ -202,7 +205,7 @@ func (t *tree) mountFS(fstype, p string, flags uintptr, data string) error {
 // buildTree clones every bind source, mounts a tmpfs root at base and
 // assembles the tree there. Sources are cloned before anything is mounted
 // so that mounts over /tmp cannot hide a grant below /tmp.
-// idfds are the supervisor's idmapped clones for the IDMap binds, in order.
+// idfds are the supervisor's clones for the preCloned binds, in order.
 func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tree, error) {
 	clones := make(map[int]int)
 	defer func() {
@@ -211,12 +214,12 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 		}
 	}()
 	for i, m := range mounts {
-		if m.Kind != MountBind {
+		if m.Kind != MountBind && m.Kind != MountTrust {
 			continue
 		}
-		if m.IDMap {
+		if m.preCloned() {
 			if len(idfds) == 0 {
-				return nil, fmt.Errorf("%s: idmapped mount missing", m.Path)
+				return nil, fmt.Errorf("%s: the supervisor's clone of %s is missing", m.Path, m.Source)
 			}
 			clones[i], idfds = idfds[0], idfds[1:]
 			continue
@@ -234,13 +237,16 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 	if err != nil {
 		return nil, err
 	}
-	t := &tree{base: base, rootfd: rootfd, synthetic: []string{"/"}}
+	t := &tree{base: base, rootfd: rootfd, synthetic: []string{"/"}, binds: map[string]bool{}}
 	owner := fmt.Sprintf("uid=%d,gid=%d", uid, gid)
 	for i, m := range mounts {
 		var err error
 		switch m.Kind {
 		case MountBind:
 			err = t.attach(clones[i], m.Path, m.Dir)
+			t.binds[m.Path] = true
+		case MountTrust:
+			err = t.trust(clones[i], m)
 		case MountTmpfs:
 			data := fmt.Sprintf("mode=%o,%s", m.Mode, owner)
 			if m.Size > 0 {
@@ -261,10 +267,118 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 		}
 		if err != nil {
 			unix.Close(rootfd)
-			return nil, fmt.Errorf("%s (%s): %w", m.Path, m.Field, err)
+			where := m.Path
+			if where == "" {
+				where = string(m.Kind)
+			}
+			return nil, fmt.Errorf("%s (%s): %w", where, m.Field, err)
 		}
 	}
 	return t, nil
+}
+
+// trust binds the trust bundle (the detached read-only mount fd) at
+// m.Path, when set, then over each of m.Over that resolves to a file of
+// a grant: symlinks are followed within the new root only
+// (RESOLVE_IN_ROOT), as the workload's own lookups will be, so a link
+// never leads outside the granted trees; a path that is absent, not a
+// regular file, unreadable (a denied path's mask) or not on a grant's
+// bind (proc, dev, a private tmpfs) is left alone. It comes last, over
+// every other mount. Placing it nowhere is an error.
+func (t *tree) trust(fd int, m MountSpec) error {
+	first := -1 // the first place (O_PATH), cloned for the others
+	defer func() {
+		if first >= 0 {
+			unix.Close(first)
+		}
+	}()
+	place := func(p string, attach func(mfd int) error) error {
+		mfd := fd
+		if first >= 0 {
+			c, err := unix.OpenTree(first, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+			if err != nil {
+				return fmt.Errorf("open_tree the CA bundle for %s: %w", p, err)
+			}
+			defer unix.Close(c)
+			if err := unix.MountSetattr(c, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+				return fmt.Errorf("mount_setattr %s: %w", p, err)
+			}
+			mfd = c
+		}
+		if err := attach(mfd); err != nil {
+			return err
+		}
+		if first < 0 {
+			f, err := unix.Openat2(t.rootfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: resolveStrict})
+			if err != nil {
+				return fmt.Errorf("the CA bundle at %s: %w", p, err)
+			}
+			first = f
+		}
+		return nil
+	}
+	if m.Path != "" {
+		if err := place(m.Path, func(mfd int) error { return t.attach(mfd, m.Path, false) }); err != nil {
+			return err
+		}
+		t.trusted = append(t.trusted, m.Path)
+	}
+	done := map[string]bool{}
+	for _, o := range m.Over {
+		rfd, p, ok := t.trustTarget(o)
+		if !ok || done[p] {
+			if rfd >= 0 {
+				unix.Close(rfd)
+			}
+			continue
+		}
+		done[p] = true
+		err := place(p, func(mfd int) error {
+			if err := unix.MoveMount(mfd, "", rfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+				return fmt.Errorf("move_mount %s (for %s): %w", p, o, err)
+			}
+			return nil
+		})
+		unix.Close(rfd)
+		if err != nil {
+			return err
+		}
+		t.placed = append(t.placed, p)
+		t.trusted = append(t.trusted, o)
+	}
+	if len(t.trusted) == 0 {
+		return fmt.Errorf("the CA bundle has nowhere to go: %s cannot be made and none of %s is a file in the sandbox", provider.TrustBundlePath, strings.Join(m.Over, ", "))
+	}
+	return nil
+}
+
+// trustTarget resolves o in the new root, symlinks followed within it:
+// an O_PATH fd of what it names and that path inside, ok when it is a
+// readable regular file on a grant's bind (not yet covered).
+func (t *tree) trustTarget(o string) (fd int, inside string, ok bool) {
+	fd, err := unix.Openat2(t.rootfd, strings.TrimPrefix(o, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, "", false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o444 == 0 {
+		return fd, "", false
+	}
+	// Where it is: the fd's path below base, the new root.
+	at, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	rel, within := strings.CutPrefix(at, strings.TrimSuffix(t.base, "/")+"/")
+	if err != nil || !within {
+		return fd, "", false
+	}
+	inside = "/" + rel
+	// The innermost mount holding it must be a grant's bind.
+	holder := ""
+	for _, m := range t.placed {
+		if policy.Within(inside, m) && len(m) > len(holder) {
+			holder = m
+		}
+	}
+	return fd, inside, t.binds[holder]
 }
 
 // symlink creates a symlink in a directory Corral made (never on a host

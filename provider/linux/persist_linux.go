@@ -163,9 +163,8 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 	if err != nil {
 		return nil, provider.Errorf(provider.CodeProvisionFailed, "linux: sandbox id %q: want NewID's shape", id)
 	}
-	if g := stateGrant(plan.Policy, StateBase()); g.Path != "" {
-		return nil, provider.Errorf(provider.CodePolicyRejected, "linux: %s (%s) would put %s in the sandbox, where persistent sandboxes keep their supervisors' sockets and records: its workload could then make a sandbox outlive Destroy or hide it (deny %s in the policy, narrow the grant, or set %s to a directory no grant covers)",
-			g.Path, g.Field, StateBase(), StateBase(), StateDirEnv)
+	if err := refuseStateGrant(plan.Policy); err != nil {
+		return nil, err
 	}
 	if err := trust.MkdirAll(StateBase(), 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: state directory", err)
@@ -176,6 +175,12 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 	if err := atomicfile.Write(filepath.Join(dir, "owner"), []byte(opts.Owner), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: sandbox "+id, err)
+	}
+	if len(opts.Trust) > 0 {
+		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	spec.FaultLayer = os.Getenv(FaultEnv)
 	spec.DropLayer = testDropLayer()
@@ -531,6 +536,16 @@ func (s *persistent) Signal(sig os.Signal) error {
 		errs = append(errs, sendCtl(fd, execCtl{Signal: int(n)}))
 	}
 	return errors.Join(errs...)
+}
+
+// SetTrust replaces the sandbox's CA bundle (provider.TrustUpdater): the
+// file in its state directory, rewritten in place, so that every bind of
+// it inside shows the new one. An error for a sandbox made without one.
+func (s *persistent) SetTrust(pem []byte) error {
+	if err := rewriteTrust(filepath.Join(s.dir, trustFile), pem); err != nil {
+		return provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": CA bundle", err)
+	}
+	return nil
 }
 
 // Stop ends the sandbox: SIGTERM to its supervisor, which kills init

@@ -1327,19 +1327,28 @@ func TestPersistUnprivileged(t *testing.T) {
 	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
 		t.Skip("not root: the TestPersistent tests themselves run unprivileged")
 	}
-	needPureGo(t)
-	u, uid, gid := testUser(t)
-	bin := probeBinary(t)
-	cmd := testCmd(bin, uid, gid, []string{"HOME=" + u.HomeDir, unprivilegedEnv + "=1"}, "-test.run=^TestPersistent", "-test.count=1", "-test.v")
-	out, err := cmd.CombinedOutput()
-	if err != nil || strings.Contains(string(out), "--- FAIL") || !strings.Contains(string(out), "\nPASS\n") {
-		t.Fatalf("the TestPersistent tests as corral-test (uid %d): %v\n%s", uid, err, out)
-	}
-	for _, l := range strings.Split(string(out), "\n") {
+	out := asTestUser(t, "^TestPersistent")
+	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "--- SKIP") {
 			t.Logf("as corral-test: %s", strings.TrimSpace(l))
 		}
 	}
+}
+
+// asTestUser runs the tests of this binary that match pattern as
+// corral-test, from a copy it can run, and returns their output; it
+// fails the test unless they all pass.
+func asTestUser(t *testing.T, pattern string) string {
+	t.Helper()
+	needPureGo(t)
+	u, uid, gid := testUser(t)
+	bin := probeBinary(t)
+	cmd := testCmd(bin, uid, gid, []string{"HOME=" + u.HomeDir, unprivilegedEnv + "=1"}, "-test.run="+pattern, "-test.count=1", "-test.v")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "--- FAIL") || !strings.Contains(string(out), "\nPASS\n") {
+		t.Fatalf("the tests %s as corral-test (uid %d): %v\n%s", pattern, uid, err, out)
+	}
+	return string(out)
 }
 
 // A supervisor that is killed (SIGKILL: no cleanup of its own) takes its

@@ -365,6 +365,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	// granted directory during the run (Landlock does not cover it).
 	spec.SeccompDenyUnix = r.UnixSockets() == policy.UnixSocketsDeny
 	loss = append(loss, provider.UnixSocketsLoss(r, spec.Seccomp, h.landlockABI))
+	loss = append(loss, trustLoss(r)...)
 	if spec.Landlock.Enabled && h.landlockABI < 6 {
 		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)
 	}

@@ -69,6 +69,9 @@ type Sandbox struct {
 	sockets *os.File // ServePorts: init's socket factory (socketFactory)
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
+
+	trustDir  string // a per-run sandbox's state directory, holding its CA bundle; removed by Deprovision
+	trustPath string // where the CA bundle is inside (init's report), for TrustEnv
 }
 
 // EgressListener returns the listener the egress proxy must serve (network
@@ -99,7 +102,27 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	spec.DropLayer = testDropLayer()
 	var rb [6]byte
 	_, _ = rand.Read(rb[:])
-	return newSandbox(plan, spec, fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:])))
+	id := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:]))
+	dir := ""
+	if len(opts.Trust) > 0 {
+		var err error
+		if dir, err = runTrustDir(plan.Policy, id); err != nil {
+			return nil, err
+		}
+		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	sb, err := newSandbox(plan, spec, id)
+	if err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	sb.trustDir = dir
+	return sb, nil
 }
 
 // newSandbox is sandbox id for plan, its placeholders taken and its
@@ -291,6 +314,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		}
 		s.egress = l
 	}
+	if hasTrust(s.spec) {
+		if len(m.Trust) == 0 {
+			return provider.LayerError(provider.CodeStartFailed, "mounts", errors.New("init placed the CA bundle nowhere"))
+		}
+		s.trustPath = m.Trust[0]
+	}
 	for _, sk := range m.Skipped {
 		l, why, _ := strings.Cut(sk, ": ")
 		s.setLayer(policy.Layer(l), provider.LayerSkipped, why)
@@ -303,12 +332,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	return s.verify()
 }
 
-// initFDs returns the fds sent to init with its spec: the idmapped clones
-// of the IDMap binds, in order, then (cgroup v1) the "tasks" files that
+// initFDs returns the fds sent to init with its spec: the clones of the
+// preCloned binds (preClones), in order, then (cgroup v1) the "tasks" files that
 // init's main thread writes to join the cgroup (see joinCgroup; moving the
 // whole process from here would wait for an RCU grace period).
 func (s *Sandbox) initFDs(uid, gid int) ([]int, error) {
-	fds, err := idmappedClones(s.spec.Mounts, uid, gid)
+	fds, err := preClones(s.spec.Mounts, uid, gid)
 	if err != nil {
 		return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
 	}
@@ -630,6 +659,9 @@ func (s *Sandbox) request(args []string, dir string, tty bool) execRequest {
 		dir = s.spec.Workdir
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
+	if s.trustPath != "" {
+		env = provider.WithEnv(env, provider.TrustEnv(s.trustPath))
+	}
 	return execRequest{Args: args, Dir: dir, Env: env, TTY: tty}
 }
 
@@ -904,15 +936,21 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Deprovision removes the cgroup and the placeholders no other run holds
-// (once init is gone: removing one still mounted inside would detach it
-// there).
+// Deprovision removes the cgroup, the per-run state directory (the CA
+// bundle) and the placeholders no other run holds (once init is gone:
+// removing one still mounted inside would detach it there).
 func (s *Sandbox) Deprovision(ctx context.Context) error {
 	if s.swept != nil {
 		<-s.swept
 	}
 	if s.exited == nil || isClosed(s.exited) {
 		s.placeholders.Release()
+	}
+	if s.trustDir != "" {
+		if err := os.RemoveAll(s.trustDir); err != nil {
+			return provider.Wrap(provider.CodeStopFailed, "linux: sandbox "+s.id, err)
+		}
+		s.trustDir = ""
 	}
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {

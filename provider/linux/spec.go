@@ -2,6 +2,7 @@ package linux
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/policy"
@@ -20,6 +21,13 @@ const (
 	// MountSymlink is a symlink in the root (Source is its target), kept
 	// so that merged-/usr links such as /bin -> usr/bin work inside.
 	MountSymlink MountKind = "symlink"
+	// MountTrust is the sandbox's trust bundle (provider.ProvisionOptions
+	// .Trust): Source, a file Corral wrote outside every grant, bound
+	// read-only at Path (provider.TrustBundlePath; empty when a grant
+	// covers it) and over each of Over that resolves, in the sandbox's
+	// tree and following symlinks only within it, to a readable regular
+	// file of a grant. Init reports where it went (initMsg.Trust).
+	MountTrust MountKind = "trust"
 )
 
 // MountSpec is one mount of the sandbox tree. Path is where it appears
@@ -35,9 +43,18 @@ type MountSpec struct {
 	// IDMap: the supervisor (root) prepares this bind as an idmapped
 	// mount where on-disk uid/gid 0 appear as the workload's, so a root
 	// caller's read-write tree is writable by the unprivileged workload.
-	IDMap bool   `json:"idmap,omitempty"`
-	Field string `json:"field,omitempty"`
+	IDMap bool `json:"idmap,omitempty"`
+	// HostClone: the supervisor (root) clones Source itself and sends
+	// the detached mount to init, which could not open it (a directory
+	// of root's, 0700); a trust bundle's only.
+	HostClone bool     `json:"host_clone,omitempty"`
+	Over      []string `json:"over,omitempty"` // MountTrust: the distro bundle paths to cover
+	Field     string   `json:"field,omitempty"`
 }
+
+// preCloned reports whether the supervisor sends m's detached mount to
+// init (idmapped, or cloned as root), in the order of the mounts.
+func (m MountSpec) preCloned() bool { return m.IDMap || m.HostClone }
 
 // LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
 type LandlockSpec = landlock.Spec
@@ -115,7 +132,10 @@ type initMsg struct {
 	Exited   bool     `json:"exited,omitempty"`
 	Code     int      `json:"code"`
 	Signal   int      `json:"signal,omitempty"`
-	fd       int      // an fd received with the message (the pty master)
+	// Trust lists, with Ready, the paths inside where the trust bundle
+	// is (MountTrust), the one the variables name first.
+	Trust []string `json:"trust,omitempty"`
+	fd    int      // an fd received with the message (the pty master)
 }
 
 // Serve lets the workload listen on ports, on its own loopback, and
@@ -157,6 +177,8 @@ func (s *InitSpec) Summary() []string {
 		switch {
 		case m.Kind == MountSymlink:
 			line = fmt.Sprintf("%-7s    %s -> %s", m.Kind, m.Path, m.Source)
+		case m.Kind == MountTrust:
+			line += fmt.Sprintf("  (the CA bundle; also over those of %s the sandbox has)", strings.Join(m.Over, ", "))
 		case m.IDMap:
 			line += "  (idmapped: owner root appears as the workload's uid)"
 		}

@@ -10,19 +10,31 @@ package providertest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/qualify"
+	"github.com/corral-sandbox/corral/session"
 )
 
 // Harness is what the suite needs of one provider.
@@ -41,6 +53,20 @@ type Harness struct {
 	// now (containers, cgroups, state directories, records, sessions):
 	// after Deprovision or a refused Provision it is what it was before.
 	Census func(t *testing.T) []string
+	// Tools are the TLS clients the sandboxes have ("curl", "python3":
+	// the linux provider's see the host's), which the inspected-egress
+	// tests run with no CA option.
+	Tools []string
+	// Probe says the test binary's TestMain calls ProbeMain for
+	// ProbeArg: the inspected-egress tests then run a copy of it, granted
+	// read-only, as their Go client inside (it must be static:
+	// CGO_ENABLED=0).
+	Probe bool
+	// NoInspection says the provider cannot give a sandbox its CA
+	// bundle: Map must refuse a policy that inspects egress with an
+	// error loss on the inspected allow entry, and the inspected-egress
+	// tests check only that.
+	NoInspection bool
 }
 
 // opTimeout bounds every lifecycle call of the suite.
@@ -59,6 +85,34 @@ type suite struct {
 // Run runs the suite against h's provider. Tests run one after another:
 // the census compares the host before and after each.
 func Run(t *testing.T, h Harness) {
+	s := newSuite(t, h)
+	t.Run("Map", s.testMap)
+	s.lifecycle(t)
+	t.Run("RefusesErrorLoss", s.testRejected)
+	t.Run("Persistent", s.testPersistent)
+	if s.persistentLifetime() {
+		// The same lifecycle and exec tests on persistent sandboxes,
+		// whose execs may take another path (their own supervisor).
+		t.Run("AsPersistent", func(t *testing.T) { s.asPersistent().lifecycle(t) })
+		if s.proxy() {
+			t.Run("InspectedEgressRecovered", s.testInspectedRecovered)
+		}
+	}
+	t.Run("RecoverGarbage", s.testRecoverGarbage)
+}
+
+// asPersistent is s for persistent sandboxes (of an owner of their own,
+// for a provider.Manager).
+func (s *suite) asPersistent() *suite {
+	ps := *s
+	ps.opts, ps.execOnce = provider.ProvisionOptions{Persistent: true}, false
+	if _, ok := s.p.(provider.Manager); ok {
+		ps.opts.Owner = "providertest-" + token()
+	}
+	return &ps
+}
+
+func newSuite(t *testing.T, h Harness) *suite {
 	s := &suite{h: h, p: h.New(), execOnce: h.ExecOnce}
 	s.caps = s.p.Capabilities(context.Background())
 	if len(s.caps.NetworkModes) == 0 {
@@ -76,24 +130,27 @@ func Run(t *testing.T, h Harness) {
 		}
 	}
 	t.Logf("%s: network %s; layers unavailable here, made optional: %v", s.p.Name(), s.network, s.optional)
-	t.Run("Map", s.testMap)
-	s.lifecycle(t)
-	t.Run("RefusesErrorLoss", s.testRejected)
-	t.Run("Persistent", s.testPersistent)
-	if s.persistentLifetime() {
-		// The same lifecycle and exec tests on persistent sandboxes,
-		// whose execs may take another path (their own supervisor).
-		t.Run("AsPersistent", func(t *testing.T) {
-			ps := *s
-			ps.opts, ps.execOnce = provider.ProvisionOptions{Persistent: true}, false
-			if _, ok := s.p.(provider.Manager); ok {
-				ps.opts.Owner = "providertest-" + token()
-			}
-			ps.lifecycle(t)
-		})
-	}
-	t.Run("RecoverGarbage", s.testRecoverGarbage)
+	return s
 }
+
+// RunInspected runs only the suite's inspected-egress tests (Run runs
+// them too): a sandbox of each lifetime whose policy inspects a loopback
+// HTTPS origin, and a persistent one recovered by a fresh provider.
+func RunInspected(t *testing.T, h Harness) {
+	s := newSuite(t, h)
+	if !s.proxy() {
+		t.Fatalf("%s has no network proxy: nothing can inspect its egress", s.p.Name())
+	}
+	t.Run("InspectedEgress", s.testInspected)
+	if s.persistentLifetime() {
+		t.Run("AsPersistent", func(t *testing.T) { s.asPersistent().testInspected(t) })
+		t.Run("InspectedEgressRecovered", s.testInspectedRecovered)
+	}
+}
+
+// proxy reports whether the provider declares network proxy, which
+// inspection needs.
+func (s *suite) proxy() bool { return slices.Contains(s.caps.NetworkModes, policy.NetworkProxy) }
 
 // lifecycle runs the tests of one sandbox's lifecycle and execs.
 func (s *suite) lifecycle(t *testing.T) {
@@ -107,6 +164,9 @@ func (s *suite) lifecycle(t *testing.T) {
 	t.Run("Signal", s.testSignal)
 	t.Run("Layers", s.testLayers)
 	t.Run("EgressListener", s.testEgress)
+	if s.proxy() {
+		t.Run("InspectedEgress", s.testInspected)
+	}
 }
 
 // ctxT is a context for one lifecycle call, ended with the test.
@@ -145,6 +205,13 @@ func PublicDir(t *testing.T) string {
 // workload (which runs as the workdir's owner, never root) can write it.
 func (s *suite) resolve(t *testing.T, mode policy.NetworkMode) *policy.Resolved {
 	t.Helper()
+	return s.resolveWith(t, mode, nil)
+}
+
+// resolveWith is resolve with the policy changed by adjust too, after
+// the harness's changes.
+func (s *suite) resolveWith(t *testing.T, mode policy.NetworkMode, adjust func(*policy.Policy)) *policy.Resolved {
+	t.Helper()
 	pol := policy.Default()
 	pol.Network.Mode = mode
 	for _, l := range s.optional {
@@ -152,6 +219,9 @@ func (s *suite) resolve(t *testing.T, mode policy.NetworkMode) *policy.Resolved 
 	}
 	if s.h.Adjust != nil {
 		s.h.Adjust(pol)
+	}
+	if adjust != nil {
+		adjust(pol)
 	}
 	wd, home := PublicDir(t), PublicDir(t)
 	if os.Geteuid() == 0 {
@@ -724,4 +794,352 @@ func (s *suite) testRecoverGarbage(t *testing.T) {
 			t.Errorf("Recover(%q) = %v, %v; want %s", st, sb, err, provider.CodeNotFound)
 		}
 	}
+}
+
+// Inspected egress: a sandbox whose policy inspects a loopback HTTPS
+// origin (network.hosts names it, allow_private lets the proxy dial it,
+// access: read-only) through the real session core, so the proxy is the
+// real one with the sandbox's own CA. The origin's CA is given to the
+// proxy only (network.upstream_ca): a client inside succeeds only by
+// trusting the bundle the provider installed (ProvisionOptions.Trust).
+
+// inspectedHost is the origin's name, which the policy maps to 127.0.0.1.
+const inspectedHost = "api.allowed.test"
+
+// origin is the HTTPS server the inspected tests reach: GET answers its
+// token; it counts the requests of other methods (none may arrive).
+type origin struct {
+	url, token, caFile string
+	port               int
+	others             atomic.Int64
+	probe              string // the test binary's copy, granted read-only (Harness.Probe)
+}
+
+// newOrigin starts an origin with a CA of its own, written to a file for
+// network.upstream_ca.
+func newOrigin(t *testing.T) *origin {
+	t.Helper()
+	ca, err := qualify.NewCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := qualify.NewCertificate(&ca, inspectedHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &origin{token: token(), caFile: filepath.Join(PublicDir(t), "origin-ca.pem")}
+	if err := os.WriteFile(o.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			o.others.Add(1)
+		}
+		_, _ = io.WriteString(w, o.token)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	o.port = srv.Listener.Addr().(*net.TCPAddr).Port
+	o.url = fmt.Sprintf("https://%s:%d/", inspectedHost, o.port)
+	return o
+}
+
+// inspectedPlan maps the default policy with network proxy, inspecting
+// o read-only, and granting the probe (Harness.Probe) read-only.
+func (s *suite) inspectedPlan(t *testing.T, o *origin) *provider.Plan {
+	t.Helper()
+	if s.h.Probe {
+		o.probe = filepath.Join(PublicDir(t), "probe")
+		b, err := os.ReadFile("/proc/self/exe")
+		if err == nil {
+			err = os.WriteFile(o.probe, b, 0o755)
+		}
+		if err != nil {
+			t.Fatalf("copy the test binary for the probe: %v", err)
+		}
+	}
+	r := s.resolveWith(t, policy.NetworkProxy, func(p *policy.Policy) {
+		p.Network.Hosts = map[string]string{inspectedHost: "127.0.0.1"}
+		p.Network.AllowPrivate = []policy.Endpoint{{Host: "127.0.0.1/32"}}
+		p.Network.Allow = []policy.Endpoint{{Host: inspectedHost, Ports: []int{o.port}, Access: policy.HTTPReadOnly}}
+		p.Network.UpstreamCA = o.caFile
+		if o.probe != "" {
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, policy.PathRule{Path: filepath.Dir(o.probe)})
+		}
+	})
+	plan, loss := s.p.Map(ctxT(t), r)
+	if s.h.NoInspection {
+		if !slices.ContainsFunc(loss, func(l provider.Loss) bool {
+			return l.Severity == provider.SeverityError && l.Field == "network.allow[0]"
+		}) {
+			t.Errorf("%s cannot install a CA bundle, yet Map of a policy that inspects %s has no error loss on network.allow[0]: %v", s.p.Name(), inspectedHost, loss)
+		}
+		t.SkipNow()
+	}
+	if loss.HasErrors() {
+		t.Fatalf("Map of a policy that inspects %s has error losses: %s", inspectedHost, provider.Rejected(loss))
+	}
+	return plan
+}
+
+// trustRecorder is a provider that keeps the trust bundle the session
+// passed to its last Provision.
+type trustRecorder struct {
+	provider.Provider
+	trust []byte
+}
+
+func (r *trustRecorder) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
+	r.trust = opts.Trust
+	return r.Provider.Provision(ctx, plan, opts)
+}
+
+// trustScript checks, inside, where the bundle is and that the workload
+// can change none of it, that no private key is readable where Corral
+// puts things, and runs the clients against o: one line per fact.
+func (s *suite) trustScript(o *origin) string {
+	var b strings.Builder
+	// P, the probe (a Go binary, which holds the words), is no key.
+	fmt.Fprintf(&b, "U=%s; B=%s; D=%s; P=%s\n", o.url, provider.TrustBundlePath, provider.TrustBundlePaths[0], o.probe)
+	b.WriteString(`echo "var SSL_CERT_FILE=${SSL_CERT_FILE:-}"
+sha() { sha256sum < "$1" 2>&1 | cut -d' ' -f1; }
+echo evil > /tmp/evil
+for f in $B $D $(ls /.corral/run/ca-bundle.pem 2>/dev/null); do
+  echo "sha $f $(sha $f)"
+  (echo x >> $f) 2>/dev/null && echo "tamper append $f"
+  (: > $f) 2>/dev/null && echo "tamper truncate $f"
+  chmod 0666 $f 2>/dev/null && echo "tamper chmod $f"
+  rm -f $f 2>/dev/null; [ -e $f ] || echo "tamper rm $f"
+  mv $f /tmp/moved 2>/dev/null && echo "tamper mv $f"
+  mount --bind /tmp/evil $f 2>/dev/null && echo "tamper mount $f"
+  umount $f 2>/dev/null && echo "tamper umount $f"
+done
+mv /run/corral /tmp/rc 2>/dev/null && echo "tamper mv /run/corral"
+for f in $B $D; do echo "after $f $(sha $f)"; done
+echo "keys $(grep -rl 'PRIVATE KEY' /run /etc/ssl /tmp /.corral "$HOME" "$PWD" 2>/dev/null | grep -vx "$P" | tr '\n' ' ')"
+`)
+	if slices.Contains(s.h.Tools, "curl") {
+		b.WriteString(`echo "curl-get $(curl -sS -w ' %{http_code}' $U 2>&1)"
+echo "curl-post $(curl -sS -o /dev/null -w '%{http_code}' -X POST -d x $U 2>&1)"
+echo "curl-noenv $(env -u SSL_CERT_FILE -u CURL_CA_BUNDLE curl -sS $U 2>&1)"
+`)
+	}
+	if slices.Contains(s.h.Tools, "python3") {
+		b.WriteString(`py='import sys, urllib.request
+try: print(sys.argv[1], urllib.request.urlopen(sys.argv[2], timeout=60).read().decode())
+except Exception as e: print(sys.argv[1], "ERROR", repr(e)[:400])'
+python3 -c "$py" python-get $U
+env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE python3 -c "$py" python-noenv $U
+`)
+	}
+	if o.probe != "" {
+		fmt.Fprintf(&b, "%s %s go $U\nenv -u SSL_CERT_FILE %s %s go-noenv $U\n", o.probe, ProbeArg, o.probe, ProbeArg)
+	}
+	return b.String()
+}
+
+// runTrust runs trustScript in sess and returns its lines by their first
+// word ("sha /run/corral/ca-bundle.pem" keys the first two).
+func (s *suite) runTrust(t *testing.T, sess *session.Session, o *origin) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	st, err := sess.Exec(ctxT(t), session.Exec{ExecSpec: provider.ExecSpec{Args: []string{"sh", "-c", s.trustScript(o)}, Stdout: out, Stderr: out}, UID: -1})
+	b, _ := os.ReadFile(out.Name())
+	if err != nil || st.Code != 0 {
+		t.Fatalf("the trust checks: status %+v, error %v\n%s", st, err, b)
+	}
+	t.Logf("inside:\n%s", b)
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, v, _ := strings.Cut(l, " ")
+		if k == "sha" || k == "after" || k == "tamper" {
+			p, rest, _ := strings.Cut(v, " ")
+			k, v = k+" "+p, rest
+		}
+		lines[k] = v
+	}
+	return lines
+}
+
+// checkTrust checks runTrust's lines: the bundle (sha256 want, or any
+// but notWant) at TrustBundlePath and the distro path, unchanged by
+// every attempt, named by SSL_CERT_FILE; no key; GET through the proxy
+// trusted by every client, with and without the variables; POST refused
+// by the proxy (403), never reaching o. It returns the bundle's sha256.
+func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, want, notWant string) string {
+	t.Helper()
+	b, d := provider.TrustBundlePath, provider.TrustBundlePaths[0]
+	got := lines["sha "+b]
+	if got != want && want != "" || got == notWant || len(got) != 64 {
+		t.Errorf("%s in the sandbox has sha256 %q, want %q (not %q)", b, got, want, notWant)
+	}
+	for _, f := range []string{b, d} {
+		if lines["sha "+f] != got || lines["after "+f] != got {
+			t.Errorf("%s: sha256 %q before the attacks and %q after, want the bundle's %q", f, lines["sha "+f], lines["after "+f], got)
+		}
+	}
+	for k, v := range lines {
+		if strings.HasPrefix(k, "tamper ") {
+			t.Errorf("the workload could: %s %s", k, v)
+		}
+	}
+	if v := lines["var"]; v != "SSL_CERT_FILE="+b {
+		t.Errorf("the workload's %s, want SSL_CERT_FILE=%s", v, b)
+	}
+	if k := lines["keys"]; strings.TrimSpace(k) != "" {
+		t.Errorf("private keys readable inside: %s", k)
+	}
+	wants := map[string]string{}
+	if slices.Contains(s.h.Tools, "curl") {
+		wants["curl-get"], wants["curl-post"], wants["curl-noenv"] = o.token+" 200", "403", o.token
+	}
+	if slices.Contains(s.h.Tools, "python3") {
+		wants["python-get"], wants["python-noenv"] = o.token, o.token
+	}
+	if o.probe != "" {
+		wants["go"], wants["go-noenv"] = o.token+" 200 403", o.token+" 200 403"
+	}
+	for k, w := range wants {
+		if lines[k] != w {
+			t.Errorf("%s: %q, want %q", k, lines[k], w)
+		}
+	}
+	if n := o.others.Load(); n != 0 {
+		t.Errorf("%d requests other than GET reached the origin: the proxy let a read-only rule's POST through", n)
+	}
+	return got
+}
+
+// checkBundle checks the bundle the session gave the provider: PEM
+// certificates only (never a key), the last a CA constrained to the
+// inspected host.
+func checkBundle(t *testing.T, b []byte) {
+	t.Helper()
+	var last *x509.Certificate
+	for rest := b; ; {
+		var blk *pem.Block
+		if blk, rest = pem.Decode(rest); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			t.Fatalf("the trust bundle holds a %s block", blk.Type)
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = c
+	}
+	if last == nil || !last.IsCA || !slices.Contains(last.PermittedDNSDomains, inspectedHost) {
+		t.Fatalf("the trust bundle's last certificate %v is not a CA constrained to %s", last, inspectedHost)
+	}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// A sandbox whose policy inspects egress trusts its CA with no client
+// option; the workload can change nothing of its bundle; it is gone with
+// the sandbox.
+func (s *suite) testInspected(t *testing.T) {
+	o := newOrigin(t)
+	plan := s.inspectedPlan(t, o)
+	before := s.census(t, plan)
+	rec := &trustRecorder{Provider: s.p}
+	sess, err := session.Open(ctxT(t), session.Config{Provider: rec, Plan: plan, Options: s.opts})
+	if err != nil {
+		t.Fatalf("session.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = sess.Close() })
+	checkBundle(t, rec.trust)
+	s.checkTrust(t, s.runTrust(t, sess, o), o, sha256Hex(rec.trust), "")
+	if err := sess.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	s.sameCensus(t, plan, before, "Close of a session that inspects egress")
+}
+
+// A persistent sandbox recovered by a fresh provider (a new session:
+// a new CA, the old key gone) trusts the new CA (SetTrust).
+func (s *suite) testInspectedRecovered(t *testing.T) {
+	ps := s.asPersistent()
+	o := newOrigin(t)
+	plan := s.inspectedPlan(t, o)
+	before := s.census(t, plan)
+	rec := &trustRecorder{Provider: s.p}
+	sess, err := session.Open(ctxT(t), session.Config{Provider: rec, Plan: plan, Options: ps.opts})
+	if err != nil {
+		t.Fatalf("session.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = sess.Close() })
+	first := ps.checkTrust(t, ps.runTrust(t, sess, o), o, sha256Hex(rec.trust), "")
+	state := sess.Sandbox().(provider.Persistent).State()
+	// What the first process lets go of when it exits: its proxy and
+	// its copy of the sandbox's egress listener (whose accept loop would
+	// take the recovered proxy's connections).
+	sess.Detach()
+	if l := sess.Sandbox().EgressListener(); l != nil {
+		l.Close()
+	}
+
+	p2 := s.h.New()
+	plan2, loss := p2.Map(ctxT(t), plan.Policy)
+	if loss.HasErrors() {
+		t.Fatalf("Map by a fresh provider: %s", provider.Rejected(loss))
+	}
+	sess2, err := session.Recover(ctxT(t), session.Config{Provider: p2, Plan: plan2}, state)
+	if err != nil {
+		t.Fatalf("session.Recover: %v", err)
+	}
+	t.Cleanup(func() { _ = sess2.Close() })
+	ps.checkTrust(t, ps.runTrust(t, sess2, o), o, "", first)
+	if err := sess2.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	// And what this process still holds of the first value (the
+	// placeholders it mounted) goes with its Deprovision.
+	if err := sess.Sandbox().Deprovision(ctxT(t)); err != nil {
+		t.Errorf("Deprovision of the first value: %v", err)
+	}
+	s.sameCensus(t, plan, before, "Close of a recovered session that inspects egress")
+}
+
+// ProbeArg is argv[1] that makes a test binary the inspected-egress
+// tests' Go client inside a sandbox (ProbeMain).
+const ProbeArg = "__providertest_tls_probe"
+
+// ProbeMain is the Go client: argv is ProbeArg NAME URL. With net/http's
+// defaults (HTTPS_PROXY and the roots from SSL_CERT_FILE or the distro
+// paths) it GETs and POSTs URL and prints "NAME BODY GETCODE POSTCODE",
+// or "NAME ERROR ..." for a request that failed. It never returns.
+func ProbeMain(args []string) {
+	if len(args) != 2 {
+		fmt.Println("usage: " + ProbeArg + " NAME URL")
+		os.Exit(2)
+	}
+	name, url := args[0], args[1]
+	c := &http.Client{Timeout: time.Minute}
+	get, err := c.Get(url)
+	if err != nil {
+		fmt.Println(name, "ERROR", err)
+		os.Exit(0)
+	}
+	body, _ := io.ReadAll(get.Body)
+	get.Body.Close()
+	post, err := c.Post(url, "text/plain", strings.NewReader("x"))
+	if err != nil {
+		fmt.Println(name, "ERROR", err)
+		os.Exit(0)
+	}
+	post.Body.Close()
+	fmt.Println(name, string(body), get.StatusCode, post.StatusCode)
+	os.Exit(0)
 }
