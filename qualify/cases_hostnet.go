@@ -8,18 +8,12 @@ package qualify
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/corral-sandbox/corral/internal/testcert"
 )
 
 // counter is a loopback listener (tcp, udp, unix path or abstract "@name")
@@ -224,46 +220,12 @@ func (u *Upstream) Touched() string {
 	return fmt.Sprintf("%d connections, %d TLS ClientHellos, requests %q", n, h, r)
 }
 
-// NewCertificate makes an ECDSA P-256 certificate valid for a day: a
-// server certificate for the DNS names, or a CA when there are none;
-// signed by ca, or self-signed when ca is nil. The e2e suite's clients
-// trust its test CA made so; the probes do not verify certificates.
+// NewCertificate is testcert.New: a day-long P-256 CA (no names) or a
+// server certificate for names, signed by ca or self-signed. The e2e
+// suite's clients trust its test CA made so; the probes do not verify
+// certificates.
 func NewCertificate(ca *tls.Certificate, names ...string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "corral qualify test CA"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-	}
-	if len(names) == 0 {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-	} else {
-		tmpl.Subject.CommonName, tmpl.DNSNames = names[0], names
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	parent, signer := tmpl, any(key)
-	if ca != nil {
-		if parent, err = x509.ParseCertificate(ca.Certificate[0]); err != nil {
-			return tls.Certificate{}, err
-		}
-		signer = ca.PrivateKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	return testcert.New(ca, names...)
 }
 
 // Endpoint is one host rule of a proxy-mode policy (network.allow, deny,

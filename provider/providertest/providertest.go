@@ -31,9 +31,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/testcert"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
-	"github.com/corral-sandbox/corral/qualify"
 	"github.com/corral-sandbox/corral/session"
 )
 
@@ -819,11 +819,11 @@ type origin struct {
 // network.upstream_ca.
 func newOrigin(t *testing.T) *origin {
 	t.Helper()
-	ca, err := qualify.NewCertificate(nil)
+	ca, err := testcert.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := qualify.NewCertificate(&ca, inspectedHost)
+	leaf, err := testcert.New(&ca, inspectedHost)
 	if err != nil {
 		t.Fatal(err)
 	}
