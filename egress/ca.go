@@ -25,9 +25,11 @@ import (
 // minted by NewCA; the private key exists only in this process's memory
 // (never written anywhere). The root is name-constrained (RFC 5280
 // §4.2.1.10, critical) to the hosts of the policy's inspected allow
-// rules: a name rule permits that DNS name (and, by RFC 5280, names below
-// it), a wildcard rule the subtree below its domain, an IP or CIDR rule
-// that range; with no IP rule every IP address is excluded. A leaked key
+// rules: a name rule permits that DNS name — and excludes the names below
+// it, which RFC 5280 would let it vouch for too, unless a wildcard rule
+// covers them —, a wildcard rule the subtree below its domain (any depth:
+// X.509 cannot say "one label"), an IP or CIDR rule that range; with no
+// IP rule every IP address is excluded. A leaked key
 // can therefore impersonate nothing else to a client that enforces name
 // constraints (Go, OpenSSL 3, GnuTLS, Python, Node do).
 //
@@ -122,6 +124,7 @@ func NewCA(p Policy) (*CA, error) {
 		SubjectKeyId:                keyID(&c.key.PublicKey),
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         c.dns,
+		ExcludedDNSDomains:          c.below(),
 	}
 	for _, p := range c.ips {
 		tmpl.PermittedIPRanges = append(tmpl.PermittedIPRanges, ipNet(p))
@@ -180,16 +183,40 @@ func (c *CA) coversPrefix(p netip.Prefix) bool {
 }
 
 // coversName reports whether name (a host, or ".domain" for a subtree)
-// is within a permitted DNS subtree: RFC 5280 §4.2.1.10, as Go's
-// verifier reads it ("example.com" permits it and names below it,
-// ".example.com" only names below it).
+// is within the CA's constraints: a permitted ".example.com" holds the
+// names below example.com, a permitted "example.com" only itself (the
+// names below it are excluded, see below).
 func (c *CA) coversName(name string) bool {
 	for _, d := range c.dns {
 		if strings.HasPrefix(d, ".") {
 			if strings.HasSuffix(name, d) && len(name) > len(d) {
 				return true
 			}
-		} else if name == d || strings.HasSuffix(name, "."+d) {
+		} else if name == d {
+			return true
+		}
+	}
+	return false
+}
+
+// below is ".name" for each exact name of the CA that no wildcard's
+// subtree covers: the names RFC 5280 would let a permitted "name" vouch
+// for, which its rule does not allow.
+func (c *CA) below() []string {
+	var out []string
+	for _, d := range c.dns {
+		if strings.HasPrefix(d, ".") || c.coversWild(d) {
+			continue
+		}
+		out = append(out, "."+d)
+	}
+	return out
+}
+
+// coversWild reports whether a wildcard subtree of the CA holds name.
+func (c *CA) coversWild(name string) bool {
+	for _, w := range c.dns {
+		if strings.HasPrefix(w, ".") && strings.HasSuffix(name, w) {
 			return true
 		}
 	}

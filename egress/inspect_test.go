@@ -254,7 +254,7 @@ func TestCANameConstraints(t *testing.T) {
 			t.Errorf("%s: %v, want a valid leaf", h, err)
 		}
 	}
-	for _, h := range []string{"passthrough.test", "evil.test", "wild.test", "127.0.0.1"} {
+	for _, h := range []string{"passthrough.test", "evil.test", "wild.test", "127.0.0.1", "sub.api.allowed.test"} {
 		if err := verify(h); err == nil {
 			t.Errorf("a leaf for %s verified under the sandbox CA: its name constraints must refuse it", h)
 		}
@@ -264,6 +264,17 @@ func TestCANameConstraints(t *testing.T) {
 	}
 	if !ca.Covers(Policy{Allow: []Rule{{Host: "b.wild.test", Inspect: true}}}) {
 		t.Error("Covers refused a host inside *.wild.test")
+	}
+	if ca.Covers(Policy{Allow: []Rule{{Host: "sub.api.allowed.test", Inspect: true}}}) {
+		t.Error("Covers accepted a name below an exact inspected host")
+	}
+	// A name below an exact host stays valid where a wildcard covers it.
+	deep, err := NewCA(Policy{Allow: []Rule{{Host: "api.x.test", Inspect: true}, {Host: "**.x.test", Inspect: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex := deep.Certificate().ExcludedDNSDomains; len(ex) != 0 {
+		t.Errorf("excluded %v although **.x.test covers them", ex)
 	}
 }
 
