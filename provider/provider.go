@@ -74,6 +74,24 @@ type ProvisionOptions struct {
 	// (TrustBundlePaths) and sets TrustEnv; a provider that cannot
 	// reports an error loss for an inspected policy in Map.
 	Trust []byte
+	// TrustStore is the same trust as a Java KeyStore (internal/jks,
+	// password "changeit"), for the JVM, which reads no PEM: shown
+	// read-only at JavaTrustStorePath and over the distro Java trust
+	// stores (JavaTrustStorePaths). Set whenever Trust is.
+	TrustStore []byte
+}
+
+// JavaTrustStorePath is where a sandbox finds its Java trust store
+// (TrustStore).
+const JavaTrustStorePath = "/run/corral/ca-bundle.jks"
+
+// JavaTrustStorePaths are the distro paths of the JVM's default trust
+// store (the JDK's lib/security/cacerts links to one of them): Debian,
+// Ubuntu and Alpine; RHEL and Fedora. A JVM that finds the sandbox's
+// store there needs no option.
+var JavaTrustStorePaths = []string{
+	"/etc/ssl/certs/java/cacerts",
+	"/etc/pki/ca-trust/extracted/java/cacerts",
 }
 
 // TrustBundlePath is where a sandbox finds its trust bundle (Trust):

@@ -91,7 +91,7 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	opts := cfg.Options
 	if s.trust != nil {
-		opts.Trust = s.trust.bundle
+		opts.Trust, opts.TrustStore = s.trust.bundle, s.trust.store
 	}
 	s.scanned = planted.Now()
 	sb, err := cfg.Provider.Provision(ctx, plan, opts)

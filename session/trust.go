@@ -2,11 +2,14 @@ package session
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/jks"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -16,7 +19,8 @@ import (
 // roots upstream certificates are verified against.
 type trust struct {
 	ca     *egress.CA
-	bundle []byte
+	bundle []byte // PEM: the host's roots and the CA
+	store  []byte // the same as a Java KeyStore
 	roots  *x509.CertPool
 }
 
@@ -43,7 +47,25 @@ func newTrust(n policy.Network) (*trust, error) {
 		return nil, provider.Wrap(provider.CodeStartFailed, "egress CA bundle", err)
 	}
 	bundle := append(append(host, '\n'), ca.CertPEM()...)
-	return &trust{ca: ca, bundle: bundle, roots: roots}, nil
+	store, err := jks.TrustStore(certsOf(bundle), "changeit", time.Now())
+	if err != nil {
+		return nil, provider.Wrap(provider.CodeStartFailed, "egress CA trust store", err)
+	}
+	return &trust{ca: ca, bundle: bundle, store: store, roots: roots}, nil
+}
+
+// certsOf returns the DER of every CERTIFICATE block of a PEM bundle.
+func certsOf(bundle []byte) [][]byte {
+	var ders [][]byte
+	for rest := bundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return ders
+		}
+		if b.Type == "CERTIFICATE" {
+			ders = append(ders, b.Bytes)
+		}
+	}
 }
 
 // hostRootsPEM reads the host's system bundle.
