@@ -375,6 +375,10 @@ func (s *Session) WarnAggregated(w io.Writer) { s.warnAggregated(w) }
 func (s *Session) Detach() {
 	if s.sw != nil {
 		s.sw.Close()
+		// This process's copy of the listener too: its accept loop
+		// would go on taking (and dropping) connections a later
+		// Recover's proxy must serve.
+		s.sb.EgressListener().Close()
 	}
 }
 
