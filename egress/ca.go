@@ -188,8 +188,8 @@ func (c *CA) coversPrefix(p netip.Prefix) bool {
 // names below it are excluded, see below).
 func (c *CA) coversName(name string) bool {
 	for _, d := range c.dns {
-		if strings.HasPrefix(d, ".") {
-			if strings.HasSuffix(name, d) && len(name) > len(d) {
+		if strings.HasPrefix(d, ".") { // name below it, or a wildcard rule's own subtree
+			if strings.HasSuffix(name, d) {
 				return true
 			}
 		} else if name == d {

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -49,6 +50,10 @@ type inspector struct {
 	roots *x509.CertPool
 
 	conns sync.Map // *tls.Conn -> *intercepted
+	// ticketKey encrypts the session tickets clients resume with
+	// (in memory only, like the CA's key): every connection's config is
+	// its own, so without a shared key none could be resumed.
+	ticketKey [32]byte
 
 	mu   sync.Mutex
 	alpn map[string]string // host:port -> protocol the upstream negotiated
@@ -70,6 +75,7 @@ const maxALPNCache = 1024
 // inspects a host (New, before the proxy serves anything).
 func newInspector(p *Proxy) *inspector {
 	in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
+	rand.Read(in.ticketKey[:])
 	if in.roots == nil {
 		in.roots, _ = x509.SystemCertPool()
 	}
@@ -143,7 +149,9 @@ func (s *session) intercept(t target, rules admitted, d *Decision, pending []byt
 					protos = []string{"h2", "http/1.1"}
 				}
 			}
-			return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*leaf}, NextProtos: protos}, nil
+			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*leaf}, NextProtos: protos}
+			c.SetSessionTicketKeys([][32]byte{in.ticketKey})
+			return c, nil
 		},
 	}
 	tc := tls.Server(pc, cfg)

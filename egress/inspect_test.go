@@ -262,6 +262,9 @@ func TestCANameConstraints(t *testing.T) {
 	if ca.Covers(Policy{Allow: []Rule{{Host: "other.test", Inspect: true}}}) {
 		t.Error("Covers accepted a host outside the constraints")
 	}
+	if _, err := New(Config{Policy: pol, CA: ca}); err != nil {
+		t.Errorf("a proxy for the policy its CA was minted for: %v", err)
+	}
 	if !ca.Covers(Policy{Allow: []Rule{{Host: "b.wild.test", Inspect: true}}}) {
 		t.Error("Covers refused a host inside *.wild.test")
 	}
@@ -358,5 +361,33 @@ func TestInspectWhenAnyMatchIsInspected(t *testing.T) {
 	}
 	if resp.StatusCode != 403 || o.hits.Load() != 0 {
 		t.Fatalf("DELETE with a passthrough wildcard first: %d, origin hits %d; want 403 and none", resp.StatusCode, o.hits.Load())
+	}
+}
+
+// TestInspectResumes: a client's second connection resumes its TLS
+// session with the proxy (one ticket key per proxy).
+func TestInspectResumes(t *testing.T) {
+	o := startOrigin(t, "api.allowed.test", false, http.HandlerFunc(hello))
+	tp, _ := inspectingProxy(t, o, Rule{Host: "api.allowed.test", Inspect: true}, false)
+	roots := x509.NewCertPool()
+	roots.AddCert(tp.cfg.CA.Certificate())
+	cache := tls.NewLRUClientSessionCache(4)
+	var resumed []bool
+	for range 2 {
+		c := dialProxy(t, tp.addr)
+		hp := "api.allowed.test:" + itoa(o.port)
+		if resp, _ := c.roundTrip(t, "CONNECT "+hp+" HTTP/1.1\r\nHost: "+hp+"\r\n\r\n", "CONNECT"); resp.StatusCode != 200 {
+			t.Fatal(resp.Status)
+		}
+		tc := tls.Client(c.Conn, &tls.Config{ServerName: "api.allowed.test", RootCAs: roots, ClientSessionCache: cache})
+		io.WriteString(tc, "GET / HTTP/1.1\r\nHost: "+hp+"\r\n\r\n") // TLS 1.3 tickets come after the handshake
+		if _, err := http.ReadResponse(bufio.NewReader(tc), nil); err != nil {
+			t.Fatal(err)
+		}
+		resumed = append(resumed, tc.ConnectionState().DidResume)
+		tc.Close()
+	}
+	if resumed[0] || !resumed[1] {
+		t.Errorf("resumed = %v, want the second connection resumed", resumed)
 	}
 }
