@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,11 +134,42 @@ func TrustEnv(path string) []string {
 	return env
 }
 
-// TrustUpdater is a sandbox whose trust bundle can be replaced while it
-// runs (the same files, rewritten in place): a recovered session mints
-// a new CA, since the old key died with the process that held it.
+// WithTrustEnv is env (the workload's: KEY=VALUE) with TrustEnv(bundle)
+// set and, for the JVM, which reads none of those, JAVA_TOOL_OPTIONS
+// naming the Java trust store when store (the paths inside where the
+// provider put TrustStore, JavaTrustStorePath and the distro ones) is
+// JavaTrustStorePath alone: "-Djavax.net.ssl.trustStore=<it>
+// -Djavax.net.ssl.trustStoreType=JKS", after the options env already has
+// (later ones win; none is dropped). When a distro path holds the store,
+// the JVM finds it with no option, and nothing is set (no "Picked up
+// JAVA_TOOL_OPTIONS" on every java's stderr); when nothing does, neither.
+func WithTrustEnv(env []string, bundle string, store []string) []string {
+	env = WithEnv(env, TrustEnv(bundle))
+	if !slices.Equal(store, []string{JavaTrustStorePath}) {
+		return env
+	}
+	opts := "-Djavax.net.ssl.trustStore=" + JavaTrustStorePath + " -Djavax.net.ssl.trustStoreType=JKS"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "JAVA_TOOL_OPTIONS="); ok { // the first, as getenv(3) reads it
+			if strings.TrimSpace(v) != "" {
+				opts = v + " " + opts
+			}
+			break
+		}
+	}
+	return WithEnv(env, []string{"JAVA_TOOL_OPTIONS=" + opts})
+}
+
+// TrustUpdater is a sandbox whose trust can be replaced while it runs: a
+// recovered session mints a new CA, since the old key died with the
+// process that held it. SetTrust rewrites the sandbox's files in place
+// (their binds show the new contents at once): pem, the bundle
+// (ProvisionOptions.Trust's shape), and store, the same as a Java
+// KeyStore (TrustStore's; nil, or a sandbox made without one: left
+// alone). An error for a sandbox made without a bundle, or whose files
+// are no longer the ones the provider wrote.
 type TrustUpdater interface {
-	SetTrust(pem []byte) error
+	SetTrust(pem, store []byte) error
 }
 
 // NewID returns a fresh sandbox id: "corral-" and 12 lower-case hex

@@ -133,7 +133,7 @@ func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 		if !ok {
 			return nil, provider.Errorf(provider.CodeInternal, "recover %s: its policy inspects egress and %s cannot replace its trust bundle", sb.ID(), cfg.Provider.Name())
 		}
-		if err := tu.SetTrust(s.trust.bundle); err != nil {
+		if err := tu.SetTrust(s.trust.bundle, s.trust.store); err != nil {
 			return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID()+": trust bundle", err)
 		}
 	}

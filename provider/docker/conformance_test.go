@@ -39,27 +39,38 @@ func TestMain(m *testing.M) {
 // daemon.
 func TestConformance(t *testing.T) {
 	p := needSandboxes(t)
-	providertest.Run(t, harness(p))
+	providertest.Run(t, harness(t, p, true))
 }
 
-// harness is the suite's view of p: the inspected-egress tests' client
-// is the test binary's Go one (the base image has no curl or python3).
-func harness(p *Provider) providertest.Harness {
-	return providertest.Harness{
+// harness is the suite's view of p: the inspected-egress tests' clients
+// are the test binary's Go one (the base image has no curl or python3)
+// and, when the host has one, the JVM of javaImage in its distro
+// layout or not, whose image the inspected-egress tests' policy names.
+func harness(t *testing.T, p *Provider, distro bool) providertest.Harness {
+	h := providertest.Harness{
 		New:    func() provider.Provider { return New() },
 		Census: func(t *testing.T) []string { return census(t, p.facts().cli) },
 		Probe:  true,
 	}
+	img, why := javaImage(t, p.facts().cli, distro)
+	if why != "" {
+		t.Log(why)
+		return h
+	}
+	h.Tools = []string{"java"}
+	h.Inspect = func(pol *policy.Policy) { pol.Docker = &policy.Docker{Image: img} }
+	return h
 }
 
 // unprivilegedEnv marks the run of TestInspected as corral-test.
 const unprivilegedEnv = "CORRAL_DOCKER_UNPRIVILEGED"
 
 // TestInspected runs the suite's inspected-egress tests alone, as root
-// and (TestInspectedUnprivileged) again as corral-test, a member of the
-// docker group whose state dirs and bundle files are its own.
+// and (TestInspectedUnprivileged, with TestTrustJava) again as
+// corral-test, a member of the docker group whose state dirs and bundle
+// files are its own.
 func TestInspected(t *testing.T) {
-	providertest.RunInspected(t, harness(needSandboxes(t)))
+	providertest.RunInspected(t, harness(t, needSandboxes(t), true))
 }
 
 func TestInspectedUnprivileged(t *testing.T) {
@@ -83,12 +94,12 @@ func TestInspectedUnprivileged(t *testing.T) {
 		t.Skipf("no group docker: %v", err)
 	}
 	dgid, _ := strconv.Atoi(docker.Gid)
-	cmd := exec.Command(bin, "-test.run=^TestInspected$", "-test.count=1", "-test.v")
+	cmd := exec.Command(bin, "-test.run=^(TestInspected|TestTrustJava)$", "-test.count=1", "-test.v")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + policy.DefaultPATH, "HOME=" + u.HomeDir, "LANG=C", unprivilegedEnv + "=1", "CORRAL_TEST_DOCKER=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(dgid)}}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestInspected ") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestInspected ") || !strings.Contains(string(out), "--- PASS: TestTrustJava ") {
 		t.Fatalf("TestInspected as corral-test (uid %d): %v\n%s", uid, err, out)
 	}
 }

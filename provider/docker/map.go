@@ -129,9 +129,11 @@ type Spec struct {
 	Persistent bool   `json:"persistent,omitempty"`
 	ManagedBy  string `json:"managed_by,omitempty"`
 	ID         string `json:"id,omitempty"`
-	// Trust is the CA bundle's binds, for a policy that inspects egress
-	// (ProvisionOptions.Trust, added by Provision).
+	// Trust and Store are the CA bundle's and the Java trust store's
+	// binds, for a policy that inspects egress (ProvisionOptions.Trust
+	// and TrustStore, added by Provision).
 	Trust *Trust `json:"trust,omitempty"`
+	Store *Trust `json:"store,omitempty"`
 }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).

@@ -43,7 +43,7 @@ type Provider struct {
 	host hostFacts
 
 	mu     sync.Mutex
-	images map[string]map[string]imagePath // by image id: where the CA bundle's paths lead (imagePaths)
+	images map[string]map[string]imagePath // by image id: where the trust files' paths lead (imagePaths)
 }
 
 // hostFacts is what Probe found, read once.

@@ -151,7 +151,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	cp := *spec // the plan stays as mapped
 	cp.ID, cp.Persistent, cp.ManagedBy = id, opts.Persistent, opts.Owner
 	if len(opts.Trust) == 0 {
-		cp.Trust = nil // the caller gave no bundle: nothing to bind
+		cp.Trust, cp.Store = nil, nil // the caller gave no bundle: nothing to bind
 	}
 	cp.Shim.Persistent = opts.Persistent
 	spec = &cp
@@ -166,7 +166,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		spec.Shim.FaultLayer = f
 		spec.Cgroups = spec.Cgroups && f != string(policy.LayerCgroups)
 	}
-	if err := s.prepareState(opts.Trust); err != nil {
+	if err := s.prepareState(opts.Trust, opts.TrustStore); err != nil {
 		return fail(err)
 	}
 	// Before the container is created: its binds mount them read-only.
@@ -188,12 +188,13 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	return s, nil
 }
 
-// prepareState makes the state dir: the CA bundle (trust, when the
-// policy inspects egress: addTrust), the empty mask sources and the
+// prepareState makes the state dir: the CA bundle and Java store (trust
+// and store, when the policy inspects egress: addTrust), the empty mask
+// sources and the
 // listening sockets. The dir is 0755 and its sockets 0666 so the workload's
 // uid reaches them through the container's read-only bind; who connects is
 // checked (peer credentials, see Start and peerListener).
-func (s *Sandbox) prepareState(trust []byte) error {
+func (s *Sandbox) prepareState(trust, store []byte) error {
 	base := stateBase()
 	if s.spec.Persistent {
 		base = managedBase()
@@ -213,7 +214,7 @@ func (s *Sandbox) prepareState(trust []byte) error {
 		return err
 	}
 	if len(trust) > 0 {
-		if err := s.addTrust(trust); err != nil {
+		if err := s.addTrust(trust, store); err != nil {
 			return err
 		}
 	}
@@ -373,7 +374,10 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: b.Target, ReadOnly: b.ReadOnly,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
 	}
-	if tr := sp.Trust; tr != nil {
+	for _, tr := range []*Trust{sp.Trust, sp.Store} {
+		if tr == nil {
+			continue
+		}
 		for _, t := range tr.Targets {
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: tr.Source, Target: t, ReadOnly: true,
 				BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})

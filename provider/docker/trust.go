@@ -23,22 +23,55 @@ import (
 )
 
 // A container whose policy inspects egress gets its CA bundle
-// (provider.ProvisionOptions.Trust) from a file in its state dir (made
-// with O_EXCL|O_NOFOLLOW in the dir Provision just created, which only
-// this uid can write and no grant may show: stateExposed), bound
-// read-only at provider.TrustBundlePath and over the distro bundle paths
-// where Map found they can go (trustTargets); every command gets
-// provider.TrustEnv of the first, and Landlock lets the bundle be read.
-// Start verifies each from outside (verifyTrust). SetTrust rewrites the
-// same inode, which every bind shows at once.
+// (provider.ProvisionOptions.Trust) and the same trust as a Java store
+// (TrustStore) from files in its state dir (made with O_EXCL|O_NOFOLLOW
+// in the dir Provision just created, which only this uid can write and
+// no grant may show: stateExposed), bound read-only at
+// provider.TrustBundlePath and JavaTrustStorePath and over the distro
+// paths of each where Map found they can go (trustTargets); every
+// command gets provider.WithTrustEnv of them, and Landlock lets the first
+// of each be read. Start verifies each from outside (verifyTrust).
+// SetTrust rewrites the same inodes, which every bind shows at once.
 
-// trustFile is the bundle's name in a sandbox's state dir.
-const trustFile = "ca-bundle.pem"
-
-// Trust is where a container's CA bundle is bound (Spec.Trust).
+// Trust is where one of a container's trust files is bound (Spec.Trust,
+// Spec.Store).
 type Trust struct {
 	Source  string   `json:"source"`  // the host file, in the state dir
-	Targets []string `json:"targets"` // inside, each read-only; TrustEnv names the first
+	Targets []string `json:"targets"` // inside, each read-only; WithTrustEnv names the first
+}
+
+// trustKind is one of a container's trust files.
+type trustKind struct {
+	file, path string   // its name in the state dir; where it goes inside
+	over       []string // the distro paths it covers
+	what       string   // for messages
+	// store: the Java store, which goes only over distro paths the
+	// image or a bind has. One Docker created would hide from
+	// WithTrustEnv that the JVM's own store is elsewhere (a JDK's
+	// tarball, say), and the JVM would trust neither.
+	store bool
+}
+
+// trustKinds are the bundle's and the Java store's.
+var trustKinds = []trustKind{
+	{file: "ca-bundle.pem", path: provider.TrustBundlePath, over: provider.TrustBundlePaths, what: "CA bundle"},
+	{file: "ca-bundle.jks", path: provider.JavaTrustStorePath, over: provider.JavaTrustStorePaths, what: "Java trust store", store: true},
+}
+
+// trustOf is sp's binds of the trust file of kind k (nil: none).
+func (sp *Spec) trustOf(k trustKind) **Trust {
+	if k.store {
+		return &sp.Store
+	}
+	return &sp.Trust
+}
+
+// of is, of a sandbox's bundle pem and Java store, the one of kind k.
+func (k trustKind) of(pem, store []byte) []byte {
+	if k.store {
+		return store
+	}
+	return pem
 }
 
 // inspects reports whether r's proxy terminates TLS for some allow entry.
@@ -46,33 +79,38 @@ func inspects(r *policy.Resolved) bool {
 	return r.Network == policy.NetworkProxy && slices.ContainsFunc(r.Egress.Allow, policy.Endpoint.Inspected)
 }
 
-// trustTargets are the paths inside where the bundle goes, of
-// provider.TrustBundlePath and provider.TrustBundlePaths in that order,
-// and why others are left out (notes): a regular file of a host bind
-// reached with no symlink (nothing is ever created on the host), or a
-// path the image serves, as resolve finds it in the image (each symlink
-// followed within the container's root, as the runtime will follow it
-// when it mounts: the file it leads to is covered, and Docker creates it
-// if it is absent) unless it leads into a host bind or a mask. A mask, a
-// bind of that very path, a directory, anything not a regular file on
-// the host are left alone.
-func trustTargets(sp *Spec, resolve func(string) (string, error)) (targets, notes []string) {
-	for _, p := range append([]string{provider.TrustBundlePath}, provider.TrustBundlePaths...) {
+// trustTargets are the paths inside where the trust file of kind k
+// goes, of k.path and k.over in that order, and why others are left out
+// (notes): a regular file of a host bind reached with no symlink
+// (nothing is ever created on the host), or a path the image serves, as
+// resolve finds it in the image (each symlink followed within the
+// container's root, as the runtime will follow it when it mounts: the
+// file it leads to is covered, and Docker creates it if it is absent,
+// but for the Java store's distro paths, which must be there) unless it
+// leads into a host bind or a mask. A mask, a bind of that very path, a
+// directory, anything not a regular file on the host are left alone.
+func trustTargets(sp *Spec, k trustKind, resolve func(string) imagePath) (targets, notes []string) {
+	for _, p := range append([]string{k.path}, k.over...) {
+		mayCreate := !k.store || p == k.path
 		in, tmpfs := sp.mountOf(p)
 		switch {
 		case tmpfs:
-			targets = append(targets, p)
+			if mayCreate { // a tmpfs starts empty
+				targets = append(targets, p)
+			}
 		case in == nil:
-			real, err := resolve(p)
-			if err != nil {
-				notes = append(notes, fmt.Sprintf("%s: %v", p, err))
+			r := resolve(p)
+			if r.err != nil {
+				notes = append(notes, fmt.Sprintf("%s: %v", p, r.err))
 				break
 			}
-			if b, tmpfs := sp.mountOf(real); b != nil && !tmpfs {
-				notes = append(notes, fmt.Sprintf("%s: the image's symlink leads to %s, inside %s (%s), where the runtime would create it on the host", p, real, b.Target, b.Field))
+			if b, tmpfs := sp.mountOf(r.real); b != nil && !tmpfs {
+				notes = append(notes, fmt.Sprintf("%s: the image's symlink leads to %s, inside %s (%s), where the runtime would create it on the host", p, r.real, b.Target, b.Field))
 				break
 			}
-			targets = append(targets, p)
+			if r.exists || mayCreate {
+				targets = append(targets, p)
+			}
 		case in.Mask || in.Target == p:
 		case hostFile(filepath.Join(in.Source, strings.TrimPrefix(p, in.Target))):
 			targets = append(targets, p)
@@ -100,17 +138,19 @@ func (sp *Spec) mountOf(p string) (b *Bind, tmpfs bool) {
 
 // errNotFile is what a path of an image that cannot take a file bind
 // leads to.
-var errNotFile = errors.New("cannot take the CA bundle")
+var errNotFile = errors.New("cannot take a trust file")
 
-// imagePath is where a path leads in an image (imageResolver).
+// imagePath is where a path leads in an image (imageResolver): real,
+// which exists there or not, or err.
 type imagePath struct {
-	real string
-	err  error
+	real   string
+	exists bool
+	err    error
 }
 
-// imagePaths resolves provider.TrustBundlePath and TrustBundlePaths in
-// image (an image id, whose files never change) with imageResolver,
-// once per image in this process.
+// imagePaths resolves the paths of every trust kind in image (an image
+// id, whose files never change) with imageResolver, once per image in
+// this process.
 func (p *Provider) imagePaths(ctx context.Context, image string) (map[string]imagePath, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,12 +163,14 @@ func (p *Provider) imagePaths(ctx context.Context, image string) (map[string]ima
 	}
 	defer done()
 	m := map[string]imagePath{}
-	for _, x := range append([]string{provider.TrustBundlePath}, provider.TrustBundlePaths...) {
-		real, err := resolve(x)
-		if err != nil && !errors.Is(err, errNotFile) {
-			return nil, err // the daemon's: nothing is known, nothing kept
+	for _, k := range trustKinds {
+		for _, x := range append([]string{k.path}, k.over...) {
+			r := resolve(x)
+			if r.err != nil && !errors.Is(r.err, errNotFile) {
+				return nil, r.err // the daemon's: nothing is known, nothing kept
+			}
+			m[x] = r
 		}
-		m[x] = imagePath{real, err}
 	}
 	if p.images == nil {
 		p.images = map[string]map[string]imagePath{}
@@ -143,7 +185,7 @@ func (p *Provider) imagePaths(ctx context.Context, image string) (map[string]ima
 // removed by done (labelled as a sandbox of this process, so that Sweep
 // removes it should this process die first). A path that leads to
 // something other than a regular file is an error.
-func (p *Provider) imageResolver(ctx context.Context, image string) (resolve func(string) (string, error), done func(), err error) {
+func (p *Provider) imageResolver(ctx context.Context, image string) (resolve func(string) imagePath, done func(), err error) {
 	cli := p.facts().cli
 	id := provider.NewID()
 	labels := map[string]string{LabelSandbox: id, LabelOwner: ownerLabel(os.Getpid()), LabelState: filepath.Join(stateBase(), id), LabelVersion: labelSchemeVer}
@@ -171,33 +213,33 @@ func (p *Provider) imageResolver(ctx context.Context, image string) (resolve fun
 		stats[name] = res.Stat
 		return res.Stat, true, nil
 	}
-	resolve = func(name string) (string, error) {
+	resolve = func(name string) imagePath {
 		cur, rest := "/", strings.Split(strings.TrimPrefix(name, "/"), "/")
 		for len(rest) > 0 {
 			next := path.Join(cur, rest[0])
 			rest = rest[1:]
 			st, ok, err := stat(next)
 			if err != nil {
-				return "", err
+				return imagePath{err: err}
 			}
 			if !ok {
-				return path.Join(append([]string{next}, rest...)...), nil // created by the runtime
+				return imagePath{real: path.Join(append([]string{next}, rest...)...)} // created by the runtime
 			}
 			if st.Mode&os.ModeSymlink != 0 {
 				next = path.Clean("/" + st.LinkTarget) // resolved in the container's root by the daemon
 			} else if len(rest) > 0 && !st.Mode.IsDir() {
-				return "", fmt.Errorf("%s in the image is not a directory: %w", next, errNotFile)
+				return imagePath{err: fmt.Errorf("%s in the image is not a directory: %w", next, errNotFile)}
 			}
 			cur = next
 		}
 		st, ok, err := stat(cur)
 		if err != nil {
-			return "", err
+			return imagePath{err: err}
 		}
 		if ok && !st.Mode.IsRegular() {
-			return "", fmt.Errorf("%s in the image is not a regular file (%v): %w", cur, st.Mode, errNotFile)
+			return imagePath{err: fmt.Errorf("%s in the image is not a regular file (%v): %w", cur, st.Mode, errNotFile)}
 		}
-		return cur, nil
+		return imagePath{real: cur, exists: ok}
 	}
 	return resolve, done, nil
 }
@@ -215,8 +257,9 @@ func hostFile(path string) bool {
 }
 
 // mapTrust plans, for a policy that inspects egress, where the CA
-// bundle goes (trustTargets, looking inside the image): an error loss
-// when nowhere, a warning for each path left out.
+// bundle and the Java store go (trustTargets, looking inside the image):
+// an error loss when the bundle has nowhere to go, a warning for each
+// path left out.
 func (p *Provider) mapTrust(ctx context.Context, r *policy.Resolved, sp *Spec, add func(provider.Severity, string, string, string, ...any)) {
 	if !inspects(r) || sp.ImageID == "" {
 		return
@@ -226,75 +269,112 @@ func (p *Provider) mapTrust(ctx context.Context, r *policy.Resolved, sp *Spec, a
 		add(provider.SeverityError, "network", "network.allow", "the policy inspects egress, and where the container's CA bundle can go is not known: %v", err)
 		return
 	}
-	targets, notes := trustTargets(sp, func(p string) (string, error) { r := paths[p]; return r.real, r.err })
-	for _, n := range notes {
-		add(provider.SeverityWarning, "network", "network.allow", "the container's CA bundle is not bound over %s", n)
+	for _, k := range trustKinds {
+		targets, notes := trustTargets(sp, k, func(p string) imagePath { return paths[p] })
+		for _, n := range notes {
+			add(provider.SeverityWarning, "network", "network.allow", "the container's %s is not bound over %s", k.what, n)
+		}
+		switch {
+		case len(targets) > 0:
+			*sp.trustOf(k) = &Trust{Targets: targets}
+		case k.store:
+			add(provider.SeverityWarning, "network", "network.allow", "the policy inspects egress, and the container's Java trust store has nowhere to go (masks or binds of the policy cover %s and the image has none of %s): a JVM inside does not trust the container's CA", k.path, strings.Join(k.over, ", "))
+		default:
+			add(provider.SeverityError, "network", "network.allow", "the policy inspects egress, and the container's CA bundle has nowhere to go: masks or binds of the policy cover %s and each of %s", k.path, strings.Join(k.over, ", "))
+			return
+		}
 	}
-	if len(targets) == 0 {
-		add(provider.SeverityError, "network", "network.allow", "the policy inspects egress, and the container's CA bundle has nowhere to go: masks or binds of the policy cover %s and each of %s", provider.TrustBundlePath, strings.Join(provider.TrustBundlePaths, ", "))
-		return
+	java := "nowhere"
+	if sp.Store != nil {
+		java = strings.Join(sp.Store.Targets, ", ")
 	}
-	sp.Trust = &Trust{Targets: targets}
-	add(provider.SeverityInfo, "network", "network.allow", "the policy inspects egress: the container's CA bundle (the host's roots and its own CA) is bound read-only at %s (Docker creates those the image lacks), and SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS and the other variables name the first", strings.Join(targets, ", "))
+	add(provider.SeverityInfo, "network", "network.allow", "the policy inspects egress: the container's CA bundle (the host's roots and its own CA) is bound read-only at %s (Docker creates those the image lacks), and SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS and the other variables name the first; the same as a Java trust store at %s (JAVA_TOOL_OPTIONS names it when the image has none of %s)", strings.Join(sp.Trust.Targets, ", "), java, strings.Join(provider.JavaTrustStorePaths, ", "))
 }
 
-// addTrust writes pem to the state dir's bundle and binds it where Map
-// planned (Spec.Trust's targets).
-func (s *Sandbox) addTrust(pem []byte) error {
+// addTrust writes pem and store (when set) to the state dir's trust
+// files and binds them where Map planned (Spec.Trust's and Spec.Store's
+// targets).
+func (s *Sandbox) addTrust(pem, store []byte) error {
 	sp := s.spec
 	if sp.Trust == nil {
 		return provider.Errorf(provider.CodeInternal, "docker: the plan binds no CA bundle: it was mapped for a policy that does not inspect egress")
 	}
-	targets := sp.Trust.Targets
-	src := filepath.Join(s.state, trustFile)
-	f, err := os.OpenFile(src, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return err
+	for _, k := range trustKinds {
+		tr, data := sp.trustOf(k), k.of(pem, store)
+		if len(data) == 0 || *tr == nil {
+			*tr = nil // nothing to bind (a plan without the store, or no store given)
+			continue
+		}
+		src := filepath.Join(s.state, k.file)
+		f, err := os.OpenFile(src, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		*tr = &Trust{Source: src, Targets: (*tr).Targets}
+		sp.Shim.Landlock.ROFiles = append(slices.Clip(sp.Shim.Landlock.ROFiles), (*tr).Targets[0])
 	}
-	_, err = f.Write(pem)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	var java []string // where the Java store went
+	if sp.Store != nil {
+		java = sp.Store.Targets
 	}
-	if err != nil {
-		return err
-	}
-	sp.Trust = &Trust{Source: src, Targets: targets}
-	sp.Env = provider.WithEnv(sp.Env, provider.TrustEnv(targets[0]))
+	sp.Env = provider.WithTrustEnv(sp.Env, sp.Trust.Targets[0], java)
 	sp.Shim.Env = sp.Env
-	sp.Shim.Landlock.ROFiles = append(slices.Clip(sp.Shim.Landlock.ROFiles), targets[0])
 	return nil
 }
 
-// SetTrust replaces the sandbox's CA bundle (provider.TrustUpdater): its
-// file rewritten in place, never through a symlink or another link, so
-// that every bind of it shows the new one (a reader may see a mix while
-// it is written). An error for a sandbox made without one.
-func (s *Sandbox) SetTrust(pem []byte) error {
+// SetTrust replaces the sandbox's CA bundle and Java store
+// (provider.TrustUpdater): their files rewritten in place, never through
+// a symlink or another link, so that every bind of them shows the new
+// ones (a reader may see a mix while they are written). An error for a
+// sandbox made without a bundle; one made without a store keeps none.
+func (s *Sandbox) SetTrust(pem, store []byte) error {
 	if s.spec.Trust == nil {
 		return provider.Errorf(provider.CodeInternal, "docker sandbox %s was made without a CA bundle (its policy did not inspect egress then): recreate it", s.id)
 	}
-	f, err := os.OpenFile(filepath.Join(s.state, trustFile), os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		defer f.Close()
-		var st unix.Stat_t
-		if err = unix.Fstat(int(f.Fd()), &st); err == nil && (st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Getuid()) {
-			err = fmt.Errorf("%s is not the bundle corral wrote (mode %o, owner %d, %d links)", f.Name(), st.Mode, st.Uid, st.Nlink)
+	for _, k := range trustKinds {
+		tr, data := s.spec.trustOf(k), k.of(pem, store)
+		if *tr == nil || k.store && data == nil {
+			continue
 		}
-	}
-	if err == nil {
-		if _, err = f.WriteAt(pem, 0); err == nil {
-			err = f.Truncate(int64(len(pem)))
+		if err := rewriteTrust(filepath.Join(s.state, k.file), data); err != nil {
+			return provider.Wrap(provider.CodeInternal, "docker sandbox "+s.id+": "+k.what, err)
 		}
-	}
-	if err != nil {
-		return provider.Wrap(provider.CodeInternal, "docker sandbox "+s.id+": CA bundle", err)
 	}
 	return nil
 }
 
-// verifyTrust checks from outside that every trust target resolves, in
-// the container's root (its symlinks followed there), to the bundle's
-// own inode on a read-only mount.
+// rewriteTrust replaces the contents of the trust file at path (in a
+// state dir of this uid) in place, never through a symlink: it must be a
+// regular file of this uid with one link, as addTrust made it.
+func rewriteTrust(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("%s is not the file corral wrote (mode %o, owner %d, %d links)", path, st.Mode, st.Uid, st.Nlink)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	return f.Truncate(int64(len(data)))
+}
+
+// verifyTrust checks from outside that every target of a trust file
+// resolves, in the container's root (its symlinks followed there), to
+// the file's own inode on a read-only mount.
 func verifyTrust(tr *Trust, pid int) error {
 	var want unix.Stat_t
 	if err := unix.Stat(tr.Source, &want); err != nil {
@@ -308,7 +388,7 @@ func verifyTrust(tr *Trust, pid int) error {
 	for _, p := range tr.Targets {
 		fd, err := unix.Openat2(root, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 		if err != nil {
-			return fmt.Errorf("the CA bundle at %s: %w", p, err)
+			return fmt.Errorf("the trust file at %s: %w", p, err)
 		}
 		var st unix.Stat_t
 		var fs unix.Statfs_t
@@ -318,10 +398,10 @@ func verifyTrust(tr *Trust, pid int) error {
 		}
 		unix.Close(fd)
 		if err != nil || st.Dev != want.Dev || st.Ino != want.Ino {
-			return fmt.Errorf("%s in the container is not the CA bundle %s (%v)", p, tr.Source, err)
+			return fmt.Errorf("%s in the container is not the trust file %s (%v)", p, tr.Source, err)
 		}
 		if fs.Flags&unix.ST_RDONLY == 0 {
-			return fmt.Errorf("the CA bundle at %s is not read-only in the container", p)
+			return fmt.Errorf("the trust file at %s is not read-only in the container", p)
 		}
 	}
 	return nil

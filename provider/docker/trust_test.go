@@ -6,10 +6,19 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,21 +56,203 @@ func linkImage(t *testing.T, cli *client.Client, links map[string]string) string
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: policy.DefaultDockerImage, Cmd: []string{"/bin/sh"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-	if _, err := cli.CopyToContainer(ctx, c.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: &buf}); err != nil {
-		t.Fatal(err)
-	}
 	tag := "corral-test/trust-links:" + strings.TrimPrefix(provider.NewID(), "corral-")
-	img, err := cli.ContainerCommit(ctx, c.ID, client.ContainerCommitOptions{Reference: tag})
+	id, err := commitImage(ctx, cli, policy.DefaultDockerImage, &buf, tag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), img.ID, client.ImageRemoveOptions{Force: true}) })
+	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), id, client.ImageRemoveOptions{Force: true}) })
 	return tag
+}
+
+// commitImage commits, as tag, image from with the tar stream content
+// extracted at its root, and returns the new image's id.
+func commitImage(ctx context.Context, cli *client.Client, from string, content io.Reader, tag string) (string, error) {
+	c, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: from, Cmd: []string{"/bin/sh"}}})
+	if err != nil {
+		return "", err
+	}
+	defer cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	if _, err := cli.CopyToContainer(ctx, c.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: content}); err != nil {
+		return "", err
+	}
+	img, err := cli.ContainerCommit(ctx, c.ID, client.ContainerCommitOptions{Reference: tag})
+	return img.ID, err
+}
+
+// javaRepo is the repository of javaImage's images.
+const javaRepo = "corral-test/java"
+
+var javaImg struct {
+	once            sync.Once
+	tarball, distro string // the two layouts' tags
+	err             error
+	why             string // when the host has no java
+}
+
+// javaImage is corral/base:1 with the host's JVM (the home of the java
+// on PATH: bin/java, lib and conf, links dereferenced; the shared
+// libraries its launcher and core libraries load, at their paths;
+// /usr/bin/java, a link to it), as an image with a JVM has it, in one of
+// two layouts. distro: Debian's, the JVM's lib/security/cacerts a link
+// to /etc/ssl/certs/java/cacerts, a file of the image (the host's).
+// Otherwise a JDK tarball's (Temurin's images): cacerts a file of the
+// JVM's own, no distro store. Both are built once per JVM and base image
+// (tagged by a hash of their files' names, sizes and times) and kept for
+// later runs (the build removes the tags of earlier ones). When the host
+// has no java: none, and why.
+func javaImage(t *testing.T, cli *client.Client, distro bool) (tag, why string) {
+	t.Helper()
+	javaImg.once.Do(func() { javaImg.tarball, javaImg.distro, javaImg.why, javaImg.err = buildJavaImages(cli) })
+	switch {
+	case javaImg.why != "":
+		return "", javaImg.why
+	case javaImg.err != nil:
+		t.Fatalf("java image: %v", javaImg.err)
+	case distro:
+		return javaImg.distro, ""
+	}
+	return javaImg.tarball, ""
+}
+
+func buildJavaImages(cli *client.Client) (tarball, distro, why string, err error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return "", "", "no java on PATH, so no image with a JVM: the JVM's trust in a container was not tried (.ci/run installs default-jre-headless)", nil
+	}
+	if java, err = filepath.EvalSymlinks(java); err != nil {
+		return "", "", "", err
+	}
+	home := filepath.Dir(filepath.Dir(java))
+	cacerts := filepath.Join(home, "lib/security/cacerts")
+	files := map[string]string{"usr/bin/java": "->" + java} // in the image: from the host (a link: "->" its target)
+	err = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(home, p)
+		top, _, _ := strings.Cut(rel, "/")
+		switch {
+		case err != nil:
+			return err
+		case rel == "." || d.IsDir():
+			if rel == "." || top == "lib" || top == "conf" || rel == "bin" {
+				return nil
+			}
+			return fs.SkipDir
+		case !(top == "lib" || top == "conf" || rel == "bin/java" || rel == "release") || rel == "lib/src.zip" || rel == "lib/ct.sym":
+			return nil
+		}
+		files[strings.TrimPrefix(p, "/")] = p
+		return nil
+	})
+	if err != nil {
+		return "", "", "", err
+	}
+	out, err := exec.Command("ldd", java, filepath.Join(home, "lib/server/libjvm.so"), filepath.Join(home, "lib/libjava.so"), filepath.Join(home, "lib/libnet.so"), filepath.Join(home, "lib/libnio.so"), filepath.Join(home, "lib/libzip.so")).Output()
+	if err != nil {
+		return "", "", "", fmt.Errorf("ldd %s: %v", java, err)
+	}
+	for _, m := range regexp.MustCompile(`(/\S+) \(0x`).FindAllStringSubmatch(string(out), -1) {
+		files[strings.TrimPrefix(filepath.Clean(m[1]), "/")] = m[1]
+	}
+	ctx := context.Background()
+	base, err := cli.ImageInspect(ctx, policy.DefaultDockerImage)
+	if err != nil {
+		return "", "", "", err
+	}
+	names := slices.Sorted(maps.Keys(files))
+	h := sha256.New()
+	fmt.Fprintln(h, base.ID)
+	for _, n := range names {
+		fi, err := os.Stat(strings.TrimPrefix(files[n], "->"))
+		if err != nil {
+			return "", "", "", err
+		}
+		fmt.Fprintf(h, "%s %s %d %d\n", n, files[n], fi.Size(), fi.ModTime().UnixNano())
+	}
+	tag := javaRepo + ":" + hex.EncodeToString(h.Sum(nil))[:12]
+	tarball, distro = tag, tag+"-distro"
+	if _, err := cli.ImageInspect(ctx, distro); err == nil {
+		return tarball, distro, "", nil
+	}
+	// The tarball layout: every file as the host has it, links followed.
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		dirs := map[string]bool{}
+		err := func() error {
+			for _, n := range names {
+				for d := filepath.Dir(n); d != "." && !dirs[d]; d = filepath.Dir(d) {
+					dirs[d] = true
+					if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+						return err
+					}
+				}
+				if to, ok := strings.CutPrefix(files[n], "->"); ok {
+					if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: n, Linkname: to, Mode: 0o777}); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := tarFile(tw, n, files[n]); err != nil {
+					return err
+				}
+			}
+			return tw.Close()
+		}()
+		pw.CloseWithError(err)
+	}()
+	if _, err := commitImage(ctx, cli, policy.DefaultDockerImage, pr, tarball); err != nil {
+		pr.CloseWithError(err)
+		return "", "", "", fmt.Errorf("commit %s: %w", tarball, err)
+	}
+	// Debian's: cacerts a link to the distro store, which the image has.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(cacerts, "/"), Linkname: provider.JavaTrustStorePaths[0], Mode: 0o777})
+	for d := filepath.Dir(provider.JavaTrustStorePaths[0]); err == nil && d != "/"; d = filepath.Dir(d) {
+		err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755})
+	}
+	if err == nil {
+		err = tarFile(tw, strings.TrimPrefix(provider.JavaTrustStorePaths[0], "/"), cacerts)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err == nil {
+		_, err = commitImage(ctx, cli, tarball, &buf, distro)
+	}
+	if err != nil {
+		return "", "", "", fmt.Errorf("commit %s: %w", distro, err)
+	}
+	// Earlier builds (another JVM or base image) are of no more use.
+	imgs, err := cli.ImageList(ctx, client.ImageListOptions{Filters: client.Filters{}.Add("reference", javaRepo)})
+	if err == nil {
+		for _, im := range imgs.Items {
+			for _, r := range im.RepoTags {
+				if r != tarball && r != distro {
+					_, _ = cli.ImageRemove(ctx, r, client.ImageRemoveOptions{})
+				}
+			}
+		}
+	}
+	return tarball, distro, "", nil
+}
+
+// tarFile writes the host file from (links followed) to tw as name.
+func tarFile(tw *tar.Writer, name, from string) error {
+	f, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: int64(fi.Mode().Perm()), Size: fi.Size()}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
 }
 
 // In an image whose distro bundle paths are symlinks, the runtime
@@ -163,6 +354,67 @@ func TestStateExposed(t *testing.T) {
 		l := stateExposed(&policy.Resolved{Grants: c.grants}, base)
 		if c.field == "" && l != nil || c.field != "" && (l == nil || l.Field != c.field || l.Severity != provider.SeverityError) {
 			t.Errorf("grants %v: %+v, want an error loss for %q", c.grants, l, c.field)
+		}
+	}
+}
+
+// A JVM whose own store is elsewhere (a JDK tarball's image, no distro
+// Java store): the container's store is at JavaTrustStorePath alone and
+// JAVA_TOOL_OPTIONS names it, after the options the policy gives, which
+// stay; the JVM trusts the inspected origin with no option of its own,
+// and does not without JAVA_TOOL_OPTIONS (the conformance suite's
+// InspectedEgress tests the distro layout, where nothing is set).
+func TestTrustJava(t *testing.T) {
+	p := needSandboxes(t)
+	img, why := javaImage(t, p.facts().cli, false)
+	if why != "" {
+		t.Skip(why)
+	}
+	h := harness(t, p, false)
+	h.Inspect = func(pol *policy.Policy) {
+		pol.Docker = &policy.Docker{Image: img}
+		pol.Process.Env.Set = map[string]string{"JAVA_TOOL_OPTIONS": "-Dcorral.test=kept"}
+	}
+	providertest.RunInspected(t, h)
+}
+
+// The Java store goes over only the distro paths that hold a file (of
+// the image or a host bind), never one Docker would create, while the
+// bundle goes over every one it may make; both at their own path, on a
+// tmpfs too.
+func TestTrustTargets(t *testing.T) {
+	host := filepath.Join(t.TempDir(), "java")
+	if err := os.MkdirAll(filepath.Join(host, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(host, "x", "cacerts"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	image := map[string]bool{provider.JavaTrustStorePaths[1]: true} // in the image; the rest absent
+	resolve := func(p string) imagePath { return imagePath{real: p, exists: image[p]} }
+	for _, c := range []struct {
+		sp          Spec
+		store, pems []string
+	}{
+		{Spec{Tmpfs: []Tmpfs{{Path: "/run"}}},
+			[]string{provider.JavaTrustStorePath, provider.JavaTrustStorePaths[1]},
+			append([]string{provider.TrustBundlePath}, provider.TrustBundlePaths...)},
+		{Spec{Tmpfs: []Tmpfs{{Path: "/run"}, {Path: "/etc/pki"}}, Binds: []Bind{{Source: host, Target: "/etc/ssl/certs/java", Dir: true}}},
+			[]string{provider.JavaTrustStorePath},
+			[]string{provider.TrustBundlePath, "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem"}},
+		{Spec{Binds: []Bind{{Source: filepath.Join(host, "x"), Target: "/etc/ssl/certs/java", Dir: true}, {Target: provider.JavaTrustStorePaths[1], Mask: true}}},
+			[]string{provider.JavaTrustStorePath, provider.JavaTrustStorePaths[0]},
+			append([]string{provider.TrustBundlePath}, provider.TrustBundlePaths...)},
+	} {
+		for _, k := range trustKinds {
+			got, notes := trustTargets(&c.sp, k, resolve)
+			want := c.pems
+			if k.store {
+				want = c.store
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s with binds %v, tmpfs %v: targets %v, want %v (notes %v)", k.what, c.sp.Binds, c.sp.Tmpfs, got, want, notes)
+			}
 		}
 	}
 }

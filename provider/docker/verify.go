@@ -115,11 +115,13 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 			}
 		}
 		detail := fmt.Sprintf("read-only root from %s, %d binds and masks, tmpfs %s (verified in /proc/%d/mountinfo)", sp.Image, len(sp.Binds), tmpfsPaths(sp), pid)
-		if sp.Trust != nil {
-			if err := verifyTrust(sp.Trust, pid); err != nil {
-				return "", err
+		for _, k := range trustKinds {
+			if tr := *sp.trustOf(k); tr != nil {
+				if err := verifyTrust(tr, pid); err != nil {
+					return "", err
+				}
+				detail += fmt.Sprintf("; the %s at %s (each resolved in the container's root to its inode)", k.what, strings.Join(tr.Targets, ", "))
 			}
-			detail += fmt.Sprintf("; the CA bundle at %s (each resolved in the container's root to its inode)", strings.Join(sp.Trust.Targets, ", "))
 		}
 		return detail, nil
 	case policy.LayerSeccomp:

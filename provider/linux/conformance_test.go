@@ -50,13 +50,19 @@ func TestMain(m *testing.M) {
 // (root in CI: TestConformanceUnprivileged repeats it as corral-test).
 func TestConformance(t *testing.T) {
 	needPureGo(t)
-	providertest.Run(t, providertest.Harness{
+	providertest.Run(t, harness())
+}
+
+// harness is the suite's view of the provider: the inspected-egress
+// tests' clients are the host's and the test binary's Go one.
+func harness() providertest.Harness {
+	return providertest.Harness{
 		New:      func() provider.Provider { return New() },
 		ExecOnce: true, // init runs one workload
 		Census:   census,
-		Tools:    hostTools("curl", "python3"),
+		Tools:    hostTools("curl", "python3", "java"),
 		Probe:    true,
-	})
+	}
 }
 
 // hostTools are those of names on the host's PATH: a sandbox of the

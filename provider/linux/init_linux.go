@@ -192,7 +192,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err != nil {
 			return err
 		}
-		m.Trust = t.trusted
+		m.Trust, m.Store = t.trusted, t.stored
 		if err := t.pivot(); err != nil {
 			return err
 		}

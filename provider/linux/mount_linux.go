@@ -74,6 +74,7 @@ type tree struct {
 	placed    []string        // every path mounted so far, inside
 	binds     map[string]bool // the placed binds of host paths (grants, placeholders)
 	trusted   []string        // where the trust bundle went (MountTrust), inside
+	stored    []string        // where the Java trust store went (MountTrust, Store), inside
 }
 
 // enclosing returns the innermost placed mount containing p.
@@ -277,15 +278,20 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 	return t, nil
 }
 
-// trust binds the trust bundle (the detached read-only mount fd) at
-// m.Path, when set, then over each of m.Over that resolves to a file of
-// a grant: symlinks are followed within the new root only
-// (RESOLVE_IN_ROOT), as the workload's own lookups will be, so a link
-// never leads outside the granted trees; a path that is absent, not a
-// regular file, unreadable (a denied path's mask) or not on a grant's
-// bind (proc, dev, a private tmpfs) is left alone. It comes last, over
-// every other mount. Placing it nowhere is an error.
+// trust binds a trust file (the detached read-only mount fd) at m.Path,
+// when set, then over each of m.Over that resolves to a file of a grant:
+// symlinks are followed within the new root only (RESOLVE_IN_ROOT), as
+// the workload's own lookups will be, so a link never leads outside the
+// granted trees; a path that is absent, not a regular file, unreadable
+// (a denied path's mask) or not on a grant's bind (proc, dev, a private
+// tmpfs, another trust file) is left alone. It comes last, over every
+// other mount. Placing the bundle nowhere is an error; the Java store
+// (m.Store) may go nowhere.
 func (t *tree) trust(fd int, m MountSpec) error {
+	what, placed := "the CA bundle", &t.trusted
+	if m.Store {
+		what, placed = "the Java trust store", &t.stored
+	}
 	first := -1 // the first place (O_PATH), cloned for the others
 	defer func() {
 		if first >= 0 {
@@ -297,7 +303,7 @@ func (t *tree) trust(fd int, m MountSpec) error {
 		if first >= 0 {
 			c, err := unix.OpenTree(first, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 			if err != nil {
-				return fmt.Errorf("open_tree the CA bundle for %s: %w", p, err)
+				return fmt.Errorf("open_tree %s for %s: %w", what, p, err)
 			}
 			defer unix.Close(c)
 			if err := unix.MountSetattr(c, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
@@ -311,7 +317,7 @@ func (t *tree) trust(fd int, m MountSpec) error {
 		if first < 0 {
 			f, err := unix.Openat2(t.rootfd, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW, Resolve: resolveStrict})
 			if err != nil {
-				return fmt.Errorf("the CA bundle at %s: %w", p, err)
+				return fmt.Errorf("%s at %s: %w", what, p, err)
 			}
 			first = f
 		}
@@ -321,7 +327,7 @@ func (t *tree) trust(fd int, m MountSpec) error {
 		if err := place(m.Path, func(mfd int) error { return t.attach(mfd, m.Path, false) }); err != nil {
 			return err
 		}
-		t.trusted = append(t.trusted, m.Path)
+		*placed = append(*placed, m.Path)
 	}
 	done := map[string]bool{}
 	for _, o := range m.Over {
@@ -344,9 +350,9 @@ func (t *tree) trust(fd int, m MountSpec) error {
 			return err
 		}
 		t.placed = append(t.placed, p)
-		t.trusted = append(t.trusted, o)
+		*placed = append(*placed, o)
 	}
-	if len(t.trusted) == 0 {
+	if len(*placed) == 0 && !m.Store {
 		return fmt.Errorf("the CA bundle has nowhere to go: %s cannot be made and none of %s is a file in the sandbox", provider.TrustBundlePath, strings.Join(m.Over, ", "))
 	}
 	return nil

@@ -177,7 +177,7 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: sandbox "+id, err)
 	}
 	if len(opts.Trust) > 0 {
-		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust); err != nil {
+		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust, opts.TrustStore); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -538,12 +538,25 @@ func (s *persistent) Signal(sig os.Signal) error {
 	return errors.Join(errs...)
 }
 
-// SetTrust replaces the sandbox's CA bundle (provider.TrustUpdater): the
-// file in its state directory, rewritten in place, so that every bind of
-// it inside shows the new one. An error for a sandbox made without one.
-func (s *persistent) SetTrust(pem []byte) error {
-	if err := rewriteTrust(filepath.Join(s.dir, trustFile), pem); err != nil {
-		return provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": CA bundle", err)
+// SetTrust replaces the sandbox's CA bundle and Java trust store
+// (provider.TrustUpdater): the files in its state directory, rewritten in
+// place, so that every bind of them inside shows the new ones. An error
+// for a sandbox made without a bundle; one made without a store (or
+// store nil) keeps none.
+func (s *persistent) SetTrust(pem, store []byte) error {
+	for _, k := range trustKinds() {
+		data := k.of(pem, store)
+		if k.store && data == nil {
+			continue
+		}
+		err := rewriteTrust(filepath.Join(s.dir, k.file), data)
+		switch {
+		case k.store && errors.Is(err, unix.ENOENT): // made without one: nothing shows it
+		case errors.Is(err, unix.ENOENT):
+			return provider.Errorf(provider.CodeInternal, "linux: sandbox %s was made without a CA bundle (its policy did not inspect egress then): recreate it", s.id)
+		case err != nil:
+			return provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": "+k.what, err)
+		}
 	}
 	return nil
 }

@@ -70,8 +70,9 @@ type Sandbox struct {
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
 
-	trustDir  string // a per-run sandbox's state directory, holding its CA bundle; removed by Deprovision
-	trustPath string // where the CA bundle is inside (init's report), for TrustEnv
+	trustDir  string   // a per-run sandbox's state directory, holding its trust files; removed by Deprovision
+	trustPath string   // where the CA bundle is inside (init's report), for WithTrustEnv
+	storeAt   []string // where the Java trust store is inside (init's report), for WithTrustEnv
 }
 
 // EgressListener returns the listener the egress proxy must serve (network
@@ -109,7 +110,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		if dir, err = runTrustDir(plan.Policy, id); err != nil {
 			return nil, err
 		}
-		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust); err != nil {
+		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust, opts.TrustStore); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -318,7 +319,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		if len(m.Trust) == 0 {
 			return provider.LayerError(provider.CodeStartFailed, "mounts", errors.New("init placed the CA bundle nowhere"))
 		}
-		s.trustPath = m.Trust[0]
+		s.trustPath, s.storeAt = m.Trust[0], m.Store
 	}
 	for _, sk := range m.Skipped {
 		l, why, _ := strings.Cut(sk, ": ")
@@ -660,7 +661,7 @@ func (s *Sandbox) request(args []string, dir string, tty bool) execRequest {
 	}
 	env := append([]string{"HOME=" + s.spec.Home}, s.spec.Env...)
 	if s.trustPath != "" {
-		env = provider.WithEnv(env, provider.TrustEnv(s.trustPath))
+		env = provider.WithTrustEnv(env, s.trustPath, s.storeAt)
 	}
 	return execRequest{Args: args, Dir: dir, Env: env, TTY: tty}
 }

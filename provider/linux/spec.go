@@ -21,12 +21,16 @@ const (
 	// MountSymlink is a symlink in the root (Source is its target), kept
 	// so that merged-/usr links such as /bin -> usr/bin work inside.
 	MountSymlink MountKind = "symlink"
-	// MountTrust is the sandbox's trust bundle (provider.ProvisionOptions
-	// .Trust): Source, a file Corral wrote outside every grant, bound
-	// read-only at Path (provider.TrustBundlePath; empty when a grant
-	// covers it) and over each of Over that resolves, in the sandbox's
-	// tree and following symlinks only within it, to a readable regular
-	// file of a grant. Init reports where it went (initMsg.Trust).
+	// MountTrust is one of the sandbox's trust files: its bundle
+	// (provider.ProvisionOptions.Trust) or, Store set, its Java trust
+	// store (TrustStore). Source, a file Corral wrote outside every
+	// grant, is bound read-only at Path (provider.TrustBundlePath or
+	// JavaTrustStorePath; empty when a grant covers it) and over each of
+	// Over that resolves, in the sandbox's tree and following symlinks
+	// only within it, to a readable regular file of a grant. Init
+	// reports where each went (initMsg.Trust, Store); a bundle placed
+	// nowhere is an error, a store not (a sandbox without Java needs
+	// none).
 	MountTrust MountKind = "trust"
 )
 
@@ -48,7 +52,8 @@ type MountSpec struct {
 	// the detached mount to init, which could not open it (a directory
 	// of root's, 0700); a trust bundle's only.
 	HostClone bool     `json:"host_clone,omitempty"`
-	Over      []string `json:"over,omitempty"` // MountTrust: the distro bundle paths to cover
+	Over      []string `json:"over,omitempty"`  // MountTrust: the distro paths to cover
+	Store     bool     `json:"store,omitempty"` // MountTrust: the Java trust store
 	Field     string   `json:"field,omitempty"`
 }
 
@@ -132,9 +137,11 @@ type initMsg struct {
 	Exited   bool     `json:"exited,omitempty"`
 	Code     int      `json:"code"`
 	Signal   int      `json:"signal,omitempty"`
-	// Trust lists, with Ready, the paths inside where the trust bundle
-	// is (MountTrust), the one the variables name first.
+	// Trust and Store list, with Ready, the paths inside where the trust
+	// bundle and the Java trust store are (MountTrust), the one the
+	// variables name first.
 	Trust []string `json:"trust,omitempty"`
+	Store []string `json:"store,omitempty"`
 	fd    int      // an fd received with the message (the pty master)
 }
 
@@ -178,7 +185,11 @@ func (s *InitSpec) Summary() []string {
 		case m.Kind == MountSymlink:
 			line = fmt.Sprintf("%-7s    %s -> %s", m.Kind, m.Path, m.Source)
 		case m.Kind == MountTrust:
-			line += fmt.Sprintf("  (the CA bundle; also over those of %s the sandbox has)", strings.Join(m.Over, ", "))
+			what := "the CA bundle"
+			if m.Store {
+				what = "the Java trust store"
+			}
+			line += fmt.Sprintf("  (%s; also over those of %s the sandbox has)", what, strings.Join(m.Over, ", "))
 		case m.IDMap:
 			line += "  (idmapped: owner root appears as the workload's uid)"
 		}

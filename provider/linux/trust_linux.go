@@ -3,7 +3,6 @@
 package linux
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,42 +18,86 @@ import (
 )
 
 // A sandbox whose policy inspects egress gets its trust bundle
-// (provider.ProvisionOptions.Trust) from a file Corral writes in the
-// sandbox's state directory (a persistent sandbox's, or StateBase/run-ID
-// for a per-run one): 0444, created with O_EXCL|O_NOFOLLOW in a directory
-// just made, which no grant may reach (stateGrant). Init binds it
-// read-only at provider.TrustBundlePath and over the distro bundle paths
-// the sandbox has (tree.trust), Landlock lets it be read, and every exec
-// gets provider.TrustEnv of the first place it went. SetTrust rewrites
-// the same inode, which every bind shows at once.
+// (provider.ProvisionOptions.Trust) and the same trust as a Java store
+// (TrustStore) from files Corral writes in the sandbox's state directory
+// (a persistent sandbox's, or StateBase/run-ID for a per-run one): 0444,
+// created with O_EXCL|O_NOFOLLOW in a directory just made, which no
+// grant may reach (stateGrant). Init binds each read-only at its path
+// (provider.TrustBundlePath, JavaTrustStorePath) and over the distro
+// paths of its kind the sandbox has (tree.trust), Landlock lets them be
+// read, and every exec gets provider.WithTrustEnv of where they went.
+// SetTrust rewrites the same inodes, which every bind shows at once.
 
-// trustFile is the bundle's name in a sandbox's state directory.
-const trustFile = "ca-bundle.pem"
+// trustFile and storeFile are the bundle's and the Java store's names in
+// a sandbox's state directory.
+const (
+	trustFile = "ca-bundle.pem"
+	storeFile = "ca-bundle.jks"
+)
 
-// trustPaths are the distro bundle paths a sandbox's bundle covers
-// (provider.TrustBundlePaths; a test points them at a tree of its own).
-var trustPaths = provider.TrustBundlePaths
+// trustPaths and storePaths are the distro paths a sandbox's bundle and
+// Java store cover (provider.TrustBundlePaths, JavaTrustStorePaths; a
+// test points them at a tree of its own).
+var (
+	trustPaths = provider.TrustBundlePaths
+	storePaths = provider.JavaTrustStorePaths
+)
+
+// trustKind is one of a sandbox's trust files.
+type trustKind struct {
+	file, path string   // its name in the state directory; where it goes inside
+	over       []string // the distro paths it covers
+	what       string   // for messages
+	store      bool     // the Java store (MountSpec.Store)
+}
+
+// of is, of a sandbox's bundle pem and Java store, the one of kind k.
+func (k trustKind) of(pem, store []byte) []byte {
+	if k.store {
+		return store
+	}
+	return pem
+}
+
+// trustKinds are the bundle's and the Java store's.
+func trustKinds() []trustKind {
+	return []trustKind{
+		{file: trustFile, path: provider.TrustBundlePath, over: trustPaths, what: "CA bundle"},
+		{file: storeFile, path: provider.JavaTrustStorePath, over: storePaths, what: "Java trust store", store: true},
+	}
+}
 
 // inspects reports whether r's proxy terminates TLS for some allow entry.
 func inspects(r *policy.Resolved) bool {
 	return r.Network == policy.NetworkProxy && slices.ContainsFunc(r.Egress.Allow, policy.Endpoint.Inspected)
 }
 
-// trustLoss is what Map says of the bundle of a policy that inspects
-// egress: where it goes, or (a warning) that a grant covers
-// provider.TrustBundlePath, so only the distro paths carry it.
+// trustLoss is what Map says of the trust files of a policy that
+// inspects egress: where they go, or (a warning) that a grant covers
+// provider.TrustBundlePath or JavaTrustStorePath, so only the distro
+// paths carry that file.
 func trustLoss(r *policy.Resolved) []provider.Loss {
 	if !inspects(r) {
 		return nil
 	}
-	if g := r.Covering(provider.TrustBundlePath); g.Path != "" {
-		return []provider.Loss{{Severity: provider.SeverityWarning, Area: "network", Field: g.Field,
-			Message: fmt.Sprintf("the policy inspects egress, and %s (%s) covers %s, where the sandbox's CA bundle goes: it is bound only over the distro bundle paths the sandbox has (%s), the variables name the first, and the sandbox does not start without one (narrow that rule so that it leaves %s alone)",
-				g.Path, g.Access, provider.TrustBundlePath, strings.Join(trustPaths, ", "), filepath.Dir(provider.TrustBundlePath))}}
+	var loss []provider.Loss
+	for _, k := range trustKinds() {
+		if g := r.Covering(k.path); g.Path != "" {
+			then := "the variables name the first, and the sandbox does not start without one"
+			if k.store {
+				then = "and a JVM whose own store is elsewhere does not trust the sandbox's CA"
+			}
+			loss = append(loss, provider.Loss{Severity: provider.SeverityWarning, Area: "network", Field: g.Field,
+				Message: fmt.Sprintf("the policy inspects egress, and %s (%s) covers %s, where the sandbox's %s goes: it is bound only over the distro paths the sandbox has (%s), %s (narrow that rule so that it leaves %s alone)",
+					g.Path, g.Access, k.path, k.what, strings.Join(k.over, ", "), then, filepath.Dir(k.path))})
+		}
+	}
+	if len(loss) > 0 {
+		return loss
 	}
 	return []provider.Loss{{Severity: provider.SeverityInfo, Area: "network", Field: "network.allow",
-		Message: fmt.Sprintf("the policy inspects egress: the sandbox's CA bundle (the host's roots and its own CA) is bound read-only at %s and over the distro bundle paths the sandbox has (%s), and SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS and the other variables name it",
-			provider.TrustBundlePath, strings.Join(trustPaths, ", "))}}
+		Message: fmt.Sprintf("the policy inspects egress: the sandbox's CA bundle (the host's roots and its own CA) is bound read-only at %s and over the distro bundle paths the sandbox has (%s), and SSL_CERT_FILE, CURL_CA_BUNDLE, GIT_SSL_CAINFO, NODE_EXTRA_CA_CERTS and the other variables name it; the same as a Java trust store at %s and over the distro Java stores the sandbox has (%s), JAVA_TOOL_OPTIONS naming it when it has none",
+			provider.TrustBundlePath, strings.Join(trustPaths, ", "), provider.JavaTrustStorePath, strings.Join(storePaths, ", "))}}
 }
 
 // refuseStateGrant is the error for a policy whose sandbox would see
@@ -101,49 +144,55 @@ func sweepRuns(base string) {
 	}
 }
 
-// trustSpec writes pem to the bundle of state directory dir and returns
-// a copy of spec that binds it (withTrust).
-func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem []byte) (*InitSpec, error) {
-	src, err := writeTrust(dir, pem)
-	if err != nil {
-		return nil, err
+// trustSpec writes pem to the bundle of state directory dir and store
+// (when set) to its Java store, and returns a copy of spec that binds
+// them (withTrust).
+func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem, store []byte) (*InitSpec, error) {
+	for _, k := range trustKinds() {
+		data := k.of(pem, store)
+		if len(data) == 0 {
+			continue
+		}
+		src := filepath.Join(dir, k.file)
+		if err := writeTrust(src, data); err != nil {
+			return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: "+k.what, err)
+		}
+		spec = withTrust(spec, r, k, src)
 	}
-	return withTrust(spec, r, src), nil
+	return spec, nil
 }
 
-// writeTrust creates dir/ca-bundle.pem holding pem, 0444, and returns its
-// path. dir is a state directory just made, of this uid, 0700.
-func writeTrust(dir string, pem []byte) (string, error) {
-	path := filepath.Join(dir, trustFile)
+// writeTrust creates path (in a state directory just made, of this uid,
+// 0700) holding data, 0444.
+func writeTrust(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
 	if err != nil {
-		return "", provider.Wrap(provider.CodeProvisionFailed, "linux: trust bundle", err)
+		return err
 	}
-	_, err = f.Write(pem)
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		os.Remove(path)
-		return "", provider.Wrap(provider.CodeProvisionFailed, "linux: trust bundle", err)
 	}
-	return path, nil
+	return err
 }
 
-// withTrust is a copy of spec that binds the bundle at src (MountTrust,
-// last: over every other mount) at provider.TrustBundlePath unless a
-// grant of r covers it, and over trustPaths; Landlock lets it be read.
-// As root, the supervisor clones src (its directory is root's, 0700, and
-// the workload's uid, which init runs as, cannot enter it).
-func withTrust(spec *InitSpec, r *policy.Resolved, src string) *InitSpec {
+// withTrust is a copy of spec that binds the trust file of kind k at src
+// (MountTrust, last: over every other mount) at k.path unless a grant of
+// r covers it, and over k.over; Landlock lets it be read. As root, the
+// supervisor clones src (its directory is root's, 0700, and the
+// workload's uid, which init runs as, cannot enter it).
+func withTrust(spec *InitSpec, r *policy.Resolved, k trustKind, src string) *InitSpec {
 	cp := *spec
-	m := MountSpec{Kind: MountTrust, Path: provider.TrustBundlePath, Source: src, ReadOnly: true, HostClone: os.Getuid() == 0,
-		Over: slices.Clone(trustPaths), Field: "builtin (CA bundle: the policy inspects egress)"}
-	if g := r.Covering(provider.TrustBundlePath); g.Path != "" {
+	m := MountSpec{Kind: MountTrust, Path: k.path, Source: src, ReadOnly: true, HostClone: os.Getuid() == 0,
+		Over: slices.Clone(k.over), Store: k.store, Field: "builtin (" + k.what + ": the policy inspects egress)"}
+	if g := r.Covering(k.path); g.Path != "" {
 		m.Path = ""
-		m.Field = fmt.Sprintf("builtin (CA bundle: not at %s, which %s covers: %s)", provider.TrustBundlePath, g.Field, g.Path)
+		m.Field = fmt.Sprintf("builtin (%s: not at %s, which %s covers: %s)", k.what, k.path, g.Field, g.Path)
 	} else {
-		cp.Landlock.ROFiles = append(slices.Clip(cp.Landlock.ROFiles), provider.TrustBundlePath)
+		cp.Landlock.ROFiles = append(slices.Clip(cp.Landlock.ROFiles), k.path)
 	}
 	cp.Mounts = append(slices.Clip(cp.Mounts), m)
 	return &cp
@@ -151,20 +200,17 @@ func withTrust(spec *InitSpec, r *policy.Resolved, src string) *InitSpec {
 
 // hasTrust reports whether spec binds a trust bundle.
 func hasTrust(spec *InitSpec) bool {
-	return slices.ContainsFunc(spec.Mounts, func(m MountSpec) bool { return m.Kind == MountTrust })
+	return slices.ContainsFunc(spec.Mounts, func(m MountSpec) bool { return m.Kind == MountTrust && !m.Store })
 }
 
-// rewriteTrust replaces the contents of the bundle at path in place (the
-// same inode, which the sandbox's binds show), following no symlink in
-// any component: it must be a regular file of this uid with one link,
+// rewriteTrust replaces the contents of the trust file at path in place
+// (the same inode, which the sandbox's binds show), following no symlink
+// in any component: it must be a regular file of this uid with one link,
 // as writeTrust made it. It is made writable for the write and 0444
 // again after. A reader inside may see a mix of old and new while it
-// is written.
+// is written. An absent file is an error wrapping unix.ENOENT.
 func rewriteTrust(path string, pem []byte) error {
 	fd, err := openNoSymlinks(path)
-	if errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("%s does not exist: the sandbox was made without a CA bundle (its policy did not inspect egress then); recreate it", path)
-	}
 	if err != nil {
 		return err
 	}
@@ -174,7 +220,7 @@ func rewriteTrust(path string, pem []byte) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
-		return fmt.Errorf("%s is not the bundle corral wrote (mode %o, owner %d, %d links)", path, st.Mode, st.Uid, st.Nlink)
+		return fmt.Errorf("%s is not the file corral wrote (mode %o, owner %d, %d links)", path, st.Mode, st.Uid, st.Nlink)
 	}
 	self := fmt.Sprintf("/proc/self/fd/%d", fd)
 	if err := unix.Chmod(self, 0o600); err != nil {

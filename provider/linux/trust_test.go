@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/providertest"
 )
 
 // The CA bundle of a sandbox whose policy inspects egress, at the
@@ -35,11 +37,18 @@ func withTrustPaths(t *testing.T, paths ...string) {
 	t.Cleanup(func() { trustPaths = old })
 }
 
+// withStorePaths points the distro Java store paths at paths.
+func withStorePaths(t *testing.T, paths ...string) {
+	old := storePaths
+	storePaths = paths
+	t.Cleanup(func() { storePaths = old })
+}
+
 // catEach is a script that prints "PATH: " and the first line of each
-// path (or cat's error), one line each.
+// path (or cat's error), one line each, after the trust variables.
 func catEach(paths ...string) string {
 	var b strings.Builder
-	b.WriteString(`echo "SSL_CERT_FILE: $SSL_CERT_FILE"; echo "GIT_SSL_CAINFO: $GIT_SSL_CAINFO"` + "\n")
+	b.WriteString(`echo "SSL_CERT_FILE: $SSL_CERT_FILE"; echo "GIT_SSL_CAINFO: $GIT_SSL_CAINFO"; echo "JAVA_TOOL_OPTIONS: ${JAVA_TOOL_OPTIONS-(unset)}"` + "\n")
 	for _, p := range paths {
 		b.WriteString(`echo "` + p + `: $(head -n1 '` + p + `' 2>&1 | sed 's/^head: //')"` + "\n")
 	}
@@ -57,13 +66,13 @@ func lines(r execResult) map[string]string {
 	return out
 }
 
-// runOnce provisions a per-run sandbox of plan with bundle, starts it,
-// runs script and removes it.
-func runOnce(t *testing.T, plan *provider.Plan, bundle, script string) (execResult, error) {
+// runOnce provisions a per-run sandbox of plan with bundle and store
+// (Trust, TrustStore), starts it, runs script and removes it.
+func runOnce(t *testing.T, plan *provider.Plan, bundle, store, script string) (execResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{Trust: []byte(bundle)})
+	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{Trust: []byte(bundle), TrustStore: []byte(store)})
 	if err != nil {
 		return execResult{}, err
 	}
@@ -86,14 +95,23 @@ func noRunDirs(t *testing.T) {
 	}
 }
 
-// The bundle goes over each distro path that is a readable regular file
-// of a grant, symlinks followed inside the sandbox's root only: a link
-// to a grant's file covers that file; one to a host file outside every
-// grant (absolute, or climbing out with ..) or into /proc covers
-// nothing; a directory, a denied file, an absent name neither. The host
-// sees none of it.
+// The bundle, and the Java store by the same rules, go over each distro
+// path that is a readable regular file of a grant, symlinks followed
+// inside the sandbox's root only: a link to a grant's file covers that
+// file; one to a host file outside every grant (absolute, or climbing
+// out with ..) or into /proc covers nothing; a directory, a denied file,
+// an absent name neither. The host sees none of it. JAVA_TOOL_OPTIONS
+// names the store when no distro path holds it, and is unset when one
+// does.
 func TestTrustPaths(t *testing.T) {
 	needPureGo(t)
+	t.Run("bundle", func(t *testing.T) { testTrustPaths(t, false) })
+	t.Run("store", func(t *testing.T) { testTrustPaths(t, true) })
+}
+
+// testTrustPaths is TestTrustPaths with the test's distro paths those of
+// the bundle (the store's none) or of the store (the bundle's none).
+func testTrustPaths(t *testing.T, store bool) {
 	wd, home := workdirs(t, 65534)
 	outside := filepath.Join(t.TempDir(), "x.crt") // no grant reaches it
 	files := map[string]string{"plain.crt": "plain", "sub/target.crt": "target", "denied.crt": "denied"}
@@ -126,7 +144,16 @@ func TestTrustPaths(t *testing.T) {
 	for _, n := range []string{"absent.crt", "plain.crt", "link.pem", "abs.pem", "escape.pem", "proc.pem", "dir.crt", "denied.crt"} {
 		paths = append(paths, filepath.Join(wd, n))
 	}
-	withTrustPaths(t, paths...)
+	bundle, jks := "bundle-"+provider.NewID(), "store-"+provider.NewID()
+	want, opts := bundle, "-Djavax.net.ssl.trustStore="+provider.JavaTrustStorePath+" -Djavax.net.ssl.trustStoreType=JKS"
+	if store {
+		withTrustPaths(t)
+		withStorePaths(t, paths...)
+		want, opts = jks, "(unset)"
+	} else {
+		withTrustPaths(t, paths...)
+		withStorePaths(t)
+	}
 	before := entries(t, wd)
 	plan, err := planFor(wd, home, func(p *policy.Policy) {
 		inspecting(p)
@@ -140,30 +167,30 @@ func TestTrustPaths(t *testing.T) {
 	}) {
 		t.Errorf("Map says nothing of the CA bundle: %v", plan.Loss)
 	}
-	bundle := "bundle-" + provider.NewID()
-	r, err := runOnce(t, plan, bundle+"\n", catEach(append([]string{provider.TrustBundlePath, filepath.Join(wd, "sub/target.crt")}, paths...)...))
+	r, err := runOnce(t, plan, bundle+"\n", jks+"\n", catEach(append([]string{provider.TrustBundlePath, provider.JavaTrustStorePath, filepath.Join(wd, "sub/target.crt")}, paths...)...))
 	if err != nil || r.err != nil || r.st.Code != 0 {
 		t.Fatalf("sandbox: %v %v %+v %s", err, r.err, r.st, r.stderr)
 	}
 	got := lines(r)
 	t.Logf("inside:\n%s", r.stdout)
-	want := map[string]string{
-		"SSL_CERT_FILE": provider.TrustBundlePath, "GIT_SSL_CAINFO": provider.TrustBundlePath,
-		provider.TrustBundlePath: bundle, "plain.crt": bundle, "link.pem": bundle, "sub/target.crt": bundle,
+	wants := map[string]string{
+		"SSL_CERT_FILE": provider.TrustBundlePath, "GIT_SSL_CAINFO": provider.TrustBundlePath, "JAVA_TOOL_OPTIONS": opts,
+		provider.TrustBundlePath: bundle, provider.JavaTrustStorePath: jks,
+		"plain.crt": want, "link.pem": want, "sub/target.crt": want,
 		"absent.crt": "No such file", "abs.pem": "No such file", "escape.pem": "No such file",
 		"dir.crt": "Is a directory", "denied.crt": "Permission denied",
 	}
-	for k, w := range want {
+	for k, w := range wants {
 		p := k
 		if !strings.HasPrefix(k, "/") && !strings.Contains(k, "_") {
 			p = filepath.Join(wd, k)
 		}
-		if v := got[p]; !strings.Contains(v, w) || w != bundle && strings.Contains(v, bundle) {
+		if v := got[p]; !strings.Contains(v, w) || w != want && strings.Contains(v, want) {
 			t.Errorf("%s inside: %q, want %q", p, v, w)
 		}
 	}
-	if v := got[filepath.Join(wd, "proc.pem")]; strings.Contains(v, bundle) {
-		t.Errorf("the bundle went over /proc through proc.pem: %q", v)
+	if v := got[filepath.Join(wd, "proc.pem")]; strings.Contains(v, want) {
+		t.Errorf("the trust file went over /proc through proc.pem: %q", v)
 	}
 	if b, _ := os.ReadFile(outside); string(b) != "outside\n" {
 		t.Errorf("the host file outside the grants now holds %q", b)
@@ -180,16 +207,19 @@ func TestTrustPaths(t *testing.T) {
 }
 
 // A policy that denies /run (policy resolution refuses grants there): the
-// bundle cannot be at
-// provider.TrustBundlePath, so Map warns, naming the grant, and it goes
-// over the distro paths only, the first of which the variables name; with
-// none of them in the sandbox, Start fails and nothing is left.
+// bundle and the Java store cannot be at provider.TrustBundlePath and
+// JavaTrustStorePath, so Map warns, naming the grant, and they go over
+// the distro paths only, the first of which the variables name; with
+// none of them in the sandbox, Start fails for the bundle and nothing is
+// left, while a store with nowhere to go is no error (nothing names it).
 func TestTrustRunDenied(t *testing.T) {
 	needPureGo(t)
 	wd, home := workdirs(t, 65534)
-	plain := filepath.Join(wd, "plain.crt")
-	if err := os.WriteFile(plain, []byte("plain\n"), 0o644); err != nil {
-		t.Fatal(err)
+	plain, cacerts := filepath.Join(wd, "plain.crt"), filepath.Join(wd, "cacerts")
+	for _, f := range []string{plain, cacerts} {
+		if err := os.WriteFile(f, []byte("plain\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	absent := filepath.Join(wd, "absent.crt")
 	plan, err := planFor(wd, home, func(p *policy.Policy) {
@@ -204,9 +234,15 @@ func TestTrustRunDenied(t *testing.T) {
 	}) {
 		t.Errorf("Map does not warn that /run is denied: %v", plan.Loss)
 	}
+	if !slices.ContainsFunc(plan.Loss, func(l provider.Loss) bool {
+		return l.Severity == provider.SeverityWarning && strings.HasPrefix(l.Field, "filesystem.deny") && strings.Contains(l.Message, provider.JavaTrustStorePath)
+	}) {
+		t.Errorf("Map does not warn that /run is denied, for the Java store: %v", plan.Loss)
+	}
 	withTrustPaths(t, absent, plain)
-	bundle := "bundle-" + provider.NewID()
-	r, err := runOnce(t, plan, bundle+"\n", catEach(provider.TrustBundlePath, plain))
+	withStorePaths(t, absent, cacerts)
+	bundle, store := "bundle-"+provider.NewID(), "store-"+provider.NewID()
+	r, err := runOnce(t, plan, bundle+"\n", store+"\n", catEach(provider.TrustBundlePath, plain, provider.JavaTrustStorePath, cacerts))
 	if err != nil || r.err != nil || r.st.Code != 0 {
 		t.Fatalf("sandbox: %v %v %+v %s", err, r.err, r.st, r.stderr)
 	}
@@ -214,13 +250,24 @@ func TestTrustRunDenied(t *testing.T) {
 	if got["SSL_CERT_FILE"] != plain || got[plain] != bundle || strings.Contains(got[provider.TrustBundlePath], bundle) {
 		t.Errorf("with /run denied: %v, want SSL_CERT_FILE %s holding %s", got, plain, bundle)
 	}
+	if got[cacerts] != store || strings.Contains(got[provider.JavaTrustStorePath], store) || got["JAVA_TOOL_OPTIONS"] != "(unset)" {
+		t.Errorf("with /run denied: %v, want the Java store at %s only, and no JAVA_TOOL_OPTIONS", got, cacerts)
+	}
 	for _, l := range plan.Loss {
-		if strings.Contains(l.Message, provider.TrustBundlePath) {
+		if strings.Contains(l.Message, provider.TrustBundlePath) || strings.Contains(l.Message, provider.JavaTrustStorePath) {
 			t.Logf("Map: %s %s: %s", l.Severity, l.Field, l.Message)
 		}
 	}
+	withStorePaths(t, absent)
+	r, err = runOnce(t, plan, bundle+"\n", store+"\n", catEach(plain, cacerts))
+	if err != nil || r.err != nil || r.st.Code != 0 {
+		t.Fatalf("a sandbox whose Java store has nowhere to go: %v %v %+v %s", err, r.err, r.st, r.stderr)
+	}
+	if got := lines(r); got[plain] != bundle || got[cacerts] != "plain" || got["JAVA_TOOL_OPTIONS"] != "(unset)" {
+		t.Errorf("with nowhere for the Java store: %v, want the bundle at %s, %s as it was, no JAVA_TOOL_OPTIONS", got, plain, cacerts)
+	}
 	withTrustPaths(t, absent)
-	_, err = runOnce(t, plan, bundle+"\n", "true")
+	_, err = runOnce(t, plan, bundle+"\n", store+"\n", "true")
 	t.Logf("Start with nowhere for the bundle: %v", err)
 	if provider.CodeOf(err) != provider.CodeStartFailed || !strings.Contains(err.Error(), "nowhere") || !strings.Contains(err.Error(), "filesystem.deny") {
 		t.Errorf("with nowhere for the bundle: %v, want %s saying why", err, provider.CodeStartFailed)
@@ -228,18 +275,24 @@ func TestTrustRunDenied(t *testing.T) {
 	noRunDirs(t)
 }
 
-// SetTrust rewrites a persistent sandbox's bundle in place: a fresh
-// provider's recovered sandbox shows the new bundle at once, longer or
-// shorter, at every place. It refuses a file that is no longer the one
-// Provision wrote (a symlink, a hard link) without touching what it
-// leads to, and a sandbox made without a bundle.
+// SetTrust rewrites a persistent sandbox's bundle and Java store in
+// place: a fresh provider's recovered sandbox shows the new ones at
+// once, longer or shorter, at every place; a nil store leaves the store
+// as it is. It refuses a file that is no longer the one Provision wrote
+// (a symlink, a hard link) without touching what it leads to, and a
+// sandbox made without a bundle.
 func TestTrustSetTrust(t *testing.T) {
 	needPureGo(t)
-	plan, _ := persistPlan(t, inspecting)
+	plan, wd := persistPlan(t, inspecting)
+	cacerts := filepath.Join(wd, "cacerts")
+	if err := os.WriteFile(cacerts, []byte("plain\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withStorePaths(t, cacerts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	first := "first-" + provider.NewID()
-	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: owner(t), Trust: []byte(first + "\n")})
+	sb, err := New().Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: owner(t), Trust: []byte(first + "\n"), TrustStore: []byte("store-" + first + "\n")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,16 +301,22 @@ func TestTrustSetTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	places := []string{provider.TrustBundlePath, provider.TrustBundlePaths[0]}
-	check := func(s provider.Sandbox, want string) {
+	stores := []string{provider.JavaTrustStorePath, cacerts}
+	check := func(s provider.Sandbox, want, wantStore string) {
 		t.Helper()
-		got := lines(run(t, s, "sh", "-c", catEach(places...)))
+		got := lines(run(t, s, "sh", "-c", catEach(append(places, stores...)...)))
 		for _, p := range places {
 			if got[p] != want {
 				t.Errorf("%s: %q, want %q", p, got[p], want)
 			}
 		}
+		for _, p := range stores {
+			if got[p] != wantStore {
+				t.Errorf("%s: %q, want %q", p, got[p], wantStore)
+			}
+		}
 	}
-	check(sb, first)
+	check(sb, first, "store-"+first)
 	rec, err := New().Recover(ctx, plan, sb.(provider.Persistent).State())
 	if err != nil {
 		t.Fatal(err)
@@ -267,35 +326,46 @@ func TestTrustSetTrust(t *testing.T) {
 		t.Fatalf("a recovered linux sandbox (%T) is no provider.TrustUpdater", rec)
 	}
 	for _, b := range []string{"longer-" + provider.NewID() + provider.NewID() + "\nmore\n", "short\n"} {
-		if err := tu.SetTrust([]byte(b)); err != nil {
+		if err := tu.SetTrust([]byte(b), []byte("store-"+b)); err != nil {
 			t.Fatalf("SetTrust: %v", err)
 		}
-		check(rec, strings.TrimSuffix(strings.SplitN(b, "\n", 2)[0], "\n"))
+		l := strings.SplitN(b, "\n", 2)[0]
+		check(rec, l, "store-"+l)
 	}
-	file := filepath.Join(sb.(*persistent).dir, trustFile)
-	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o444 {
-		t.Errorf("the bundle's file after SetTrust: %v %v, want mode 0444", fi, err)
+	if err := tu.SetTrust([]byte("pem-only\n"), nil); err != nil {
+		t.Fatalf("SetTrust: %v", err)
 	}
-	victim := filepath.Join(t.TempDir(), "victim")
-	if err := os.WriteFile(victim, []byte("victim\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(file, file+".old"); err != nil {
-		t.Fatal(err)
-	}
-	for name, plant := range map[string]func() error{"symlink": func() error { return os.Symlink(victim, file) }, "hard link": func() error { return os.Link(victim, file) }} {
-		os.Remove(file)
-		if err := plant(); err != nil {
+	check(rec, "pem-only", "store-short")
+	for f, attack := range map[string][2][]byte{trustFile: {[]byte("attack\n"), nil}, storeFile: {[]byte("pem-only\n"), []byte("attack\n")}} {
+		file := filepath.Join(sb.(*persistent).dir, f)
+		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o444 {
+			t.Errorf("%s after SetTrust: %v %v, want mode 0444", f, fi, err)
+		}
+		victim := filepath.Join(t.TempDir(), "victim")
+		if err := os.WriteFile(victim, []byte("victim\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := tu.SetTrust([]byte("attack\n")); err == nil {
-			t.Errorf("SetTrust wrote through a %s", name)
+		if err := os.Rename(file, file+".old"); err != nil {
+			t.Fatal(err)
 		}
-		if b, _ := os.ReadFile(victim); string(b) != "victim\n" {
-			t.Errorf("SetTrust through a %s changed its target: %q", name, b)
+		for name, plant := range map[string]func() error{"symlink": func() error { return os.Symlink(victim, file) }, "hard link": func() error { return os.Link(victim, file) }} {
+			os.Remove(file)
+			if err := plant(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tu.SetTrust(attack[0], attack[1]); err == nil {
+				t.Errorf("SetTrust wrote through a %s at %s", name, f)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "victim\n" {
+				t.Errorf("SetTrust through a %s at %s changed its target: %q", name, f, b)
+			}
+		}
+		os.Remove(file)
+		if err := os.Rename(file+".old", file); err != nil {
+			t.Fatal(err)
 		}
 	}
-	check(rec, "short")
+	check(rec, "pem-only", "store-short")
 
 	plain, _ := persistPlan(t, nil)
 	sb2, err := New().Provision(ctx, plain, provider.ProvisionOptions{Persistent: true, Owner: owner(t)})
@@ -306,12 +376,34 @@ func TestTrustSetTrust(t *testing.T) {
 	if err := sb2.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := sb2.(provider.TrustUpdater).SetTrust([]byte("x\n")); err == nil || !strings.Contains(err.Error(), "without a CA bundle") {
+	if err := sb2.(provider.TrustUpdater).SetTrust([]byte("x\n"), nil); err == nil || !strings.Contains(err.Error(), "without a CA bundle") {
 		t.Errorf("SetTrust of a sandbox made without a bundle: %v", err)
 	}
 	if r := run(t, sb2, "sh", "-c", `echo "[$SSL_CERT_FILE]"`); r.stdout != "[]\n" {
 		t.Errorf("a sandbox without a bundle has SSL_CERT_FILE %q", r.stdout)
 	}
+}
+
+// A JVM whose distro store is out of reach (the policy denies
+// /etc/ssl/certs/java, where the host JDK's cacerts leads): the
+// sandbox's Java store is at JavaTrustStorePath alone and
+// JAVA_TOOL_OPTIONS names it, after the options the policy gives, which
+// stay; the host's JVM inside trusts the inspected origin with no
+// option of its own, and does not without JAVA_TOOL_OPTIONS (the
+// conformance suite's InspectedEgress tests the distro path, where
+// nothing is set).
+func TestTrustJava(t *testing.T) {
+	needPureGo(t)
+	h := harness()
+	if !slices.Contains(h.Tools, "java") {
+		t.Skip("no java on PATH: the JVM's trust was not tried (.ci/run installs default-jre-headless)")
+	}
+	h.Tools = []string{"java"}
+	h.Inspect = func(p *policy.Policy) {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, policy.PathRule{Path: filepath.Dir(provider.JavaTrustStorePaths[0])})
+		p.Process.Env.Set = map[string]string{"JAVA_TOOL_OPTIONS": "-Dcorral.test=kept"}
+	}
+	providertest.RunInspected(t, h)
 }
 
 // TestTrustUnprivileged runs the TestTrust tests again as corral-test:
@@ -320,7 +412,11 @@ func TestTrustUnprivileged(t *testing.T) {
 	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
 		t.Skip("not root: the TestTrust tests themselves run unprivileged")
 	}
-	if out := asTestUser(t, "^TestTrust(Paths|RunDenied|SetTrust)$"); strings.Count(out, "--- PASS: TestTrust") != 3 {
+	want := 3
+	if slices.Contains(harness().Tools, "java") {
+		want++ // TestTrustJava too
+	}
+	if out := asTestUser(t, "^TestTrust(Paths|RunDenied|SetTrust|Java)$"); len(regexp.MustCompile(`(?m)^--- PASS: TestTrust`).FindAllString(out, -1)) != want {
 		t.Fatalf("the TestTrust tests as corral-test did not all run:\n%s", out)
 	}
 }

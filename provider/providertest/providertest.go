@@ -53,10 +53,14 @@ type Harness struct {
 	// now (containers, cgroups, state directories, records, sessions):
 	// after Deprovision or a refused Provision it is what it was before.
 	Census func(t *testing.T) []string
-	// Tools are the TLS clients the sandboxes have ("curl", "python3":
-	// the linux provider's see the host's), which the inspected-egress
-	// tests run with no CA option.
+	// Tools are the TLS clients the sandboxes have ("curl", "python3",
+	// "java" on PATH: the linux provider's see the host's), which the
+	// inspected-egress tests run with no CA option.
 	Tools []string
+	// Inspect, if set, changes the inspected-egress tests' policy after
+	// Adjust: an image that has the Tools, say, or the distro Java store
+	// denied, so that JAVA_TOOL_OPTIONS must name the sandbox's.
+	Inspect func(*policy.Policy)
 	// Probe says the test binary's TestMain calls ProbeMain for
 	// ProbeArg: the inspected-egress tests then run a copy of it, granted
 	// read-only, as their Go client inside (it must be static:
@@ -813,6 +817,8 @@ type origin struct {
 	port               int
 	others             atomic.Int64
 	probe              string // the test binary's copy, granted read-only (Harness.Probe)
+	java               string // the Java client's source, granted read-only ("java" in Harness.Tools)
+	javaOpts           string // the JAVA_TOOL_OPTIONS the policy itself gives the workload
 }
 
 // newOrigin starts an origin with a CA of its own, written to a file for
@@ -846,11 +852,13 @@ func newOrigin(t *testing.T) *origin {
 }
 
 // inspectedPlan maps the default policy with network proxy, inspecting
-// o read-only, and granting the probe (Harness.Probe) read-only.
+// o read-only, and granting the probe (Harness.Probe) and the Java
+// client read-only.
 func (s *suite) inspectedPlan(t *testing.T, o *origin) *provider.Plan {
 	t.Helper()
+	dir := PublicDir(t)
 	if s.h.Probe {
-		o.probe = filepath.Join(PublicDir(t), "probe")
+		o.probe = filepath.Join(dir, "probe")
 		b, err := os.ReadFile("/proc/self/exe")
 		if err == nil {
 			err = os.WriteFile(o.probe, b, 0o755)
@@ -859,15 +867,27 @@ func (s *suite) inspectedPlan(t *testing.T, o *origin) *provider.Plan {
 			t.Fatalf("copy the test binary for the probe: %v", err)
 		}
 	}
+	if slices.Contains(s.h.Tools, "java") {
+		o.java = filepath.Join(dir, "TrustProbe.java")
+		if err := os.WriteFile(o.java, []byte(JavaProbe), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r := s.resolveWith(t, policy.NetworkProxy, func(p *policy.Policy) {
 		p.Network.Hosts = map[string]string{inspectedHost: "127.0.0.1"}
 		p.Network.AllowPrivate = []policy.Endpoint{{Host: "127.0.0.1/32"}}
 		p.Network.Allow = []policy.Endpoint{{Host: inspectedHost, Ports: []int{o.port}, Access: policy.HTTPReadOnly}}
 		p.Network.UpstreamCA = o.caFile
-		if o.probe != "" {
-			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, policy.PathRule{Path: filepath.Dir(o.probe)})
+		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, policy.PathRule{Path: dir})
+		if s.h.Inspect != nil {
+			s.h.Inspect(p)
 		}
 	})
+	for _, kv := range r.Env {
+		if v, ok := strings.CutPrefix(kv, "JAVA_TOOL_OPTIONS="); ok {
+			o.javaOpts = v
+		}
+	}
 	plan, loss := s.p.Map(ctxT(t), r)
 	if s.h.NoInspection {
 		if !slices.ContainsFunc(loss, func(l provider.Loss) bool {
@@ -883,29 +903,40 @@ func (s *suite) inspectedPlan(t *testing.T, o *origin) *provider.Plan {
 	return plan
 }
 
-// trustRecorder is a provider that keeps the trust bundle the session
-// passed to its last Provision.
+// trustRecorder is a provider that keeps the trust bundle and Java
+// store the session passed to its last Provision.
 type trustRecorder struct {
 	provider.Provider
-	trust []byte
+	trust, store []byte
 }
 
 func (r *trustRecorder) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
-	r.trust = opts.Trust
+	r.trust, r.store = opts.Trust, opts.TrustStore
 	return r.Provider.Provision(ctx, plan, opts)
 }
 
-// trustScript checks, inside, where the bundle is and that the workload
-// can change none of it, that no private key is readable where Corral
-// puts things, and runs the clients against o: one line per fact.
+// shas are the sha256 (hex) of a sandbox's trust bundle and Java store.
+type shas struct{ bundle, store string }
+
+// shas are r's last ones.
+func (r *trustRecorder) shas() shas { return shas{sha256Hex(r.trust), sha256Hex(r.store)} }
+
+// trustScript checks, inside, where the bundle and the Java store are
+// and that the workload can change none of it, that no private key is
+// readable where Corral puts things, and runs the clients against o: one
+// line per fact.
 func (s *suite) trustScript(o *origin) string {
 	var b strings.Builder
-	// P, the probe (a Go binary, which holds the words), is no key.
-	fmt.Fprintf(&b, "U=%s; B=%s; D=%s; P=%s\n", o.url, provider.TrustBundlePath, provider.TrustBundlePaths[0], o.probe)
+	// P, the probe (a Go binary, which holds the words), is no key. JS:
+	// the Java store and the distro paths of it the sandbox has.
+	fmt.Fprintf(&b, "U=%s; B=%s; D=%s; P=%s; J=%s; JD='%s'\n", o.url, provider.TrustBundlePath, provider.TrustBundlePaths[0], o.probe,
+		provider.JavaTrustStorePath, strings.Join(provider.JavaTrustStorePaths, " "))
 	b.WriteString(`echo "var SSL_CERT_FILE=${SSL_CERT_FILE:-}"
+echo "jto ${JAVA_TOOL_OPTIONS-(unset)}"
+JS="$J $(for f in $JD; do [ -e $f ] && echo $f; done)"
 sha() { sha256sum < "$1" 2>&1 | cut -d' ' -f1; }
 echo evil > /tmp/evil
-for f in $B $D $(ls /.corral/run/ca-bundle.pem 2>/dev/null); do
+for f in $B $D $JS $(ls /.corral/run/ca-bundle.pem /.corral/run/ca-bundle.jks 2>/dev/null); do
   echo "sha $f $(sha $f)"
   (echo x >> $f) 2>/dev/null && echo "tamper append $f"
   (: > $f) 2>/dev/null && echo "tamper truncate $f"
@@ -916,7 +947,7 @@ for f in $B $D $(ls /.corral/run/ca-bundle.pem 2>/dev/null); do
   umount $f 2>/dev/null && echo "tamper umount $f"
 done
 mv /run/corral /tmp/rc 2>/dev/null && echo "tamper mv /run/corral"
-for f in $B $D; do echo "after $f $(sha $f)"; done
+for f in $B $D $JS; do echo "after $f $(sha $f)"; done
 echo "keys $(grep -rl 'PRIVATE KEY' /run /etc/ssl /tmp /.corral "$HOME" "$PWD" 2>/dev/null | grep -vx "$P" | tr '\n' ' ')"
 `)
 	if slices.Contains(s.h.Tools, "curl") {
@@ -936,8 +967,47 @@ env -u SSL_CERT_FILE -u REQUESTS_CA_BUNDLE python3 -c "$py" python-noenv $U
 	if o.probe != "" {
 		fmt.Fprintf(&b, "%s %s go $U\nenv -u SSL_CERT_FILE %s %s go-noenv $U\n", o.probe, ProbeArg, o.probe, ProbeArg)
 	}
+	if o.java != "" {
+		fmt.Fprintf(&b, "java %s java $U\nenv -u JAVA_TOOL_OPTIONS java %s java-noenv $U\n", o.java, o.java)
+	}
 	return b.String()
 }
+
+// JavaProbe is the Java client (a single-file source, run as `java
+// TrustProbe.java NAME URL`, JDK 11+): with java.net.http's defaults
+// (the JVM's trust store, which the sandbox's is, by a distro path or
+// JAVA_TOOL_OPTIONS) and the proxy of HTTPS_PROXY (which Java does not
+// read itself, so it is set as a user would), it GETs and POSTs URL and
+// prints "NAME BODY GETCODE POSTCODE", or "NAME ERROR ..." for a request
+// that failed.
+const JavaProbe = `import java.net.*;
+import java.net.http.*;
+import java.time.Duration;
+
+public class TrustProbe {
+  public static void main(String[] a) {
+    try {
+      HttpClient.Builder b = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(30));
+      String pv = System.getenv("HTTPS_PROXY");
+      if (pv != null) {
+        URI p = URI.create(pv);
+        b.proxy(ProxySelector.of(new InetSocketAddress(p.getHost(), p.getPort())));
+      }
+      HttpClient c = b.build();
+      URI u = URI.create(a[1]);
+      HttpResponse<String> get = c.send(HttpRequest.newBuilder(u).timeout(Duration.ofSeconds(60)).build(), HttpResponse.BodyHandlers.ofString());
+      HttpResponse<Void> post = c.send(HttpRequest.newBuilder(u).timeout(Duration.ofSeconds(60)).POST(HttpRequest.BodyPublishers.ofString("x")).build(), HttpResponse.BodyHandlers.discarding());
+      System.out.println(a[0] + " " + get.body() + " " + get.statusCode() + " " + post.statusCode());
+    } catch (Exception e) {
+      System.out.println(a[0] + " ERROR " + String.valueOf(e).replaceAll("\\s+", " "));
+    }
+  }
+}
+`
+
+// javaOptions is what provider.WithTrustEnv appends to the workload's
+// JAVA_TOOL_OPTIONS when no distro path holds the Java store.
+const javaOptions = "-Djavax.net.ssl.trustStore=" + provider.JavaTrustStorePath + " -Djavax.net.ssl.trustStoreType=JKS"
 
 // runTrust runs trustScript in sess and returns its lines by their first
 // word ("sha /run/corral/ca-bundle.pem" keys the first two).
@@ -967,22 +1037,47 @@ func (s *suite) runTrust(t *testing.T, sess *session.Session, o *origin) map[str
 	return lines
 }
 
-// checkTrust checks runTrust's lines: the bundle (sha256 want, or any
-// but notWant) at TrustBundlePath and the distro path, unchanged by
-// every attempt, named by SSL_CERT_FILE; no key; GET through the proxy
-// trusted by every client, with and without the variables; POST refused
-// by the proxy (403), never reaching o. It returns the bundle's sha256.
-func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, want, notWant string) string {
+// checkTrust checks runTrust's lines: the bundle and the Java store
+// (sha256 want's, or any but notWant's) at TrustBundlePath, the distro
+// path and JavaTrustStorePath, unchanged by every attempt; each distro
+// Java store path the sandbox has unchanged too, the store or not;
+// SSL_CERT_FILE naming the bundle, and JAVA_TOOL_OPTIONS the store (after
+// the policy's own options) only when no distro path holds it; no key;
+// GET through the proxy trusted by every client, with and without the
+// variables (the JVM without JAVA_TOOL_OPTIONS only when a distro path
+// holds the store); POST refused by the proxy (403), never reaching o.
+// It returns what it found.
+func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, want, notWant shas) shas {
 	t.Helper()
-	b, d := provider.TrustBundlePath, provider.TrustBundlePaths[0]
-	got := lines["sha "+b]
-	if got != want && want != "" || got == notWant || len(got) != 64 {
-		t.Errorf("%s in the sandbox has sha256 %q, want %q (not %q)", b, got, want, notWant)
+	b, d, j := provider.TrustBundlePath, provider.TrustBundlePaths[0], provider.JavaTrustStorePath
+	got := shas{lines["sha "+b], lines["sha "+j]}
+	for _, c := range []struct{ what, got, want, notWant string }{{b, got.bundle, want.bundle, notWant.bundle}, {j, got.store, want.store, notWant.store}} {
+		if c.got != c.want && c.want != "" || c.got == c.notWant || len(c.got) != 64 {
+			t.Errorf("%s in the sandbox has sha256 %q, want %q (not %q)", c.what, c.got, c.want, c.notWant)
+		}
 	}
 	for _, f := range []string{b, d} {
-		if lines["sha "+f] != got || lines["after "+f] != got {
-			t.Errorf("%s: sha256 %q before the attacks and %q after, want the bundle's %q", f, lines["sha "+f], lines["after "+f], got)
+		if lines["sha "+f] != got.bundle || lines["after "+f] != got.bundle {
+			t.Errorf("%s: sha256 %q before the attacks and %q after, want the bundle's %q", f, lines["sha "+f], lines["after "+f], got.bundle)
 		}
+	}
+	distro := false // a distro Java store path holds the store
+	for _, f := range append([]string{j}, provider.JavaTrustStorePaths...) {
+		before, ok := lines["sha "+f]
+		if !ok {
+			continue // not in the sandbox
+		}
+		if lines["after "+f] != before {
+			t.Errorf("%s: sha256 %q before the attacks and %q after", f, before, lines["after "+f])
+		}
+		distro = distro || f != j && before == got.store
+	}
+	wantOpts := "(unset)"
+	if !distro {
+		wantOpts = strings.TrimSpace(o.javaOpts + " " + javaOptions)
+	}
+	if v := lines["jto"]; v != wantOpts {
+		t.Errorf("the workload's JAVA_TOOL_OPTIONS %q, want %q (a distro path holds the Java store: %v)", v, wantOpts, distro)
 	}
 	for k, v := range lines {
 		if strings.HasPrefix(k, "tamper ") {
@@ -1010,6 +1105,19 @@ func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, wan
 			t.Errorf("%s: %q, want %q", k, lines[k], w)
 		}
 	}
+	t.Run("Java", func(t *testing.T) {
+		if o.java == "" {
+			t.Skipf("no java in %s's sandboxes here (Harness.Tools): the JVM's trust was not tried", s.p.Name())
+		}
+		if w := o.token + " 200 403"; lines["java"] != w {
+			t.Errorf("java: %q, want %q", lines["java"], w)
+		}
+		if v := lines["java-noenv"]; distro && v != lines["java"] {
+			t.Errorf("java-noenv: %q, want what java got: a distro path holds the Java store", v)
+		} else if !distro && (!strings.HasPrefix(v, "ERROR") || !strings.Contains(v, "SSLHandshakeException")) {
+			t.Errorf("java-noenv: %q, want a TLS handshake error: no distro path holds the Java store, so without JAVA_TOOL_OPTIONS the JVM trusts only its own", v)
+		}
+	})
 	if n := o.others.Load(); n != 0 {
 		t.Errorf("%d requests other than GET reached the origin: the proxy let a read-only rule's POST through", n)
 	}
@@ -1060,7 +1168,7 @@ func (s *suite) testInspected(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sess.Close() })
 	checkBundle(t, rec.trust)
-	s.checkTrust(t, s.runTrust(t, sess, o), o, sha256Hex(rec.trust), "")
+	s.checkTrust(t, s.runTrust(t, sess, o), o, rec.shas(), shas{})
 	if err := sess.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
@@ -1080,7 +1188,7 @@ func (s *suite) testInspectedRecovered(t *testing.T) {
 		t.Fatalf("session.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = sess.Close() })
-	first := ps.checkTrust(t, ps.runTrust(t, sess, o), o, sha256Hex(rec.trust), "")
+	first := ps.checkTrust(t, ps.runTrust(t, sess, o), o, rec.shas(), shas{})
 	state := sess.Sandbox().(provider.Persistent).State()
 	// What the first process lets go of when it exits: its proxy and
 	// its copy of the sandbox's egress listener (whose accept loop would
@@ -1100,7 +1208,7 @@ func (s *suite) testInspectedRecovered(t *testing.T) {
 		t.Fatalf("session.Recover: %v", err)
 	}
 	t.Cleanup(func() { _ = sess2.Close() })
-	ps.checkTrust(t, ps.runTrust(t, sess2, o), o, "", first)
+	ps.checkTrust(t, ps.runTrust(t, sess2, o), o, shas{}, first)
 	if err := sess2.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
