@@ -72,7 +72,7 @@ type ProvisionOptions struct {
 	// sandbox's TLS clients must trust: the host's roots and the
 	// sandbox's egress CA (never its key). The provider shows it
 	// read-only at TrustBundlePath and over the distro bundle paths
-	// (TrustBundlePaths) and sets TrustEnv; a provider that cannot
+	// (TrustBundlePaths) and sets its variables (WithTrustEnv); a provider that cannot
 	// reports an error loss for an inspected policy in Map.
 	Trust []byte
 	// TrustStore is the same trust as a Java KeyStore (internal/jks,

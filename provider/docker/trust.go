@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/trustfile"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -306,15 +307,7 @@ func (s *Sandbox) addTrust(pem, store []byte) error {
 			continue
 		}
 		src := filepath.Join(s.state, k.file)
-		f, err := os.OpenFile(src, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := trustfile.Create(src, data, 0o644); err != nil {
 			return err
 		}
 		*tr = &Trust{Source: src, Targets: (*tr).Targets}
@@ -343,33 +336,11 @@ func (s *Sandbox) SetTrust(pem, store []byte) error {
 		if *tr == nil || k.store && data == nil {
 			continue
 		}
-		if err := rewriteTrust(filepath.Join(s.state, k.file), data); err != nil {
+		if err := trustfile.Rewrite(filepath.Join(s.state, k.file), data); err != nil {
 			return provider.Wrap(provider.CodeInternal, "docker sandbox "+s.id+": "+k.what, err)
 		}
 	}
 	return nil
-}
-
-// rewriteTrust replaces the contents of the trust file at path (in a
-// state dir of this uid) in place, never through a symlink: it must be a
-// regular file of this uid with one link, as addTrust made it.
-func rewriteTrust(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Getuid() {
-		return fmt.Errorf("%s is not the file corral wrote (mode %o, owner %d, %d links)", path, st.Mode, st.Uid, st.Nlink)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		return err
-	}
-	return f.Truncate(int64(len(data)))
 }
 
 // verifyTrust checks from outside that every target of a trust file

@@ -24,6 +24,7 @@ import (
 	"github.com/corral-sandbox/corral/internal/placeholder"
 	"github.com/corral-sandbox/corral/internal/procstat"
 	"github.com/corral-sandbox/corral/internal/trust"
+	"github.com/corral-sandbox/corral/internal/trustfile"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
@@ -549,7 +550,7 @@ func (s *persistent) SetTrust(pem, store []byte) error {
 		if k.store && data == nil {
 			continue
 		}
-		err := rewriteTrust(filepath.Join(s.dir, k.file), data)
+		err := trustfile.Rewrite(filepath.Join(s.dir, k.file), data)
 		switch {
 		case k.store && errors.Is(err, unix.ENOENT): // made without one: nothing shows it
 		case errors.Is(err, unix.ENOENT):

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/trust"
+	"github.com/corral-sandbox/corral/internal/trustfile"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -154,29 +155,12 @@ func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem, store []byte
 			continue
 		}
 		src := filepath.Join(dir, k.file)
-		if err := writeTrust(src, data); err != nil {
+		if err := trustfile.Create(src, data, 0o444); err != nil {
 			return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: "+k.what, err)
 		}
 		spec = withTrust(spec, r, k, src)
 	}
 	return spec, nil
-}
-
-// writeTrust creates path (in a state directory just made, of this uid,
-// 0700) holding data, 0444.
-func writeTrust(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
 }
 
 // withTrust is a copy of spec that binds the trust file of kind k at src
@@ -201,42 +185,4 @@ func withTrust(spec *InitSpec, r *policy.Resolved, k trustKind, src string) *Ini
 // hasTrust reports whether spec binds a trust bundle.
 func hasTrust(spec *InitSpec) bool {
 	return slices.ContainsFunc(spec.Mounts, func(m MountSpec) bool { return m.Kind == MountTrust && !m.Store })
-}
-
-// rewriteTrust replaces the contents of the trust file at path in place
-// (the same inode, which the sandbox's binds show), following no symlink
-// in any component: it must be a regular file of this uid with one link,
-// as writeTrust made it. It is made writable for the write and 0444
-// again after. A reader inside may see a mix of old and new while it
-// is written. An absent file is an error wrapping unix.ENOENT.
-func rewriteTrust(path string, pem []byte) error {
-	fd, err := openNoSymlinks(path)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
-		return fmt.Errorf("%s is not the file corral wrote (mode %o, owner %d, %d links)", path, st.Mode, st.Uid, st.Nlink)
-	}
-	self := fmt.Sprintf("/proc/self/fd/%d", fd)
-	if err := unix.Chmod(self, 0o600); err != nil {
-		return err
-	}
-	defer unix.Chmod(self, 0o444)
-	w, err := os.OpenFile(self, os.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = w.WriteAt(pem, 0)
-	if err == nil {
-		err = w.Truncate(int64(len(pem)))
-	}
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
