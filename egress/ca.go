@@ -23,14 +23,15 @@ import (
 
 // CA is one sandbox's interception authority. Its root is ECDSA P-256,
 // minted by NewCA; the private key exists only in this process's memory
-// (never written anywhere). The root is name-constrained (RFC 5280
-// §4.2.1.10, critical) to the hosts of the policy's inspected allow
-// rules: a name rule permits that DNS name — and excludes the names below
-// it, which RFC 5280 would let it vouch for too, unless a wildcard rule
-// covers them —, a wildcard rule the subtree below its domain (any depth:
-// X.509 cannot say "one label"), an IP or CIDR rule that range; with no
-// IP rule every IP address is excluded. A leaked key
-// can therefore impersonate nothing else to a client that enforces name
+// (never written anywhere). The root is limited to server authentication
+// (EKU) and name-constrained (RFC 5280 §4.2.1.10, critical) to the hosts
+// of the policy's inspected allow rules: a name rule permits that DNS
+// name and excludes the names below it (which RFC 5280 would let it
+// vouch for too) unless a wildcard rule covers them; a wildcard rule
+// permits the subtree below its domain (any depth: X.509 cannot say "one
+// label"); an IP or CIDR rule permits that range. With no IP rule every
+// IP address is excluded, with no name rule every name. A leaked key can
+// therefore impersonate nothing else to a client that enforces name
 // constraints (Go, OpenSSL 3, GnuTLS, Python, Node do).
 //
 // Leaves are P-256 too, share one key (as mitmproxy and sandbox-runtime
@@ -125,6 +126,16 @@ func NewCA(p Policy) (*CA, error) {
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         c.dns,
 		ExcludedDNSDomains:          c.below(),
+		// Server certificates only: a leaked key mints no client or
+		// code-signing certificate a verifier that checks the chain's
+		// EKU (Go, OpenSSL) accepts.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if len(c.dns) == 0 {
+		// Only IPs inspected: an empty permitted list constrains
+		// nothing, so every name is excluded ("" matches them all,
+		// RFC 5280 §4.2.1.10 as Go and OpenSSL read it).
+		tmpl.ExcludedDNSDomains = []string{""}
 	}
 	for _, p := range c.ips {
 		tmpl.PermittedIPRanges = append(tmpl.PermittedIPRanges, ipNet(p))

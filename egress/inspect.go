@@ -11,7 +11,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -50,6 +52,10 @@ type inspector struct {
 	roots *x509.CertPool
 
 	conns sync.Map // *tls.Conn -> *intercepted
+	// upSem bounds the upstream connections of all hosts together
+	// (Config.MaxConns): each client connection may carry many HTTP/2
+	// streams, and a wildcard rule many hosts.
+	upSem chan struct{}
 	// ticketKey encrypts the session tickets clients resume with
 	// (in memory only, like the CA's key): every connection's config is
 	// its own, so without a shared key none could be resumed.
@@ -74,17 +80,20 @@ const maxALPNCache = 1024
 // newInspector makes the interception half of a proxy whose policy
 // inspects a host (New, before the proxy serves anything).
 func newInspector(p *Proxy) *inspector {
-	in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots}
+	in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots, upSem: make(chan struct{}, p.cfg.MaxConns)}
 	rand.Read(in.ticketKey[:])
 	if in.roots == nil {
 		in.roots, _ = x509.SystemCertPool()
 	}
 	in.tr = &http.Transport{
-		DialContext:         in.dialUpstream,
-		TLSClientConfig:     &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:   true,
-		DisableCompression:  true,
-		MaxIdleConns:        256,
+		DialContext:        in.dialUpstream,
+		TLSClientConfig:    &tls.Config{RootCAs: in.roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:  true,
+		DisableCompression: true,
+		MaxIdleConns:       256,
+		// An h2 upstream's stream limit is honoured (requests wait),
+		// not worked around with more connections (upSem bounds those).
+		HTTP2:               &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 		MaxIdleConnsPerHost: 64,
 		// Response heads are bounded like the plain path's (headLimit).
 		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes),
@@ -94,11 +103,12 @@ func newInspector(p *Proxy) *inspector {
 		ResponseHeaderTimeout:  0, // long polls and slow model calls are fine; the client's side bounds them
 	}
 	in.rp = &httputil.ReverseProxy{
-		Rewrite:      in.rewrite,
-		Transport:    in.tr,
-		ErrorHandler: in.upstreamError,
-		BufferPool:   copyBuffers{},
-		ErrorLog:     log.New(io.Discard, "", 0),
+		Rewrite:        in.rewrite,
+		Transport:      in.tr,
+		ErrorHandler:   in.upstreamError,
+		BufferPool:     copyBuffers{},
+		ErrorLog:       log.New(io.Discard, "", 0),
+		ModifyResponse: in.logUpgrade,
 	}
 	in.ln = &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
 	protos := new(http.Protocols)
@@ -209,25 +219,9 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(http.StatusMethodNotAllowed, "CONNECT inside an inspected connection is not relayed", "", "")
 		return
 	}
-	if up := r.Header.Get("Upgrade"); up != "" && !strings.EqualFold(up, "websocket") {
-		// After a 101 the bytes are opaque: an h2c (or any other)
-		// upgrade would carry requests no rule ever sees.
-		deny(http.StatusForbidden, "Upgrade "+strconv.Quote(clip(up))+" is not relayed to an inspected host (only websocket is)", "", "")
-		return
-	}
-	cpath, err := l7.CanonicalPath(r.URL.EscapedPath())
-	if err != nil {
-		deny(http.StatusBadRequest, err.Error(), "", "")
-		return
-	}
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		deny(http.StatusBadRequest, "query is not validly encoded: "+err.Error(), "", "")
-		return
-	}
-	dec, hint := ic.rules.decide(r.Method, cpath, query)
-	if !dec.Allowed {
-		deny(http.StatusForbidden, dec.Reason, dec.Rule, hint)
+	dec, hint, status := ic.rules.check(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Values)
+	if status != 0 {
+		deny(status, dec.Reason, dec.Rule, hint)
 		return
 	}
 	d.Rule += "; " + dec.Rule
@@ -235,11 +229,21 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cw := &countWriter{ResponseWriter: w}
 	var body *countReader
 	if r.Body != nil && r.Body != http.NoBody {
-		body = &countReader{ReadCloser: r.Body}
+		body = &countReader{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout}
 		r.Body = body
 	}
 	ctx := context.WithValue(r.Context(), decisionKey{}, d)
+	// The address this request went to, on the handler's goroutine
+	// (a reused upstream connection is dialled by no one).
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(gi httptrace.GotConnInfo) {
+		if a, err := netip.ParseAddrPort(gi.Conn.RemoteAddr().String()); err == nil {
+			d.Addr = a
+		}
+	}})
 	in.rp.ServeHTTP(cw, r.WithContext(ctx))
+	if cw.status == http.StatusSwitchingProtocols {
+		return // recorded when the upgrade was relayed (logUpgrade)
+	}
 	if d.Status == 0 {
 		d.Status = cw.status
 	}
@@ -257,6 +261,17 @@ func (in *inspector) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = hostPort(ic.t.host, ic.t.port)
 	pr.Out.Host = pr.In.Host
+}
+
+// logUpgrade records an allowed upgrade (a WebSocket) when its 101 is
+// relayed: the connection may stay open for the session's life, and the
+// record must not wait for its end.
+func (in *inspector) logUpgrade(res *http.Response) error {
+	if d, ok := res.Request.Context().Value(decisionKey{}).(*Decision); ok && res.StatusCode == http.StatusSwitchingProtocols {
+		d.Status = http.StatusSwitchingProtocols
+		in.p.log(d)
+	}
+	return nil
 }
 
 // upstreamError answers 502 with the reason (an invalid upstream
@@ -325,14 +340,17 @@ func (in *inspector) dialUpstream(ctx context.Context, network, addr string) (ne
 	if status != 0 {
 		return nil, errors.New(d.Reason)
 	}
-	c, ap, err := in.p.dial(addrs, port)
+	select {
+	case in.upSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c, _, err := in.p.dial(addrs, port)
 	if err != nil {
+		<-in.upSem
 		return nil, err
 	}
-	if dd, ok := ctx.Value(decisionKey{}).(*Decision); ok {
-		dd.Addr = ap
-	}
-	return &upConn{Conn: c, p: in.p}, nil
+	return &upConn{Conn: c, p: in.p, sem: in.upSem}, nil
 }
 
 // upstreamProto is the protocol the upstream of t negotiates when offered
@@ -376,6 +394,51 @@ type admitted []*compiledRule
 // inspected reports whether the target's TLS is terminated.
 func (a admitted) inspected() bool { return len(a) > 0 && a[0].inspect }
 
+// check decides one request to a host with L7 rules, inspected or plain
+// HTTP alike, from its method, escaped path, raw query and header values
+// (by name). It refuses, with the status to answer (0: allowed):
+//   - an Upgrade other than websocket (403): after the 101 the bytes are
+//     opaque, and h2c would carry requests no rule ever sees;
+//   - X-Original-URL or X-Rewrite-URL (403): servers that honour them
+//     (IIS's URL rewrite, Laminas) serve that path instead of the one
+//     decided;
+//   - a path that is not canonical or a query not validly encoded (400);
+//   - a method the rules refuse (403), and so for every method that
+//     X-HTTP-Method-Override, X-HTTP-Method or X-Method-Override names
+//     (Google APIs, Express, Symfony and ASP.NET turn a POST into it).
+func (a admitted) check(method, escapedPath, rawQuery string, header func(string) []string) (l7.Decision, string, int) {
+	for _, up := range header("Upgrade") {
+		if !strings.EqualFold(strings.TrimSpace(up), "websocket") {
+			return l7.Decision{Reason: "Upgrade " + strconv.Quote(clip(up)) + " is not relayed to a host with L7 rules (only websocket is)"}, "", http.StatusForbidden
+		}
+	}
+	for _, h := range []string{"X-Original-URL", "X-Rewrite-URL"} {
+		if len(header(h)) > 0 {
+			return l7.Decision{Reason: h + " would make a server serve another path than the one decided"}, "", http.StatusForbidden
+		}
+	}
+	cpath, err := l7.CanonicalPath(escapedPath)
+	if err != nil {
+		return l7.Decision{Reason: err.Error()}, "", http.StatusBadRequest
+	}
+	query, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return l7.Decision{Reason: "query is not validly encoded: " + err.Error()}, "", http.StatusBadRequest
+	}
+	dec, hint := a.decide(method, cpath, query)
+	for _, h := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		for _, m := range header(h) {
+			if dec.Allowed {
+				dec, hint = a.decide(strings.ToUpper(strings.TrimSpace(m)), cpath, query)
+			}
+		}
+	}
+	if !dec.Allowed {
+		return dec, hint, http.StatusForbidden
+	}
+	return dec, "", 0
+}
+
 // decide applies the L7 rules of every inspected rule in a: the first
 // refusal wins; hint is the policy change that would allow the request.
 func (a admitted) decide(method, path string, query url.Values) (dec l7.Decision, hint string) {
@@ -409,12 +472,16 @@ func (p *Proxy) enter() bool {
 type upConn struct {
 	net.Conn
 	p    *Proxy
+	sem  chan struct{} // released on Close
 	once sync.Once
 }
 
 func (c *upConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.p.untrack(c.Conn) })
+	c.once.Do(func() {
+		c.p.untrack(c.Conn)
+		<-c.sem
+	})
 	return err
 }
 
@@ -500,14 +567,24 @@ func (w *countWriter) Write(b []byte) (int, error) {
 
 func (w *countWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// countReader counts a request body's bytes and gives each read the
+// proxy's idle timeout (a stalled body would hold its connection
+// forever), lifted again at the end so that a long response after the
+// body (a streamed model answer) is not cut.
 type countReader struct {
 	io.ReadCloser
-	n atomic.Int64
+	n    atomic.Int64
+	rc   *http.ResponseController
+	idle time.Duration
 }
 
 func (r *countReader) Read(b []byte) (int, error) {
+	r.rc.SetReadDeadline(time.Now().Add(r.idle))
 	n, err := r.ReadCloser.Read(b)
 	r.n.Add(int64(n))
+	if err == io.EOF {
+		r.rc.SetReadDeadline(time.Time{})
+	}
 	return n, err
 }
 

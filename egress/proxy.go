@@ -32,13 +32,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/corral-sandbox/corral/egress/l7"
 )
 
 // Decision is one egress decision, passed to Config.Log.
@@ -286,7 +283,7 @@ func (p *Proxy) log(d *Decision) {
 		e := *d
 		// Reasons and URLs may quote what the client sent: bounded, so
 		// a workload cannot grow the log or its consumers at will.
-		e.Reason, e.URL, e.Host = clip(e.Reason), clip(e.URL), clip(e.Host)
+		e.Reason, e.URL, e.Host, e.Method, e.Hint = clip(e.Reason), clip(e.URL), clip(e.Host), clip(e.Method), clip(e.Hint)
 		p.cfg.Log(e)
 	}
 }
@@ -633,21 +630,13 @@ func (s *session) handle(r *request) bool {
 		// Plain HTTP to a host with L7 rules: decided like an
 		// inspected request, on the path the upstream will read.
 		escaped, rawQuery, _ := strings.Cut(path, "?")
-		cpath, err := l7.CanonicalPath(escaped)
-		var query url.Values
-		if err == nil {
-			query, err = url.ParseQuery(rawQuery)
+		dec, hint, status := rules.check(r.method, escaped, rawQuery, r.values)
+		if dec.Rule != "" {
+			d.Rule += "; " + dec.Rule
 		}
-		if err != nil {
-			d.Reason = err.Error()
-			s.deny(d, 400)
-			return false
-		}
-		dec, hint := rules.decide(r.method, cpath, query)
-		d.Rule += "; " + dec.Rule
-		if !dec.Allowed {
+		if status != 0 {
 			d.Reason, d.Hint = dec.Reason, hint
-			s.deny(d, 403)
+			s.deny(d, status)
 			return false
 		}
 	}

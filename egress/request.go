@@ -26,6 +26,18 @@ type request struct {
 	expect        string
 }
 
+// values returns the values of the header fields named name (compared
+// without case), in order.
+func (r *request) values(name string) []string {
+	var out []string
+	for _, h := range r.headers {
+		if strings.EqualFold(h.name, name) {
+			out = append(out, h.value)
+		}
+	}
+	return out
+}
+
 // httpError is a malformed-request condition answered with status.
 type httpError struct {
 	status int

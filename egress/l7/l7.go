@@ -146,6 +146,9 @@ func Compile(access string, rules, deny []Rule) (*Set, error) {
 			}
 			if l.name == "deny_rules" { // see Decide
 				c.path = foldPath(c.path)
+				for i := range c.query {
+					c.query[i].name = fold(c.query[i].name)
+				}
 			}
 			c.text = fmt.Sprintf("%s[%d] %s", l.name, i, c.text)
 			*l.out = append(*l.out, c)
@@ -194,7 +197,7 @@ func foldPath(segs []string) []string {
 	}
 	out := make([]string, 0, len(segs))
 	for _, s := range segs {
-		out = append(out, strings.ToLower(s))
+		out = append(out, fold(s))
 	}
 	if len(out) > 1 && out[len(out)-1] == "" {
 		out = out[:len(out)-1]
@@ -226,20 +229,30 @@ type Decision struct {
 // path (CanonicalPath), query its parameters.
 //
 // Deny rules match more than they say, allow rules exactly: a deny rule's
-// method and path compare without case and a trailing "/" is ignored, so
-// a server that reads /ADMIN/ as /admin (IIS, many frameworks) or
-// "delete" as DELETE is not a way around one.
+// method, path and query names compare without case (Unicode simple
+// folding: "ſ" is "s", as Java's equalsIgnoreCase and .NET read it) and a
+// trailing "/" is ignored, so a server that reads /ADMIN/ as /admin
+// (IIS, many frameworks) or "delete" as DELETE is not a way around one;
+// and a deny rule's query matcher holds when any value of the parameter
+// matches (?force=no&force=true is denied by {force: "true"}), where an
+// allow rule's needs every value to.
 func (s *Set) Decide(method, path string, query url.Values) Decision {
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	folded := strings.Split(strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(path), "/"), "/"), "/")
-	for _, c := range s.deny {
-		if c.match(strings.ToUpper(method), folded, query) {
-			return Decision{Rule: c.text, Reason: "denied by " + c.text, Hint: "remove " + c.text}
+	if len(s.deny) > 0 {
+		folded := strings.Split(strings.TrimPrefix(strings.TrimSuffix(fold(path), "/"), "/"), "/")
+		fq := url.Values{}
+		for k, v := range query {
+			fq[fold(k)] = append(fq[fold(k)], v...)
+		}
+		for _, c := range s.deny {
+			if c.match(strings.ToUpper(method), folded, fq, true) {
+				return Decision{Rule: c.text, Reason: "denied by " + c.text, Hint: "remove " + c.text}
+			}
 		}
 	}
 	if len(s.rules) > 0 {
 		for _, c := range s.rules {
-			if c.match(method, segs, query) {
+			if c.match(method, segs, query, false) {
 				return Decision{Allowed: true, Rule: c.text}
 			}
 		}
@@ -256,7 +269,10 @@ func (s *Set) Decide(method, path string, query url.Values) Decision {
 	return Decision{Allowed: true, Rule: "access " + cmp(s.access, Full)}
 }
 
-func (c *compiled) match(method string, segs []string, query url.Values) bool {
+// match reports whether the request matches c: its method, its path
+// segments and, for each query matcher, the parameter's values — every
+// one of them, or with anyValue (deny rules) at least one.
+func (c *compiled) match(method string, segs []string, query url.Values, anyValue bool) bool {
 	if c.method != "*" && c.method != method {
 		return false
 	}
@@ -264,18 +280,24 @@ func (c *compiled) match(method string, segs []string, query url.Values) bool {
 		return false
 	}
 	for _, q := range c.query {
-		vals, ok := query[q.name]
-		if !ok {
-			return false
-		}
+		vals := query[q.name]
+		hits := 0
 		for _, v := range vals {
-			if !anyGlob(q.globs, v) {
-				return false
+			if anyGlob(q.globs, v) {
+				hits++
 			}
+		}
+		if len(vals) == 0 || anyValue && hits == 0 || !anyValue && hits < len(vals) {
+			return false
 		}
 	}
 	return true
 }
+
+// fold is s lowercased after uppercasing, so that characters whose upper
+// case is ASCII ("ſ", the Kelvin sign) fold as servers that compare
+// upper-cased strings see them.
+func fold(s string) string { return strings.ToLower(strings.ToUpper(s)) }
 
 func anyGlob(globs []string, v string) bool {
 	for _, g := range globs {
@@ -286,49 +308,59 @@ func anyGlob(globs []string, v string) bool {
 	return false
 }
 
-// matchSegs matches path segments against glob segments; "**" matches
-// zero or more segments.
+// matchSegs matches path segments against glob segments, where "**"
+// matches any number of segments and any other glob exactly one. Like
+// globMatch it backtracks only to the last "**" seen, so a match costs
+// at most len(pat)*len(segs) segment comparisons, whatever the request
+// (a recursive matcher's cost grew as a power of the wildcards).
 func matchSegs(pat, segs []string) bool {
-	if len(pat) == 0 {
-		return len(segs) == 0
-	}
-	if pat[0] == "**" {
-		for i := 0; i <= len(segs); i++ {
-			if matchSegs(pat[1:], segs[i:]) {
-				return true
-			}
+	pi, si, star, mark := 0, 0, -1, 0
+	for si < len(segs) {
+		switch {
+		case pi < len(pat) && pat[pi] == "**":
+			star, mark = pi, si
+			pi++
+		case pi < len(pat) && globMatch(pat[pi], segs[si]):
+			pi++
+			si++
+		case star >= 0:
+			pi, mark = star+1, mark+1
+			si = mark
+		default:
+			return false
 		}
-		return false
 	}
-	return len(segs) > 0 && globMatch(pat[0], segs[0]) && matchSegs(pat[1:], segs[1:])
+	for pi < len(pat) && pat[pi] == "**" {
+		pi++
+	}
+	return pi == len(pat)
 }
 
 // globMatch matches s against g, where '*' is any run of characters and
 // every other character is itself (path.Match would give '?', '[' and
-// '\' meanings a policy author does not expect in a URL).
+// '\' meanings a policy author does not expect in a URL); at most
+// len(g)*len(s) steps.
 func globMatch(g, s string) bool {
-	for {
-		star := strings.IndexByte(g, '*')
-		if star < 0 {
-			return g == s
-		}
-		if !strings.HasPrefix(s, g[:star]) {
+	gi, si, star, mark := 0, 0, -1, 0
+	for si < len(s) {
+		switch {
+		case gi < len(g) && g[gi] == '*':
+			star, mark = gi, si
+			gi++
+		case gi < len(g) && g[gi] == s[si]:
+			gi++
+			si++
+		case star >= 0:
+			gi, mark = star+1, mark+1
+			si = mark
+		default:
 			return false
 		}
-		s, g = s[star:], g[star+1:]
-		for g != "" && g[0] == '*' {
-			g = g[1:]
-		}
-		if g == "" {
-			return true
-		}
-		for i := 0; i <= len(s); i++ {
-			if globMatch(g, s[i:]) {
-				return true
-			}
-		}
-		return false
 	}
+	for gi < len(g) && g[gi] == '*' {
+		gi++
+	}
+	return gi == len(g)
 }
 
 // CanonicalPath decodes a request's escaped path and refuses the forms
