@@ -309,58 +309,44 @@ func anyGlob(globs []string, v string) bool {
 }
 
 // matchSegs matches path segments against glob segments, where "**"
-// matches any number of segments and any other glob exactly one. Like
-// globMatch it backtracks only to the last "**" seen, so a match costs
-// at most len(pat)*len(segs) segment comparisons, whatever the request
-// (a recursive matcher's cost grew as a power of the wildcards).
+// matches any number of segments and any other glob exactly one.
 func matchSegs(pat, segs []string) bool {
-	pi, si, star, mark := 0, 0, -1, 0
-	for si < len(segs) {
-		switch {
-		case pi < len(pat) && pat[pi] == "**":
-			star, mark = pi, si
-			pi++
-		case pi < len(pat) && globMatch(pat[pi], segs[si]):
-			pi++
-			si++
-		case star >= 0:
-			pi, mark = star+1, mark+1
-			si = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(pat) && pat[pi] == "**" {
-		pi++
-	}
-	return pi == len(pat)
+	return wildcard(pat, segs, func(p string) bool { return p == "**" }, globMatch)
 }
 
 // globMatch matches s against g, where '*' is any run of characters and
 // every other character is itself (path.Match would give '?', '[' and
-// '\' meanings a policy author does not expect in a URL); at most
-// len(g)*len(s) steps.
+// '\' meanings a policy author does not expect in a URL).
 func globMatch(g, s string) bool {
-	gi, si, star, mark := 0, 0, -1, 0
+	return wildcard([]byte(g), []byte(s), func(c byte) bool { return c == '*' }, func(p, c byte) bool { return p == c })
+}
+
+// wildcard matches s against pat, where an element that is star matches
+// any run of elements and any other matches one element when one says
+// so. It backtracks only to the last star seen, so it takes at most
+// len(pat)*len(s) steps whatever the input (a recursive matcher's cost
+// grew as a power of the stars: one request could pin a host CPU).
+func wildcard[T any](pat, s []T, star func(T) bool, one func(T, T) bool) bool {
+	pi, si, last, mark := 0, 0, -1, 0
 	for si < len(s) {
 		switch {
-		case gi < len(g) && g[gi] == '*':
-			star, mark = gi, si
-			gi++
-		case gi < len(g) && g[gi] == s[si]:
-			gi++
+		case pi < len(pat) && star(pat[pi]):
+			last, mark = pi, si
+			pi++
+		case pi < len(pat) && one(pat[pi], s[si]):
+			pi++
 			si++
-		case star >= 0:
-			gi, mark = star+1, mark+1
+		case last >= 0:
+			pi, mark = last+1, mark+1
 			si = mark
 		default:
 			return false
 		}
 	}
-	for gi < len(g) && g[gi] == '*' {
-		gi++
+	for pi < len(pat) && star(pat[pi]) {
+		pi++
 	}
-	return gi == len(g)
+	return pi == len(pat)
 }
 
 // CanonicalPath decodes a request's escaped path and refuses the forms
