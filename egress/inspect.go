@@ -402,7 +402,8 @@ func (a admitted) inspected() bool { return len(a) > 0 && a[0].inspect }
 //   - X-Original-URL or X-Rewrite-URL (403): servers that honour them
 //     (IIS's URL rewrite, Laminas) serve that path instead of the one
 //     decided;
-//   - a path that is not canonical or a query not validly encoded (400);
+//   - a path that is not canonical, a query not validly encoded or with
+//     two parameter names that differ only in case (400);
 //   - a method the rules refuse (403), and so for every method that
 //     X-HTTP-Method-Override, X-HTTP-Method or X-Method-Override names
 //     (Google APIs, Express, Symfony and ASP.NET turn a POST into it).
@@ -424,6 +425,15 @@ func (a admitted) check(method, escapedPath, rawQuery string, header func(string
 	query, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return l7.Decision{Reason: "query is not validly encoded: " + err.Error()}, "", http.StatusBadRequest
+	}
+	names := map[string]string{}
+	for k := range query {
+		if other, dup := names[strings.ToLower(k)]; dup {
+			// ASP.NET and others read them as one parameter, the
+			// rules as two.
+			return l7.Decision{Reason: "query parameters " + strconv.Quote(clip(other)) + " and " + strconv.Quote(clip(k)) + " differ only in case"}, "", http.StatusBadRequest
+		}
+		names[strings.ToLower(k)] = k
 	}
 	dec, hint := a.decide(method, cpath, query)
 	for _, h := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {

@@ -130,6 +130,7 @@ func TestInspectRulesAndDenyRules(t *testing.T) {
 		{"GET", "/repos/a/../secret/issues", 400},
 		{"GET", "/repos/a%2fb/issues", 400},
 		{"GET", "/repos//a/issues", 400},
+		{"POST", "/repos/a/b/c?draft=true&Draft=false", 400},
 	} {
 		req, _ := http.NewRequest(tc.method, base+tc.path, nil)
 		req.URL.Opaque = "" // keep the path as written
