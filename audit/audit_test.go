@@ -555,4 +555,7 @@ func TestEgressInspectedEvent(t *testing.T) {
 	if e := Egress(RunInfo{}, EgressDecision{Allowed: true, Method: "CONNECT", Host: "h", Port: 443}); e.Traffic != nil || e.Unmapped.Inspected {
 		t.Errorf("a tunnel's event says inspected or traffic: %+v", e)
 	}
+	if e := Egress(RunInfo{}, EgressDecision{Allowed: true, Method: "CONNECT", Host: "h", Port: 443, Inspected: true, Proto: "h2"}); e.HTTPRequest.Version != "" || e.Traffic != nil {
+		t.Errorf("a terminated CONNECT's ALPN id became an HTTP version: %+v", e.HTTPRequest)
+	}
 }

@@ -134,12 +134,13 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 	e := HTTPActivity{
 		Classification: classify(at, HTTPClassUID, HTTPClassName, NetworkCategory, NetworkCatName, act, name),
 		Metadata:       newMetadata(run),
-		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port), Version: d.Proto},
+		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
 		DstEndpoint:    Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
 		Device:         device(),
 		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint, Inspected: d.Inspected},
 	}
-	if d.Inspected && d.Method != "CONNECT" {
+	if d.Inspected && d.Method != "CONNECT" { // a terminated CONNECT's Proto is its ALPN id, not a version
+		e.HTTPRequest.Version = d.Proto
 		e.Traffic = &Traffic{BytesIn: d.BytesIn, BytesOut: d.BytesOut}
 	}
 	if d.Status != 0 {

@@ -6,9 +6,9 @@ package e2e
 // curl (and the shell), the proxy is corral's, the origins are loopback
 // HTTPS servers standing in for internet hosts that act as the
 // frameworks behind real APIs do (a query parameter read by its first
-// value, a method taken from X-HTTP-Method-Override). Tests for holes
-// carry a "HOLE:" comment and fail until the proxy is fixed; the rest
-// are attacks already defeated.
+// value, a method taken from X-HTTP-Method-Override). Cases marked "was
+// a hole" failed until the proxy was fixed (887b518 and after); the rest
+// were attacks already defeated. All are regression tests now.
 
 import (
 	"bytes"
@@ -47,20 +47,20 @@ func (e *effects) list() []string {
 // TestInspectAttackCurl: curl in the sandbox against three inspected
 // hosts.
 //
-// HOLE (deny rule, repeated query parameter): api.allowed.test is
+// Was a hole (deny rule, repeated query parameter): api.allowed.test is
 // access: full with deny_rules [{DELETE /repos/**, query force: true}];
 // DELETE ?force=no&force=true (and ?Force=true) passes the proxy, and
 // the origin, which reads the first value, deletes with force
 // (egress/l7/l7.go compiled.match requires every value to match, as an
 // allow rule must; a deny rule must match when any value does).
 //
-// HOLE (method override): tls.allowed.test is access: read-write, which
+// Was a hole (method override): tls.allowed.test is access: read-write, which
 // refuses DELETE; a POST with X-HTTP-Method-Override: DELETE (or
 // X-HTTP-Method) passes the proxy, and the origin, as Google's APIs,
 // Express's method-override and Symfony do, deletes
 // (egress/inspect.go ServeHTTP decides r.Method alone).
 //
-// HOLE (audit): a refused request's hint quotes its whole decoded path
+// Was a hole (audit): a refused request's hint quotes its whole decoded path
 // (l7.Decide "add {method, path} to rules"), unclipped by Proxy.log, so
 // one request writes a multi-KiB record into the audit file.
 //
@@ -127,11 +127,11 @@ echo "long: $(curl -s -m 20 -o /dev/null -w '%%{http_code} %%{http_version}' --h
 		res := corral(t, run{id: id, policy: pol, workdir: mkdir(t, id, "attack"), flags: []string{"--audit", logf}, args: sh(script), timeout: 120 * time.Second})
 		expectLines(t, res,
 			"forced: 403 2 {*",
-			"dupq: 403 2 {*",       // HOLE: 200
-			"dupq1: 403 1.1 {*",    // HOLE: 200
-			"casek: 403 2 {*",      // HOLE: 200
-			"override: 403 1.1 {*", // HOLE: 200
-			"override2: 403 2 {*",  // HOLE: 200
+			"dupq: 403 2 {*",       // was 200
+			"dupq1: 403 1.1 {*",    // was 200
+			"casek: 403 2 {*",      // was 200
+			"override: 403 1.1 {*", // was 200
+			"override2: 403 2 {*",  // was 200
 			"plaindel: 403 2 {*",
 			"ok: 200 2 origin-ok GET /pub/x HTTP/2.0",
 			"dotdot: 400 1.1 {*", "dotdot2: 400 2 {*", "encslash: 400 2 {*", "semi: 400 1.1 {*",

@@ -7,14 +7,15 @@ package egress
 // must not be there. Real sockets, real TLS (the sandbox's CA), real
 // origins; the requests that reached an origin are its own log.
 //
-// A test whose name ends in a hole's description and that carries a
-// "HOLE:" comment fails against the code as it is: it is the fix's test.
-// The others are attacks that are already defeated, kept as regression
-// tests.
+// A test with a "Was a hole" comment reproduces a hole the attack review
+// found, describing the code as it was; each fails without its fix
+// (887b518 and the commits after). The others are attacks that were
+// already defeated. All are regression tests now.
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -289,7 +290,7 @@ func h2Through(t testing.TB, tp *testProxy, roots *x509.CertPool, host string, p
 	return tc, newH2Raw(t, tc, tc)
 }
 
-// HOLE: the plain-HTTP path (absolute-form requests to a host with L7
+// Was a hole: the plain-HTTP path (absolute-form requests to a host with L7
 // rules, egress/proxy.go handle -> forward) relays any Upgrade once the
 // first request is allowed, and after the 101 splices the connections:
 // an h2c upgrade of an allowed GET then carries, as HTTP/2 streams,
@@ -368,7 +369,7 @@ type readerConn struct {
 
 func (c *readerConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
-// HOLE: a deny rule's query matcher is applied like an allow rule's
+// Was a hole: a deny rule's query matcher is applied like an allow rule's
 // (egress/l7/l7.go compiled.match: every value of the parameter must
 // match a glob), so a repeated parameter takes the request out of it:
 // deny {query: {force: [true]}} does not match ?force=true&force=no, and
@@ -399,7 +400,7 @@ func TestAttackDenyRuleQueryRepeated(t *testing.T) {
 	}
 }
 
-// HOLE: the L7 decision is made on the request's method, but servers
+// Was a hole: the L7 decision is made on the request's method, but servers
 // take the method from X-HTTP-Method-Override (Google APIs, Express's
 // method-override, Symfony/Laravel, ASP.NET), X-HTTP-Method (OData,
 // Microsoft) and X-Method-Override on a POST: with access: read-write
@@ -438,7 +439,7 @@ func TestAttackMethodOverrideHeaders(t *testing.T) {
 	}
 }
 
-// HOLE: a policy that inspects only IP rules gets a CA whose name
+// Was a hole: a policy that inspects only IP rules gets a CA whose name
 // constraints permit those IP ranges and say nothing of DNS names
 // (egress/ca.go NewCA: PermittedDNSDomains is empty, and an empty list
 // puts no constraint on that name form, RFC 5280 §4.2.1.10), so its key
@@ -482,7 +483,7 @@ func atkStrings(d Decision) map[string]string {
 	return out
 }
 
-// HOLE: the proxy bounds what a logged decision quotes of the client
+// Was a hole: the proxy bounds what a logged decision quotes of the client
 // (Proxy.log clips Reason, URL and Host to 256 bytes, "so a workload
 // cannot grow the log"), but not Method nor Hint, and a refused
 // inspected request's hint quotes its method and decoded path ("add
@@ -510,7 +511,7 @@ func TestAttackAuditFieldsBounded(t *testing.T) {
 	}
 }
 
-// HOLE: the host a request was sent to (Decision.Addr) is written by
+// Was a hole: the host a request was sent to (Decision.Addr) is written by
 // the upstream dial through the request's context (inspect.go
 // dialUpstream: dd.Addr = ap), so a request served on a reused upstream
 // connection is logged with no address (and a dial that outlives its
@@ -538,45 +539,7 @@ func TestAttackAuditAddrOfReusedUpstream(t *testing.T) {
 	}
 }
 
-// HOLE (see TestAttackAuditAddrOfReusedUpstream; shows under -race): a
-// request whose client resets it while its upstream is still being
-// dialled is logged, and the dial, which http.Transport finishes for its
-// pool, then writes the address into that logged decision from its own
-// goroutine, with nothing ordering the two.
-func TestAttackDialOutlivesItsRequest(t *testing.T) {
-	o := startAtkOrigin(t, "slow.allowed.test", atkOriginOpts{h2: true}, nil)
-	var calls atomic.Int64
-	resolve := func(ctx context.Context, host string) ([]netip.Addr, error) {
-		if calls.Add(1) > 2 { // the CONNECT's and the ALPN probe's are quick; the request's dial is not
-			time.Sleep(300 * time.Millisecond)
-		}
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	pol := Policy{Allow: []Rule{{Host: "slow.allowed.test", Ports: []int{o.port}, Access: l7.ReadOnly}}, AllowPrivate: []Rule{{Host: "127.0.0.1/32"}}}
-	tp, roots := atkProxy(t, pol, o.roots, Config{Resolve: resolve})
-	tc, h := h2Through(t, tp, roots, "slow.allowed.test", o.port)
-	defer tc.Close()
-	id := h.send(t, []string{":method", "GET", ":scheme", "https", ":authority", "slow.allowed.test:" + itoa(o.port), ":path", "/x"}, nil)
-	for calls.Load() < 3 {
-		runtimeGosched()
-	}
-	h.fr.WriteRSTStream(id, http2.ErrCodeCancel) // the client gives up while the upstream is resolved
-	for logged := false; !logged; runtimeGosched() {
-		for _, d := range tp.log.all() {
-			logged = logged || d.Method == "GET"
-		}
-	}
-	// The dial goes on; wait for it to reach the origin (and write).
-	deadline := time.Now().Add(5 * time.Second)
-	for o.accepts.Load() < 2 && time.Now().Before(deadline) {
-		runtimeGosched()
-	}
-	time.Sleep(50 * time.Millisecond)
-}
-
-func runtimeGosched() { time.Sleep(time.Millisecond) }
-
-// HOLE: one intercepted HTTP/2 connection carries up to the proxy's
+// Was a hole: one intercepted HTTP/2 connection carries up to the proxy's
 // stream limit (net/http's default, 250) of concurrent requests, and the
 // upstream transport opens another upstream connection whenever the
 // upstream's own limit is reached (inspect.go newInspector: no
@@ -627,7 +590,7 @@ func TestAttackUpstreamConnectionsBounded(t *testing.T) {
 	}
 }
 
-// HOLE: Config.IdleTimeout bounds "idle keep-alive connection, idle
+// Was a hole: Config.IdleTimeout bounds "idle keep-alive connection, idle
 // tunnel, slow body", but an intercepted connection's request body is
 // read with no deadline at all (the inspector's http.Server has no
 // ReadTimeout, and intercept hands it the raw connection with its
@@ -823,7 +786,7 @@ func TestAttackH2PseudoHeaders(t *testing.T) {
 			defer tlsc.Close()
 			got := h.result(h.send(t, tc.fields, nil))
 			if tc.want != "" && got != tc.want || tc.want == "" && got == "200" {
-				t.Errorf("%s: %s, want %s", tc.name, got, cmp(tc.want, "a refusal"))
+				t.Errorf("%s: %s, want %s", tc.name, got, cmp.Or(tc.want, "a refusal"))
 			}
 		})
 	}
@@ -842,13 +805,6 @@ func TestAttackH2PseudoHeaders(t *testing.T) {
 			t.Errorf("the origin got headers %v", hs)
 		}
 	}
-}
-
-func cmp(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // TestAttackUpgradeVariants: an inspected host relays websocket only,
@@ -1112,7 +1068,7 @@ func TestAttackCAPEMIsACopy(t *testing.T) {
 	}
 }
 
-// HOLE: deny rules compare paths without case (l7.Decide lowercases
+// Was a hole: deny rules compare paths without case (l7.Decide lowercases
 // both), so that a server that routes case-insensitively is no way
 // around one; but Unicode has letters that only fold one way:
 // strings.ToLower leaves "ſ" (U+017F, LATIN SMALL LETTER LONG S) as it
@@ -1142,7 +1098,7 @@ func TestAttackDenyRuleUnicodeCase(t *testing.T) {
 	}
 }
 
-// HOLE: headers that tell the origin to route the request elsewhere:
+// Was a hole: headers that tell the origin to route the request elsewhere:
 // X-Original-URL and X-Rewrite-URL, which IIS's URL Rewrite sets and
 // frameworks read back from the client (Laminas/Zend
 // detectRequestUri; Symfony did until CVE-2018-14773), name a path the
@@ -1175,7 +1131,7 @@ func TestAttackPathOverrideHeaders(t *testing.T) {
 	}
 }
 
-// HOLE (audit): an allowed inspected request is logged when it ends
+// Was a hole (audit): an allowed inspected request is logged when it ends
 // (ServeHTTP logs after ReverseProxy returns), so a WebSocket or a long
 // stream has no record while it is open, and none at all if the
 // session dies first (the plain path logs a 101 before splicing, and
@@ -1261,7 +1217,7 @@ func TestAttackALPNProbeOnce(t *testing.T) {
 	}
 }
 
-// HOLE (host CPU): the rules' globs backtrack (egress/l7/l7.go
+// Was a hole (host CPU): the rules' globs backtrack (egress/l7/l7.go
 // globMatch tries every split for each '*' and recurses; matchSegs does
 // the same for each "**"), so matching costs the request's length to
 // the power of the pattern's wildcards: against a rule as ordinary as

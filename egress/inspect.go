@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -62,7 +63,7 @@ type inspector struct {
 	ticketKey [32]byte
 
 	mu   sync.Mutex
-	alpn map[string]string // host:port -> protocol the upstream negotiated
+	alpn map[string]probed // host:port -> what the upstream negotiated
 }
 
 // intercepted is one terminated CONNECT tunnel.
@@ -80,7 +81,7 @@ const maxALPNCache = 1024
 // newInspector makes the interception half of a proxy whose policy
 // inspects a host (New, before the proxy serves anything).
 func newInspector(p *Proxy) *inspector {
-	in := &inspector{p: p, alpn: map[string]string{}, roots: p.cfg.UpstreamRoots, upSem: make(chan struct{}, p.cfg.MaxConns)}
+	in := &inspector{p: p, alpn: map[string]probed{}, roots: p.cfg.UpstreamRoots, upSem: make(chan struct{}, p.cfg.MaxConns)}
 	rand.Read(in.ticketKey[:])
 	if in.roots == nil {
 		in.roots, _ = x509.SystemCertPool()
@@ -357,35 +358,44 @@ func (in *inspector) dialUpstream(ctx context.Context, network, addr string) (ne
 // h2 and http/1.1, learned once per host:port (a TLS handshake through
 // dialUpstream, which also verifies its certificate); "" when that
 // failed (the client is then offered http/1.1 only and its requests get
-// the upstream's error as a 502).
+// the upstream's error as a 502). It runs inside the client's handshake,
+// so it has half the handshake's time, and a failure is remembered for
+// probeRetry (a dead upstream does not make every handshake wait).
 func (in *inspector) upstreamProto(t target) string {
 	key := hostPort(t.host, t.port)
 	in.mu.Lock()
-	proto, ok := in.alpn[key]
+	known, ok := in.alpn[key]
 	in.mu.Unlock()
-	if ok {
-		return proto
+	if ok && (known.proto != "" || time.Since(known.at) < probeRetry) {
+		return known.proto
 	}
-	ctx, cancel := context.WithTimeout(in.p.ctx, in.p.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(in.p.ctx, min(in.p.cfg.DialTimeout, in.p.cfg.HeaderTimeout/2))
 	defer cancel()
-	c, err := in.dialUpstream(ctx, "tcp", key)
-	if err != nil {
-		return ""
+	proto := ""
+	if c, err := in.dialUpstream(ctx, "tcp", key); err == nil {
+		tc := tls.Client(c, &tls.Config{RootCAs: in.roots, ServerName: t.host, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+		if tc.HandshakeContext(ctx) == nil {
+			proto = cmp.Or(tc.ConnectionState().NegotiatedProtocol, "http/1.1") // no ALPN: HTTP/1.1
+		}
+		c.Close()
 	}
-	defer c.Close()
-	tc := tls.Client(c, &tls.Config{RootCAs: in.roots, ServerName: t.host, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return ""
-	}
-	proto = tc.ConnectionState().NegotiatedProtocol
 	in.mu.Lock()
 	if len(in.alpn) >= maxALPNCache { // a wildcard rule lets the workload name many hosts
 		clear(in.alpn)
 	}
-	in.alpn[key] = proto
+	in.alpn[key] = probed{proto, time.Now()}
 	in.mu.Unlock()
 	return proto
 }
+
+// probed is what upstreamProto learned of an upstream, and when.
+type probed struct {
+	proto string // "" when the probe failed
+	at    time.Time
+}
+
+// probeRetry is how long a failed probe is remembered.
+const probeRetry = 5 * time.Second
 
 // admitted are the allow rules matching a target, inspected ones first
 // (checkPolicy).

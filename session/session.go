@@ -162,6 +162,9 @@ func (s *Session) checkEgress() error {
 	if err := CheckRules(s.pol.Egress); err != nil {
 		return err
 	}
+	if err := checkUpstreamCA(s.pol, s.pol.Egress.UpstreamCA); err != nil {
+		return err
+	}
 	t, err := newTrust(s.pol.Egress)
 	s.trust = t
 	return err
@@ -257,6 +260,9 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, but the sandbox was started without inspection, so it trusts no CA of corral's: recreate the sandbox with these rules", strings.Join(hosts, ", "))
 		case !s.trust.ca.Covers(Rules(n)):
 			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, not all within the hosts the sandbox's CA was minted for (%s): recreate the sandbox with these rules", strings.Join(hosts, ", "), strings.Join(egress.InspectedHosts(Rules(s.pol.Egress)), ", "))
+		}
+		if err := checkUpstreamCA(s.pol, n.UpstreamCA); err != nil {
+			return nil, err
 		}
 		if roots, err = upstreamRoots(n.UpstreamCA); err != nil {
 			return nil, provider.Wrap(provider.CodePolicyRejected, "network.upstream_ca", err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/corral-sandbox/corral/egress"
@@ -68,6 +70,24 @@ func certsOf(bundle []byte) [][]byte {
 	}
 }
 
+// checkUpstreamCA refuses an upstream_ca the workload could write: the
+// proxy reads it at start and on every live change, so a workload that
+// could replace it would choose the roots its inspected upstreams are
+// verified against.
+func checkUpstreamCA(r *policy.Resolved, path string) error {
+	if path == "" {
+		return nil
+	}
+	p := path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		p = real // grants are canonical
+	}
+	if g := r.Covering(p); g.Access == policy.AccessReadWrite {
+		return provider.Errorf(provider.CodePolicyRejected, "network.upstream_ca: %s is inside the read-write grant %s (%s), so the workload could change the roots the proxy trusts: keep the file outside every read-write grant", path, g.Path, g.Field)
+	}
+	return nil
+}
+
 // hostRootsPEM reads the host's system bundle.
 func hostRootsPEM() ([]byte, error) {
 	for _, p := range provider.TrustBundlePaths {
@@ -75,7 +95,7 @@ func hostRootsPEM() ([]byte, error) {
 			return b, nil
 		}
 	}
-	return nil, errors.New("the host has no system CA bundle at any of " + fmt.Sprint(provider.TrustBundlePaths))
+	return nil, errors.New("the host has no system CA bundle at any of " + strings.Join(provider.TrustBundlePaths, ", ") + ": install the distribution's ca-certificates package")
 }
 
 // upstreamRoots is the host's root pool plus the certificates of the

@@ -77,3 +77,15 @@ func TestLiveRulesStayWithinTheCA(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUpstreamCAOutsideWritableGrants(t *testing.T) {
+	dir := t.TempDir()
+	r := &policy.Resolved{Grants: []policy.PathGrant{{Path: dir, Access: policy.AccessReadWrite, Field: "filesystem.read_write[0]"}}}
+	if err := checkUpstreamCA(r, filepath.Join(dir, "ca.pem")); err == nil || !strings.Contains(err.Error(), "could change the roots") {
+		t.Errorf("upstream_ca in a read-write grant: %v", err)
+	}
+	r.Grants[0].Access = policy.AccessReadOnly
+	if err := checkUpstreamCA(r, filepath.Join(dir, "ca.pem")); err != nil {
+		t.Errorf("upstream_ca in a read-only grant: %v", err)
+	}
+}

@@ -13,10 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Create makes path (absent: O_EXCL, O_NOFOLLOW) holding data with
-// mode; on failure nothing is left.
-func Create(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+// Mode is a trust file's: read-only for everyone (the workload reads it
+// through a bind, and a daemon such as Docker's binds it).
+const Mode = 0o444
+
+// Create makes path (absent: O_EXCL, O_NOFOLLOW) holding data, Mode; on
+// failure nothing is left.
+func Create(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, Mode)
 	if err != nil {
 		return err
 	}
@@ -34,10 +38,14 @@ func Create(path string, data []byte, mode os.FileMode) error {
 // inode, which the sandbox's binds show), following no symlink in any
 // component: it must be a regular file of this uid with one link, as
 // Create made it. Its mode is lifted to 0600 for the write (a 0444 file
-// cannot be opened for writing) and restored after. A reader inside may
+// cannot be opened for writing) and is Mode again after. A reader inside may
 // see a mix of old and new while it is written. An absent file is an
-// error wrapping unix.ENOENT.
+// error wrapping unix.ENOENT; empty data is refused (a trust file is
+// never empty: it would leave the sandbox trusting nothing).
 func Rewrite(path string, data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%s: refusing to empty a trust file", path)
+	}
 	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -57,7 +65,7 @@ func Rewrite(path string, data []byte) error {
 	if err := unix.Chmod(self, 0o600); err != nil {
 		return err
 	}
-	defer unix.Chmod(self, st.Mode&0o7777)
+	defer unix.Chmod(self, Mode)
 	w, err := os.OpenFile(self, os.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err

@@ -307,7 +307,7 @@ func (s *Sandbox) addTrust(pem, store []byte) error {
 			continue
 		}
 		src := filepath.Join(s.state, k.file)
-		if err := trustfile.Create(src, data, 0o644); err != nil {
+		if err := trustfile.Create(src, data); err != nil {
 			return err
 		}
 		*tr = &Trust{Source: src, Targets: (*tr).Targets}

@@ -155,7 +155,7 @@ func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem, store []byte
 			continue
 		}
 		src := filepath.Join(dir, k.file)
-		if err := trustfile.Create(src, data, 0o444); err != nil {
+		if err := trustfile.Create(src, data); err != nil {
 			return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: "+k.what, err)
 		}
 		spec = withTrust(spec, r, k, src)

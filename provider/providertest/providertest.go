@@ -1190,13 +1190,9 @@ func (s *suite) testInspectedRecovered(t *testing.T) {
 	t.Cleanup(func() { _ = sess.Close() })
 	first := ps.checkTrust(t, ps.runTrust(t, sess, o), o, rec.shas(), shas{})
 	state := sess.Sandbox().(provider.Persistent).State()
-	// What the first process lets go of when it exits: its proxy and
-	// its copy of the sandbox's egress listener (whose accept loop would
-	// take the recovered proxy's connections).
+	// What the first process lets go of when it exits: its proxy and its
+	// copy of the egress listener (Detach closes both).
 	sess.Detach()
-	if l := sess.Sandbox().EgressListener(); l != nil {
-		l.Close()
-	}
 
 	p2 := s.h.New()
 	plan2, loss := p2.Map(ctxT(t), plan.Policy)
