@@ -18,6 +18,15 @@
 // Only then is the upstream dialed, so a refused client never causes an
 // upstream connection. Protocols where the server speaks first (SMTP, FTP,
 // MySQL) therefore cannot be tunnelled.
+//
+// Inspection (inspect.go): an allow rule with L7 rules or Inspect does not
+// carry opaque tunnels. A CONNECT to it must start TLS (on any port),
+// which the proxy terminates with the sandbox's CA (ca.go) and serves
+// as HTTP/1.1 or HTTP/2, deciding each request by the rules (egress/l7)
+// before forwarding it upstream; to offer h2 it learns, during the
+// client's handshake, whether the upstream speaks it (a TLS dial of its
+// own). Plain-HTTP requests to such a rule are decided by the same
+// rules.
 package egress
 
 import (
