@@ -124,7 +124,7 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, errors.New("egress policy: inspected allow rules need the sandbox's CA")
 		}
 		if !cfg.CA.Covers(cfg.Policy) {
-			return nil, errors.New("egress policy: an inspected host lies outside the sandbox CA's name constraints (the CA is minted for the hosts inspected at start)")
+			return nil, fmt.Errorf("egress policy: the inspected hosts %s are not all within the sandbox CA's name constraints (%s): the CA is minted for the hosts inspected at start, so recreate the sandbox", strings.Join(InspectedHosts(cfg.Policy), ", "), strings.Join(cfg.CA.dns, ", "))
 		}
 	}
 	if cfg.DialTimeout <= 0 {

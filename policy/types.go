@@ -245,7 +245,9 @@ const (
 // "**" segment any number of segments (empty: any path). Query maps a
 // parameter name to globs ("*" any run of characters); a request matches
 // when it has the parameter and every value of it matches one of them.
-// A rule matches when all its parts do.
+// A rule matches when all its parts do. Deny rules match more: method,
+// path and query names compare without case, a trailing "/" is ignored,
+// and one matching value of a parameter is enough (egress/l7 Decide).
 type HTTPRule struct {
 	Method string           `json:"method,omitempty" yaml:"method"`
 	Path   string           `json:"path,omitempty" yaml:"path"`

@@ -113,7 +113,8 @@ var TrustBundlePaths = []string{
 }
 
 // TrustEnv returns the variables that point the common runtimes at the
-// bundle at path (shared/reference/egress-credentials.md §2): OpenSSL and
+// bundle at path (docs/egress.md, "Trust inside"; each tool's own docs
+// name its variable): OpenSSL and
 // everything on it (SSL_CERT_FILE: curl, Python's ssl, Ruby, PHP, .NET
 // on Linux, Go's crypto/x509), curl (CURL_CA_BUNDLE), git
 // (GIT_SSL_CAINFO: Debian's GnuTLS git ignores SSL_CERT_FILE), Python's

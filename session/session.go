@@ -131,7 +131,7 @@ func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 		// sandbox trusts the new one from now on.
 		tu, ok := sb.(provider.TrustUpdater)
 		if !ok {
-			return nil, provider.Errorf(provider.CodeInternal, "recover %s: its policy inspects egress and %s cannot replace its trust bundle", sb.ID(), cfg.Provider.Name())
+			return nil, provider.Errorf(provider.CodeInternal, "recover %s: its policy inspects egress, and %s cannot give it the new CA's trust bundle (the old CA's key died with the process that held it): delete and recreate the sandbox", sb.ID(), cfg.Provider.Name())
 		}
 		if err := tu.SetTrust(s.trust.bundle, s.trust.store); err != nil {
 			return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID()+": trust bundle", err)

@@ -229,8 +229,8 @@ type Decision struct {
 // path (CanonicalPath), query its parameters.
 //
 // Deny rules match more than they say, allow rules exactly: a deny rule's
-// method, path and query names compare without case (Unicode simple
-// folding: "ſ" is "s", as Java's equalsIgnoreCase and .NET read it) and a
+// method, path and query names compare without case (upper-cased, then
+// lower-cased: "ſ" is "s", as Java's equalsIgnoreCase and .NET read it) and a
 // trailing "/" is ignored, so a server that reads /ADMIN/ as /admin
 // (IIS, many frameworks) or "delete" as DELETE is not a way around one;
 // and a deny rule's query matcher holds when any value of the parameter

@@ -368,8 +368,11 @@ func verifyTrust(tr *Trust, pid int) error {
 			err = unix.Fstatfs(fd, &fs)
 		}
 		unix.Close(fd)
-		if err != nil || st.Dev != want.Dev || st.Ino != want.Ino {
-			return fmt.Errorf("%s in the container is not the trust file %s (%v)", p, tr.Source, err)
+		if err != nil {
+			return fmt.Errorf("the trust file at %s in the container: %w", p, err)
+		}
+		if st.Dev != want.Dev || st.Ino != want.Ino {
+			return fmt.Errorf("%s in the container is another file than the trust file %s (device %d inode %d, want %d %d)", p, tr.Source, st.Dev, st.Ino, want.Dev, want.Ino)
 		}
 		if fs.Flags&unix.ST_RDONLY == 0 {
 			return fmt.Errorf("the trust file at %s is not read-only in the container", p)
