@@ -47,7 +47,7 @@ import (
 type inspector struct {
 	p     *Proxy
 	srv   *http.Server
-	ln    *connListener
+	ln    *Handoff
 	tr    *http.Transport
 	rp    *httputil.ReverseProxy
 	roots *x509.CertPool
@@ -111,7 +111,7 @@ func newInspector(p *Proxy) *inspector {
 		ErrorLog:       log.New(io.Discard, "", 0),
 		ModifyResponse: in.logUpgrade,
 	}
-	in.ln = &connListener{ch: make(chan net.Conn), done: make(chan struct{})}
+	in.ln = NewHandoff(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	protos := new(http.Protocols)
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
@@ -181,7 +181,7 @@ func (s *session) intercept(t target, rules admitted, d *Decision, pending []byt
 	ic := &intercepted{t: t, rules: rules, rtext: d.Rule}
 	in.conns.Store(tc, ic)
 	defer in.conns.Delete(tc)
-	if !in.ln.give(tc) {
+	if !in.ln.Give(tc) {
 		return
 	}
 	select {
@@ -527,38 +527,6 @@ func (c *prefixConn) Close() error {
 	c.once.Do(func() { close(c.done) })
 	return c.Conn.Close()
 }
-
-// connListener hands intercepted connections to the proxy's server.
-type connListener struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func (l *connListener) give(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *connListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *connListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *connListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // countWriter counts a response's bytes and keeps its status; Unwrap
 // lets http.ResponseController (ReverseProxy's flushes and upgrades)

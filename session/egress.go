@@ -137,12 +137,12 @@ func (l *egressStats) summary(w io.Writer) {
 
 // egressSwitch serves a sandbox's egress listener with whichever proxy is
 // current: it accepts, and hands each connection to the current proxy
-// through a handoff listener. Swapping in a proxy with new rules applies
+// through an egress.Handoff. Swapping in a proxy with new rules applies
 // them to every connection from then on; the old proxy is closed with the
 // connections it carried (they were admitted under old rules).
 type egressSwitch struct {
 	mu     sync.Mutex
-	cur    *handoff
+	cur    *egress.Handoff
 	proxy  *egress.Proxy
 	l      net.Listener
 	cred   string
@@ -176,7 +176,7 @@ func (sw *egressSwitch) accept() {
 		sw.mu.Lock()
 		h := sw.cur
 		sw.mu.Unlock()
-		if h == nil || !h.give(c) {
+		if h == nil || !h.Give(c) {
 			c.Close()
 		}
 	}
@@ -185,7 +185,7 @@ func (sw *egressSwitch) accept() {
 // swap makes p the proxy for new connections and closes the previous one;
 // after Close it closes p and says so.
 func (sw *egressSwitch) swap(p *egress.Proxy) error {
-	h := &handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: sw.l.Addr()}
+	h := egress.NewHandoff(sw.l.Addr())
 	sw.mu.Lock()
 	if sw.closed {
 		sw.mu.Unlock()
@@ -213,36 +213,3 @@ func (sw *egressSwitch) Close() {
 		p.Close()
 	}
 }
-
-// handoff is a net.Listener fed connections by egressSwitch.
-type handoff struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	addr net.Addr
-}
-
-func (h *handoff) give(c net.Conn) bool {
-	select {
-	case h.ch <- c:
-		return true
-	case <-h.done:
-		return false
-	}
-}
-
-func (h *handoff) Accept() (net.Conn, error) {
-	select {
-	case c := <-h.ch:
-		return c, nil
-	case <-h.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (h *handoff) Close() error {
-	h.once.Do(func() { close(h.done) })
-	return nil
-}
-
-func (h *handoff) Addr() net.Addr { return h.addr }
