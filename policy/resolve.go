@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1022,6 +1023,13 @@ func (r *Resolved) Covering(path string) PathGrant {
 		}
 	}
 	return best
+}
+
+// InspectsEgress reports whether the proxy terminates TLS for some host
+// of r (network proxy with an inspected allow entry): the sandbox then
+// needs its CA's trust files.
+func (r *Resolved) InspectsEgress() bool {
+	return r.Network == NetworkProxy && slices.ContainsFunc(r.Egress.Allow, Endpoint.Inspected)
 }
 
 // Visible reports whether path is inside the sandbox: its covering grant

@@ -75,11 +75,6 @@ func (k trustKind) of(pem, store []byte) []byte {
 	return pem
 }
 
-// inspects reports whether r's proxy terminates TLS for some allow entry.
-func inspects(r *policy.Resolved) bool {
-	return r.Network == policy.NetworkProxy && slices.ContainsFunc(r.Egress.Allow, policy.Endpoint.Inspected)
-}
-
 // trustTargets are the paths inside where the trust file of kind k
 // goes, of k.path and k.over in that order, and why others are left out
 // (notes): a regular file of a host bind reached with no symlink
@@ -262,7 +257,7 @@ func hostFile(path string) bool {
 // an error loss when the bundle has nowhere to go, a warning for each
 // path left out.
 func (p *Provider) mapTrust(ctx context.Context, r *policy.Resolved, sp *Spec, add func(provider.Severity, string, string, string, ...any)) {
-	if !inspects(r) || sp.ImageID == "" {
+	if !r.InspectsEgress() || sp.ImageID == "" {
 		return
 	}
 	paths, err := p.imagePaths(ctx, sp.ImageID)

@@ -68,17 +68,12 @@ func trustKinds() []trustKind {
 	}
 }
 
-// inspects reports whether r's proxy terminates TLS for some allow entry.
-func inspects(r *policy.Resolved) bool {
-	return r.Network == policy.NetworkProxy && slices.ContainsFunc(r.Egress.Allow, policy.Endpoint.Inspected)
-}
-
 // trustLoss is what Map says of the trust files of a policy that
 // inspects egress: where they go, or (a warning) that a grant covers
 // provider.TrustBundlePath or JavaTrustStorePath, so only the distro
 // paths carry that file.
 func trustLoss(r *policy.Resolved) []provider.Loss {
-	if !inspects(r) {
+	if !r.InspectsEgress() {
 		return nil
 	}
 	var loss []provider.Loss
