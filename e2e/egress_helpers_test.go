@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/testcert"
 	"github.com/corral-sandbox/corral/qualify"
 )
 
@@ -47,10 +48,10 @@ var testCA struct {
 func caCert(t *testing.T) ([]byte, tls.Certificate) {
 	t.Helper()
 	testCA.once.Do(func() {
-		ca, err := qualify.NewCertificate(nil)
+		ca, err := testcert.New(nil)
 		if err == nil {
 			testCA.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]})
-			testCA.leaf, err = qualify.NewCertificate(&ca, testNames...)
+			testCA.leaf, err = testcert.New(&ca, testNames...)
 		}
 		testCA.initErr = err
 	})

@@ -179,7 +179,7 @@ func newUpstream(ip string, port int, tlsNames ...string) (*Upstream, error) {
 	if len(tlsNames) == 0 {
 		return NewUpstream(ip, port, nil)
 	}
-	cert, err := NewCertificate(nil, tlsNames...)
+	cert, err := testcert.New(nil, tlsNames...)
 	if err != nil {
 		return nil, err
 	}
@@ -218,14 +218,6 @@ func (u *Upstream) Touched() string {
 		return ""
 	}
 	return fmt.Sprintf("%d connections, %d TLS ClientHellos, requests %q", n, h, r)
-}
-
-// NewCertificate is testcert.New: a day-long P-256 CA (no names) or a
-// server certificate for names, signed by ca or self-signed. The e2e
-// suite's clients trust its test CA made so; the probes do not verify
-// certificates.
-func NewCertificate(ca *tls.Certificate, names ...string) (tls.Certificate, error) {
-	return testcert.New(ca, names...)
 }
 
 // Endpoint is one host rule of a proxy-mode policy (network.allow, deny,

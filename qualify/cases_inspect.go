@@ -29,6 +29,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-sandbox/corral/internal/testcert"
+	"github.com/corral-sandbox/corral/provider"
 )
 
 func init() {
@@ -75,11 +78,11 @@ func (e *Env) inspectPolicy(r *Result, u *Upstream, caFile string, entries ...l7
 // test CA of the case's own, whose PEM it writes to the case dir (the
 // policy's upstream_ca).
 func (e *Env) testOrigin(ip string, names ...string) (*Upstream, string, error) {
-	ca, err := NewCertificate(nil)
+	ca, err := testcert.New(nil)
 	if err != nil {
 		return nil, "", err
 	}
-	leaf, err := NewCertificate(&ca, names...)
+	leaf, err := testcert.New(&ca, names...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -317,7 +320,7 @@ func runP32(ctx context.Context, e *Env) Result {
 	bundleHasCA, otherCA := false, false
 	for _, ts := range rep.Sources {
 		srcs = append(srcs, fmt.Sprintf("%s (%s): %d certs, issuing CA %v, Corral CAs %q %s", ts.Path, strings.Join(ts.Via, ","), ts.Certs, ts.HasCA, ts.Corral, ts.Err))
-		if ts.Path == "/run/corral/ca-bundle.pem" && ts.HasCA {
+		if ts.Path == provider.TrustBundlePath && ts.HasCA {
 			bundleHasCA = true
 		}
 		if len(ts.Corral) > 0 && !ts.HasCA || len(ts.Corral) > 1 {

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/testcert"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/qualify"
 )
@@ -184,11 +185,11 @@ type doctorOrigin struct {
 // one-commit repository (when git is here) and a cargo sparse-registry
 // index and search API on /cargo/.
 func startDoctorOrigin(dir string) (*doctorOrigin, error) {
-	ca, err := qualify.NewCertificate(nil)
+	ca, err := testcert.New(nil)
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := qualify.NewCertificate(&ca, doctorOriginHost)
+	leaf, err := testcert.New(&ca, doctorOriginHost)
 	if err != nil {
 		return nil, err
 	}
