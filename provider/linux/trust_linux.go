@@ -69,12 +69,16 @@ func trustKinds() []trustKind {
 }
 
 // trustLoss is what Map says of the trust files of a policy that
-// inspects egress: where they go, or (a warning) that a grant covers
+// inspects egress: an error when a grant shows StateBase (where they are
+// kept), else where they go, or (a warning) that a grant covers
 // provider.TrustBundlePath or JavaTrustStorePath, so only the distro
 // paths carry that file.
 func trustLoss(r *policy.Resolved) []provider.Loss {
 	if !r.InspectsEgress() {
 		return nil
+	}
+	if err := refuseStateGrant(r); err != nil { // known now, not only at Provision
+		return []provider.Loss{{Severity: provider.SeverityError, Area: "filesystem", Field: stateGrant(r, StateBase()).Field, Message: err.Error()}}
 	}
 	var loss []provider.Loss
 	for _, k := range trustKinds() {

@@ -420,3 +420,20 @@ func TestTrustUnprivileged(t *testing.T) {
 		t.Fatalf("the TestTrust tests as corral-test did not all run:\n%s", out)
 	}
 }
+
+// TestTrustLossStateGrant: Map refuses an inspecting policy whose grant
+// shows StateBase (where the trust files are kept), not only Provision.
+func TestTrustLossStateGrant(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(StateDirEnv, filepath.Join(dir, "state"))
+	r := &policy.Resolved{Network: policy.NetworkProxy, Egress: policy.Network{Allow: []policy.Endpoint{{Host: "api.allowed.test", Access: policy.HTTPReadOnly}}},
+		Grants: []policy.PathGrant{{Path: dir, Access: policy.AccessReadWrite, Dir: true, Field: "filesystem.read_write[0]"}}}
+	loss := trustLoss(r)
+	if len(loss) != 1 || loss[0].Severity != provider.SeverityError || loss[0].Field != "filesystem.read_write[0]" {
+		t.Errorf("trustLoss with StateBase granted: %+v, want one error loss on the grant", loss)
+	}
+	r.Grants = nil
+	if loss := trustLoss(r); provider.LossReport(loss).HasErrors() {
+		t.Errorf("trustLoss without the grant: %+v", loss)
+	}
+}
