@@ -13,7 +13,6 @@ package e2e
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,7 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/pemcert"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // effects records what an origin did (not only what it was sent).
@@ -93,7 +94,7 @@ func TestInspectAttackCurl(t *testing.T) {
 			}
 			fmt.Fprintf(w, "origin-ok %s %s\n", m, r.URL.Path)
 		})
-		n := inspectNet(upstreamCAFile(t, id),
+		n := qualify.InspectNet(upstreamCAFile(t, id),
 			full.inspected(`access: full, deny_rules: [{method: DELETE, path: "/repos/**", query: {force: "true"}}]`),
 			rw.inspected(`access: read-write`),
 			rules.inspected(`rules: [{method: GET, path: "/pub/**"}], deny_rules: [{path: "/pub/secret/**"}]`))
@@ -165,23 +166,22 @@ echo "long: $(curl -s -m 20 -o /dev/null -w '%%{http_code} %%{http_version}' --h
 // puts the sandbox's CA) and how many certificates the bundle holds.
 func lastCert(t *testing.T, bundle []byte) (*x509.Certificate, int) {
 	t.Helper()
+	ders, others := pemcert.Split(bundle)
+	if len(others) > 0 {
+		t.Fatalf("the bundle holds a %s block", others[0])
+	}
 	var last *x509.Certificate
-	n := 0
-	for rest := bundle; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
+	for i, der := range ders {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			t.Fatalf("bundle certificate %d: %v", n, err)
+			t.Fatalf("bundle certificate %d: %v", i, err)
 		}
-		last, n = c, n+1
+		last = c
 	}
 	if last == nil {
 		t.Fatal("the bundle holds no certificate")
 	}
-	return last, n
+	return last, len(ders)
 }
 
 // TestInspectAttackTrustBundle: a workload that tries to change the
@@ -195,7 +195,7 @@ func lastCert(t *testing.T, bundle []byte) (*x509.Certificate, int) {
 func TestInspectAttackTrustBundle(t *testing.T) {
 	eachIdent(t, func(t *testing.T, id *ident) {
 		o := newOrigin(t, "api.allowed.test", "127.0.0.54", true)
-		n := inspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
 		pol := writePolicy(t, id, policy{Network: "proxy", NetRules: n})
 		const attack = `try() { l=$1; shift; if ( "$@" ) >/dev/null 2>&1; then echo "$l: changed"; else echo "$l: refused"; fi; }
 printf '%s\n' '-----BEGIN CERTIFICATE-----' 'MIIBplanted' '-----END CERTIFICATE-----' > mine.pem
@@ -253,17 +253,8 @@ func hostRootsCount(t *testing.T) (int, string) {
 	t.Helper()
 	for _, p := range provider.TrustBundlePaths {
 		if b, err := os.ReadFile(p); err == nil {
-			n := 0
-			for rest := b; ; {
-				var blk *pem.Block
-				if blk, rest = pem.Decode(rest); blk == nil {
-					break
-				}
-				if blk.Type == "CERTIFICATE" {
-					n++
-				}
-			}
-			return n, p
+			ders, _ := pemcert.Split(b)
+			return len(ders), p
 		}
 	}
 	t.Fatal("no host CA bundle")

@@ -6,18 +6,16 @@ package e2e
 // on 127.0.0.0/8 with the suite's test CA, which only the proxy is told
 // about here (network.upstream_ca) — the sandbox trusts nothing but its
 // bundle (the host's roots and the sandbox's CA), so a client inside
-// succeeds only through interception; the policy lines that inspect
-// them; the Go client built for the sandbox; the Node to run; and, for
+// succeeds only through interception; their allow entries (rendered by
+// qualify.InspectNet); the Go client built for the sandbox; the Node to run; and, for
 // the docker provider, an image with the host's curl.
 
 import (
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -29,7 +27,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/corral-sandbox/corral/internal/testorigin"
+	"github.com/corral-sandbox/corral/qualify"
 )
 
 // upstreamCAFile writes the origins' CA (the suite's test CA) where
@@ -49,8 +49,7 @@ type origin struct {
 	name, ip string
 	port     int
 	mux      *http.ServeMux
-	mu       sync.Mutex
-	reqs     []string // "METHOD REQUEST-URI PROTO"
+	srv      *testorigin.Server
 }
 
 // newOrigin starts an origin for name (one of testNames) on ip (any
@@ -59,41 +58,27 @@ type origin struct {
 func newOrigin(t *testing.T, name, ip string, h2 bool) *origin {
 	t.Helper()
 	_, leaf := caCert(t)
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	alpn := []string{"http/1.1"}
+	if h2 {
+		alpn = []string{"h2", "http/1.1"}
+	}
+	srv, err := testorigin.Start(ip, 0, &leaf, alpn, func(r *http.Request) string {
+		return r.Method + " " + r.URL.RequestURI() + " " + r.Proto
+	})
 	if err != nil {
 		t.Fatalf("origin on %s: %v", ip, err)
 	}
-	o := &origin{name: name, ip: ip, port: ln.Addr().(*net.TCPAddr).Port, mux: http.NewServeMux()}
+	t.Cleanup(srv.Close)
+	o := &origin{name: name, ip: ip, port: srv.Port, mux: srv.Mux, srv: srv}
 	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // (curl 7.88 fails an h2 POST answered before its body was read)
 		fmt.Fprintf(w, "origin-ok %s %s %s\n", r.Method, r.URL.Path, r.Proto)
 	})
-	protos := new(http.Protocols)
-	protos.SetHTTP1(true)
-	protos.SetHTTP2(h2)
-	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			o.mu.Lock()
-			o.reqs = append(o.reqs, r.Method+" "+r.URL.RequestURI()+" "+r.Proto)
-			o.mu.Unlock()
-			o.mux.ServeHTTP(w, r)
-		}),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{leaf}},
-		Protocols:         protos,
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go srv.ServeTLS(ln, "", "")
-	t.Cleanup(func() { srv.Close() })
 	return o
 }
 
-// requests is what reached the origin so far.
-func (o *origin) requests() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.reqs...)
-}
+// requests is what reached the origin so far: "METHOD REQUEST-URI PROTO".
+func (o *origin) requests() []string { return o.srv.Requests() }
 
 // url is the origin's https URL for path under its name.
 func (o *origin) url(path string) string {
@@ -109,43 +94,14 @@ func (o *origin) assertRequests(t *testing.T, want ...string) {
 	}
 }
 
-// inspectedHost is one allow entry that the proxy inspects: a name for
-// an origin on ip:port and its L7 fields (YAML flow-mapping members,
-// e.g. `access: read-only`).
-type inspectedHost struct {
-	name, ip string
-	port     int
-	l7       string
-}
-
-func (o *origin) inspected(l7 string) inspectedHost {
-	return inspectedHost{name: o.name, ip: o.ip, port: o.port, l7: l7}
-}
-
-// inspectNet renders the network lines (under "network:") that allow
-// and inspect hs, map their names to their loopback addresses, let the
-// proxy dial exactly those, and give it the origins' CA.
-func inspectNet(upstreamCA string, hs ...inspectedHost) string {
-	var b strings.Builder
-	q := strconv.Quote
-	b.WriteString("  allow:\n")
-	for _, h := range hs {
-		fmt.Fprintf(&b, "    - {host: %s, ports: [%d], %s}\n", q(h.name), h.port, h.l7)
-	}
-	b.WriteString("  allow_private:\n")
-	for _, h := range hs {
-		fmt.Fprintf(&b, "    - {host: %s, ports: [%d]}\n", q(h.ip+"/32"), h.port)
-	}
-	b.WriteString("  hosts:\n")
-	for _, h := range hs {
-		fmt.Fprintf(&b, "    %s: %s\n", q(h.name), q(h.ip))
-	}
-	fmt.Fprintf(&b, "  upstream_ca: %s\n", q(upstreamCA))
-	return b.String()
+// inspected is o's allow entry with the L7 fields l7 (qualify.InspectNet
+// renders it).
+func (o *origin) inspected(l7 string) qualify.Inspected {
+	return qualify.Inspected{Host: o.name, IP: o.ip, Port: o.port, L7: l7}
 }
 
 // inspectRun runs script as id in a proxy-mode sandbox whose network is
-// netLines (inspectNet's), with ro granted read-only and the workdir
+// netLines (qualify.InspectNet's), with ro granted read-only and the workdir
 // returned; flags are extra corral run flags (--provider docker ...).
 func inspectRun(t *testing.T, id *ident, netLines string, ro, flags []string, script string) (result, string) {
 	t.Helper()

@@ -64,7 +64,7 @@ func TestInspectCurlDocker(t *testing.T) {
 func curlCase(t *testing.T, id *ident, flags []string) {
 	o := newOrigin(t, "api.allowed.test", "127.0.0.21", true)
 	o1 := newOrigin(t, "tls.allowed.test", "127.0.0.22", false)
-	n := inspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"), o1.inspected("access: read-only"))
+	n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"), o1.inspected("access: read-only"))
 	script := curlReq + fmt.Sprintf(`req get1 --http1.1 %[1]s
 req get2 --http2 %[2]s
 req post1 --http1.1 -X POST -d x %[3]s
@@ -121,7 +121,7 @@ func TestInspectGit(t *testing.T) {
 			return strings.TrimSpace(string(out))
 		}
 		before := head()
-		n := inspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: "/**/info/refs", query: {service: git-upload-pack}}, {method: POST, path: "/**/git-upload-pack"}]`))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: "/**/info/refs", query: {service: git-upload-pack}}, {method: POST, path: "/**/git-upload-pack"}]`))
 		script := fmt.Sprintf(`git clone -q %s clone > clone.out 2>&1; echo "clone: $(cat clone/README 2>&1) $(tr '\n' ' ' < clone.out)"
 cd clone && echo more > more && git add more && git -c user.name=e2e -c user.email=e2e@example.invalid commit -qm more &&
 if git push -q origin HEAD:main > ../push.out 2>&1; then echo "push: pushed"; else echo "push: refused $(tr '\n' ' ' < ../push.out)"; fi
@@ -151,7 +151,7 @@ if git push -q origin HEAD:main > ../push.out 2>&1; then echo "push: pushed"; el
 
 		// access: read-only alone does not clone: git fetches with POST.
 		seen := len(o.requests())
-		n = inspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		n = qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
 		res, _ = inspectRun(t, id, n, nil, nil, fmt.Sprintf(`git clone -q %s clone > clone.out 2>&1; echo "clone: $? $(tr '\n' ' ' < clone.out)"`, o.url("/git/repo.git")))
 		expectLines(t, res, "clone: 128 *")
 		if v, _ := lineValue(res.stdout, "clone"); !strings.Contains(v, "403") {
@@ -202,7 +202,7 @@ func TestInspectPython(t *testing.T) {
 	}
 	eachIdent(t, func(t *testing.T, id *ident) {
 		o := newOrigin(t, "api.allowed.test", "127.0.0.24", false)
-		n := inspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: "/py/**"}], deny_rules: [{path: "/py/secret/**"}]`))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: "/py/**"}], deny_rules: [{path: "/py/secret/**"}]`))
 		dir := mkdir(t, id, "pyclient")
 		writeFile(t, id, filepath.Join(dir, "client.py"), pyClient, 0o644)
 		res, _ := inspectRun(t, id, n, []string{dir}, nil, fmt.Sprintf("%s %s/client.py %s", python, dir, o.url("")))
@@ -262,7 +262,7 @@ func TestInspectNode(t *testing.T) {
 	t.Logf("node: %s (%s)", node, version)
 	eachIdent(t, func(t *testing.T, id *ident) {
 		o := newOrigin(t, "api.allowed.test", "127.0.0.25", true)
-		n := inspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
 		dir := mkdir(t, id, "nodeclient")
 		writeFile(t, id, filepath.Join(dir, "client.js"), nodeClient, 0o644)
 		res, _ := inspectRun(t, id, n, []string{dir}, nil, fmt.Sprintf("%s %s/client.js %s", node, dir, o.url("")))
@@ -343,9 +343,9 @@ func TestInspectGRPC(t *testing.T) {
 		go srv.Serve(ln)
 		t.Cleanup(srv.Stop)
 		port := ln.Addr().(*net.TCPAddr).Port
-		h := inspectedHost{name: "api.allowed.test", ip: "127.0.0.26", port: port,
-			l7: `rules: [{method: POST, path: /grpc.health.v1.Health/Check}, {method: POST, path: /grpc.health.v1.Health/Watch}]`}
-		n := inspectNet(upstreamCAFile(t, id), h)
+		h := qualify.Inspected{Host: "api.allowed.test", IP: "127.0.0.26", Port: port,
+			L7: `rules: [{method: POST, path: /grpc.health.v1.Health/Check}, {method: POST, path: /grpc.health.v1.Health/Watch}]`}
+		n := qualify.InspectNet(upstreamCAFile(t, id), h)
 		userTok := token()
 		res, _ := inspectRun(t, id, n, []string{dir}, nil, fmt.Sprintf("%s grpc api.allowed.test:%d %s", bin, port, userTok))
 		tok := hs.tok
@@ -413,7 +413,7 @@ func TestInspectWebSocket(t *testing.T) {
 		o := newOrigin(t, "api.allowed.test", "127.0.0.27", true)
 		o.mux.HandleFunc("/ws", wsEchoHandler)
 		o.mux.HandleFunc("/ws-denied", wsEchoHandler)
-		n := inspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: /ws}]`))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: /ws}]`))
 		wss := func(p string) string { return "wss" + strings.TrimPrefix(o.url(p), "https") }
 		script := fmt.Sprintf("%s ws %s %s", bin, wss("/ws"), wss("/ws-denied"))
 		ro := []string{dir}
@@ -470,7 +470,7 @@ func TestInspectSSE(t *testing.T) {
 		o2 := newOrigin(t, "api.allowed.test", "127.0.0.29", true)
 		o1.mux.HandleFunc("/events/", events)
 		o2.mux.HandleFunc("/events/", events)
-		n := inspectNet(upstreamCAFile(t, id), o1.inspected("access: read-only"), o2.inspected("access: read-only"))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o1.inspected("access: read-only"), o2.inspected("access: read-only"))
 		pol := writePolicy(t, id, policy{Network: "proxy", NetRules: n})
 		logf := filepath.Join(mkdir(t, id, "sse-audit"), "audit.jsonl")
 		script := fmt.Sprintf(`curl -sSN -m 40 --http1.1 %s > h1.txt 2>&1; echo "h1: $?"; curl -sSN -m 40 --http2 %s > h2.txt 2>&1; echo "h2: $?"`, o1.url("/events/h1"), o2.url("/events/h2"))

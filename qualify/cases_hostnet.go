@@ -7,12 +7,9 @@ package qualify
 // the policy's network.hosts map. Nothing here sends traffic anywhere.
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -20,11 +17,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/corral-sandbox/corral/internal/testcert"
+	"github.com/corral-sandbox/corral/internal/testorigin"
 )
 
 // counter is a loopback listener (tcp, udp, unix path or abstract "@name")
@@ -98,35 +94,13 @@ func (c *counter) port() string {
 }
 
 // settle lets in-flight connections land before counting.
-func settle() { time.Sleep(300 * time.Millisecond) }
+var settle = testorigin.Settle
 
 // Upstream is an HTTP(S) server on a loopback address standing in for an
 // internet host (the e2e suite uses it too). It counts TCP connections,
-// TLS ClientHellos and requests; Mux answers "upstream-ok HOST PATH" on /
-// and takes more routes.
-type Upstream struct {
-	IP      string
-	Port    int
-	Mux     *http.ServeMux
-	Accepts atomic.Int32 // TCP connections
-	Hellos  atomic.Int32 // TLS ClientHellos
-	srv     *http.Server
-	mu      sync.Mutex
-	reqs    []string
-}
-
-type countingLn struct {
-	net.Listener
-	n *atomic.Int32
-}
-
-func (l countingLn) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.n.Add(1)
-	}
-	return c, err
-}
+// TLS ClientHellos and requests ("METHOD HOST REQUEST-URI"); Mux answers
+// "upstream-ok HOST PATH" on / and takes more routes.
+type Upstream = testorigin.Server
 
 // NewUpstream starts an Upstream on ip:port (0: any port), with TLS when
 // cert is not nil (HTTP/1.1 only: NewOrigin also offers h2). Close it
@@ -138,37 +112,13 @@ func NewUpstream(ip string, port int, cert *tls.Certificate) (*Upstream, error) 
 // startUpstream is NewUpstream with the ALPN protocols its TLS offers
 // (nil: none, so HTTP/1.1).
 func startUpstream(ip string, port int, cert *tls.Certificate, alpn []string) (*Upstream, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	u, err := testorigin.Start(ip, port, cert, alpn, nil)
 	if err != nil {
 		return nil, err
 	}
-	u := &Upstream{IP: ip, Port: ln.Addr().(*net.TCPAddr).Port, Mux: http.NewServeMux()}
 	u.Mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
 	})
-	var l net.Listener = countingLn{ln, &u.Accepts}
-	u.srv = &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			u.mu.Lock()
-			u.reqs = append(u.reqs, r.Method+" "+r.Host+" "+r.RequestURI)
-			u.mu.Unlock()
-			u.Mux.ServeHTTP(w, r)
-		}),
-		ErrorLog:          log.New(io.Discard, "", 0),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	if cert != nil {
-		u.srv.TLSConfig = &tls.Config{
-			Certificates: []tls.Certificate{*cert},
-			NextProtos:   alpn,
-			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-				u.Hellos.Add(1)
-				return nil, nil
-			},
-		}
-		l = tls.NewListener(l, u.srv.TLSConfig)
-	}
-	go func() { _ = u.srv.Serve(l) }()
 	return u, nil
 }
 
@@ -184,40 +134,6 @@ func newUpstream(ip string, port int, tlsNames ...string) (*Upstream, error) {
 		return nil, err
 	}
 	return NewUpstream(ip, port, &cert)
-}
-
-// Close stops the server (nil-safe).
-func (u *Upstream) Close() {
-	if u == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = u.srv.Shutdown(ctx)
-	_ = u.srv.Close()
-}
-
-// HostPort is the upstream's authority under name.
-func (u *Upstream) HostPort(name string) string {
-	return net.JoinHostPort(name, strconv.Itoa(u.Port))
-}
-
-// Requests is what the upstream served so far: "METHOD HOST REQUEST-URI".
-func (u *Upstream) Requests() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.reqs...)
-}
-
-// Touched describes what reached u, after in-flight connections have
-// landed; "" when nothing did.
-func (u *Upstream) Touched() string {
-	settle()
-	n, h, r := u.Accepts.Load(), u.Hellos.Load(), u.Requests()
-	if n == 0 && h == 0 && len(r) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d connections, %d TLS ClientHellos, requests %q", n, h, r)
 }
 
 // Endpoint is one host rule of a proxy-mode policy (network.allow, deny,

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -44,50 +43,60 @@ func init() {
 // unread (the suite's self-test: both cases must then fail).
 var inspectOff bool
 
-// l7Allow is an allow entry with its L7 part (a YAML flow mapping's
-// keys after host and ports: "access: read-only").
-type l7Allow struct {
-	host string
-	port int
-	l7   string
+// Inspected is one allow entry on a loopback origin: a name, the
+// origin's address and port, and its L7 fields (YAML flow-mapping
+// members, e.g. `access: read-only`; "" allows the host uninspected).
+type Inspected struct {
+	Host, IP string
+	Port     int
+	L7       string
 }
 
-// inspectPolicy is a proxy-mode policy allowing entries on the origin u,
-// with upstream_ca naming the case's test CA (caFile).
-func (e *Env) inspectPolicy(r *Result, u *Upstream, caFile string, entries ...l7Allow) string {
+// InspectNet renders the network lines (under "network:", indented two
+// spaces; the mode is the caller's) that allow hs, map their names to
+// their addresses (hosts), let the proxy dial exactly those
+// (allow_private IP/32 on the port) and make it trust upstreamCA, a PEM
+// file, for them (upstream_ca).
+func InspectNet(upstreamCA string, hs ...Inspected) string {
 	var b strings.Builder
 	b.WriteString("  allow:\n")
-	n := Egress{Private: []Endpoint{{u.IP + "/32", []int{u.Port}}}, Hosts: map[string]string{}}
-	for _, a := range entries {
-		fmt.Fprintf(&b, "    - {host: %s, ports: [%d]", strconv.Quote(a.host), a.port)
-		if a.l7 != "" && !inspectOff {
-			b.WriteString(", " + a.l7)
+	n := Egress{Hosts: map[string]string{}}
+	for _, h := range hs {
+		fmt.Fprintf(&b, "    - {host: %s, ports: [%d]", strconv.Quote(h.Host), h.Port)
+		if h.L7 != "" {
+			b.WriteString(", " + h.L7)
 		}
 		b.WriteString("}\n")
-		n.Hosts[a.host] = u.IP
+		n.Hosts[h.Host] = h.IP
+		ep := Endpoint{h.IP + "/32", []int{h.Port}}
+		if !slices.ContainsFunc(n.Private, func(e Endpoint) bool { return e.Host == ep.Host && slices.Equal(e.Ports, ep.Ports) }) {
+			n.Private = append(n.Private, ep)
+		}
 	}
 	b.WriteString(n.YAML())
-	fmt.Fprintf(&b, "  upstream_ca: %s\n", strconv.Quote(caFile))
+	fmt.Fprintf(&b, "  upstream_ca: %s\n", strconv.Quote(upstreamCA))
+	return b.String()
+}
+
+// inspectPolicy is a proxy-mode policy allowing hs (on origins of this
+// host), with upstream_ca naming the case's test CA (caFile).
+func (e *Env) inspectPolicy(r *Result, caFile string, hs ...Inspected) string {
 	if inspectOff {
+		for i := range hs {
+			hs[i].L7 = ""
+		}
 		e.Check(r, "test hook: interception disabled", "allow entries without access, rules or deny_rules: every tunnel spliced", true, "")
 	}
-	return e.policyFor(pol{Network: "proxy", NetRules: b.String()})
+	return e.policyFor(pol{Network: "proxy", NetRules: InspectNet(caFile, hs...)})
 }
 
 // testOrigin starts a NewOrigin on ip with a certificate for names from a
 // test CA of the case's own, whose PEM it writes to the case dir (the
 // policy's upstream_ca).
 func (e *Env) testOrigin(ip string, names ...string) (*Upstream, string, error) {
-	ca, err := testcert.New(nil)
-	if err != nil {
-		return nil, "", err
-	}
-	leaf, err := testcert.New(&ca, names...)
-	if err != nil {
-		return nil, "", err
-	}
 	caFile := filepath.Join(e.Dir, "upstream-ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]}), 0o644); err != nil {
+	leaf, err := testcert.Issue(caFile, names...)
+	if err != nil {
 		return nil, "", err
 	}
 	u, err := NewOrigin(ip, 0, &leaf)
@@ -147,9 +156,9 @@ func runP29(ctx context.Context, e *Env) Result {
 	}
 	defer o.Close()
 	p := o.Port
-	pol := e.inspectPolicy(&r, o, caFile,
-		l7Allow{"api.allowed.test", p, "access: read-only"},
-		l7Allow{"api.rules.test", p, `rules: [{method: GET, path: "/v1/public/**"}], deny_rules: [{path: "/v1/public/secret/**"}]`})
+	pol := e.inspectPolicy(&r, caFile,
+		Inspected{"api.allowed.test", o.IP, p, "access: read-only"},
+		Inspected{"api.rules.test", o.IP, p, `rules: [{method: GET, path: "/v1/public/**"}], deny_rules: [{path: "/v1/public/secret/**"}]`})
 	a := "https://" + o.HostPort("api.allowed.test")
 	ru := "https://" + o.HostPort("api.rules.test")
 	type want struct {
@@ -272,7 +281,7 @@ func runP32(ctx context.Context, e *Env) Result {
 	defer o.Close()
 	p := o.Port
 	inspected := []string{"api.allowed.test"}
-	pol := e.inspectPolicy(&r, o, caFile, l7Allow{"api.allowed.test", p, "access: read-only"}, l7Allow{"api.plain.test", p, ""})
+	pol := e.inspectPolicy(&r, caFile, Inspected{"api.allowed.test", o.IP, p, "access: read-only"}, Inspected{"api.plain.test", o.IP, p, ""})
 	a := "https://" + o.HostPort("api.allowed.test")
 	// Names the CA must not be able to vouch for: another host, the
 	// inspected host's parent, a name below it, one that ends in it, the

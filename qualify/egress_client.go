@@ -47,6 +47,7 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/corral-sandbox/corral/internal/pemcert"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -500,13 +501,9 @@ func trustSources(leaf *x509.Certificate) ([]TrustSource, *x509.Certificate) {
 		}
 		sum := sha256.Sum256(b)
 		ts.SHA256 = hex.EncodeToString(sum[:])
-		for rest := b; ; {
-			var blk *pem.Block
-			blk, rest = pem.Decode(rest)
-			if blk == nil {
-				break
-			}
-			c, err := x509.ParseCertificate(blk.Bytes)
+		ders, _ := pemcert.Split(b)
+		for _, der := range ders {
+			c, err := x509.ParseCertificate(der)
 			if err != nil {
 				continue
 			}

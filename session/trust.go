@@ -2,7 +2,6 @@ package session
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/internal/jks"
+	"github.com/corral-sandbox/corral/internal/pemcert"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -49,25 +49,12 @@ func newTrust(n policy.Network) (*trust, error) {
 		return nil, provider.Wrap(provider.CodeStartFailed, "egress CA bundle", err)
 	}
 	bundle := append(append(host, '\n'), ca.CertPEM()...)
-	store, err := jks.TrustStore(certsOf(bundle), "changeit", time.Now())
+	ders, _ := pemcert.Split(bundle)
+	store, err := jks.TrustStore(ders, "changeit", time.Now())
 	if err != nil {
 		return nil, provider.Wrap(provider.CodeStartFailed, "egress CA trust store", err)
 	}
 	return &trust{ca: ca, bundle: bundle, store: store, roots: roots}, nil
-}
-
-// certsOf returns the DER of every CERTIFICATE block of a PEM bundle.
-func certsOf(bundle []byte) [][]byte {
-	var ders [][]byte
-	for rest := bundle; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			return ders
-		}
-		if b.Type == "CERTIFICATE" {
-			ders = append(ders, b.Bytes)
-		}
-	}
 }
 
 // checkUpstreamCA refuses an upstream_ca the workload could write: the

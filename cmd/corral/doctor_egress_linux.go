@@ -19,7 +19,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
@@ -185,16 +184,9 @@ type doctorOrigin struct {
 // one-commit repository (when git is here) and a cargo sparse-registry
 // index and search API on /cargo/.
 func startDoctorOrigin(dir string) (*doctorOrigin, error) {
-	ca, err := testcert.New(nil)
-	if err != nil {
-		return nil, err
-	}
-	leaf, err := testcert.New(&ca, doctorOriginHost)
-	if err != nil {
-		return nil, err
-	}
 	o := &doctorOrigin{caFile: filepath.Join(dir, "upstream-ca.pem"), token: "doctor-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-	if err := os.WriteFile(o.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]}), 0o644); err != nil {
+	leaf, err := testcert.Issue(o.caFile, doctorOriginHost)
+	if err != nil {
 		return nil, err
 	}
 	if o.u, err = qualify.NewOrigin("127.0.0.1", 0, &leaf); err != nil {
@@ -807,7 +799,7 @@ func clipText(s string) string {
 // the origin allowed with access: full (inspected: git pushes nothing,
 // but its smart HTTP POSTs).
 func doctorPolicy(o *doctorOrigin, binDir string, grants []string) string {
-	access := ", access: full"
+	access := "access: full"
 	if doctorPassthrough {
 		access = ""
 	}
@@ -821,18 +813,11 @@ filesystem:
   read_only: [%s]
 network:
   mode: proxy
-  allow:
-    - {host: %q, ports: [%d]%s}
-  allow_private:
-    - {host: "%s/32", ports: [%d]}
-  hosts:
-    %q: %q
-  upstream_ca: %q
-process:
+%sprocess:
   limits: {timeout: 90s}
 layers:
   cgroups: optional
-`, strings.Join(ro, ", "), doctorOriginHost, o.u.Port, access, o.u.IP, o.u.Port, doctorOriginHost, o.u.IP, o.caFile)
+`, strings.Join(ro, ", "), qualify.InspectNet(o.caFile, qualify.Inspected{Host: doctorOriginHost, IP: o.u.IP, Port: o.u.Port, L7: access}))
 }
 
 // printEgress prints the table, then the reasons for each no and n.a.

@@ -10,7 +10,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
+	"os"
 	"time"
 )
 
@@ -53,4 +55,23 @@ func New(ca *tls.Certificate, names ...string) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// Issue mints a fresh test CA, writes its certificate (PEM) to caFile
+// with mode 0644 (network.upstream_ca: corral reads it, perhaps as
+// another user than the caller) and returns a server certificate for the
+// DNS names signed by it.
+func Issue(caFile string, names ...string) (tls.Certificate, error) {
+	ca, err := New(nil)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := New(&ca, names...)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]}), 0o644); err != nil {
+		return tls.Certificate{}, err
+	}
+	return leaf, nil
 }

@@ -11,16 +11,12 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,7 +27,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/pemcert"
 	"github.com/corral-sandbox/corral/internal/testcert"
+	"github.com/corral-sandbox/corral/internal/testorigin"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/session"
@@ -825,28 +823,24 @@ type origin struct {
 // network.upstream_ca.
 func newOrigin(t *testing.T) *origin {
 	t.Helper()
-	ca, err := testcert.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := testcert.New(&ca, inspectedHost)
-	if err != nil {
-		t.Fatal(err)
-	}
 	o := &origin{token: token(), caFile: filepath.Join(PublicDir(t), "origin-ca.pem")}
-	if err := os.WriteFile(o.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Certificate[0]}), 0o644); err != nil {
+	leaf, err := testcert.Issue(o.caFile, inspectedHost)
+	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// ALPN http/1.1 only: this suite tests trust (h2 is qualify's and e2e's).
+	srv, err := testorigin.Start("127.0.0.1", 0, &leaf, []string{"http/1.1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	srv.Mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			o.others.Add(1)
 		}
 		_, _ = io.WriteString(w, o.token)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	o.port = srv.Listener.Addr().(*net.TCPAddr).Port
+	})
+	o.port = srv.Port
 	o.url = fmt.Sprintf("https://%s:%d/", inspectedHost, o.port)
 	return o
 }
@@ -1129,16 +1123,13 @@ func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, wan
 // inspected host.
 func checkBundle(t *testing.T, b []byte) {
 	t.Helper()
+	ders, others := pemcert.Split(b)
+	if len(others) > 0 {
+		t.Fatalf("the trust bundle holds a %s block", others[0])
+	}
 	var last *x509.Certificate
-	for rest := b; ; {
-		var blk *pem.Block
-		if blk, rest = pem.Decode(rest); blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			t.Fatalf("the trust bundle holds a %s block", blk.Type)
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
+	for _, der := range ders {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			t.Fatal(err)
 		}
