@@ -161,6 +161,34 @@ func WithTrustEnv(env []string, bundle string, store []string) []string {
 	return WithEnv(env, []string{"JAVA_TOOL_OPTIONS=" + opts})
 }
 
+// TrustFile is one of the files that carry a sandbox's trust: the PEM
+// bundle (ProvisionOptions.Trust) or the Java store (TrustStore).
+type TrustFile struct {
+	Name  string   // its name in a provider's state directory
+	Path  string   // where it goes inside (TrustBundlePath, JavaTrustStorePath)
+	Over  []string // the distro paths it covers
+	What  string   // what it is, for messages
+	Store bool     // the Java store
+}
+
+// Of is, of a sandbox's bundle pem and Java store, f's content.
+func (f TrustFile) Of(pem, store []byte) []byte {
+	if f.Store {
+		return store
+	}
+	return pem
+}
+
+// TrustFiles are the bundle's and the Java store's, covering the distro
+// paths bundleOver and storeOver (TrustBundlePaths, JavaTrustStorePaths;
+// a test may pass a tree of its own).
+func TrustFiles(bundleOver, storeOver []string) []TrustFile {
+	return []TrustFile{
+		{Name: "ca-bundle.pem", Path: TrustBundlePath, Over: bundleOver, What: "CA bundle"},
+		{Name: "ca-bundle.jks", Path: JavaTrustStorePath, Over: storeOver, What: "Java trust store", Store: true},
+	}
+}
+
 // TrustUpdater is a sandbox whose trust can be replaced while it runs: a
 // recovered session mints a new CA, since the old key died with the
 // process that held it. SetTrust rewrites the sandbox's files in place

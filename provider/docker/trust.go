@@ -41,42 +41,25 @@ type Trust struct {
 	Targets []string `json:"targets"` // inside, each read-only; WithTrustEnv names the first
 }
 
-// trustKind is one of a container's trust files.
-type trustKind struct {
-	file, path string   // its name in the state dir; where it goes inside
-	over       []string // the distro paths it covers
-	what       string   // for messages
-	// store: the Java store, which goes only over distro paths the
-	// image or a bind has. One Docker created would hide from
-	// WithTrustEnv that the JVM's own store is elsewhere (a JDK's
-	// tarball, say), and the JVM would trust neither.
-	store bool
-}
+// trustKind is one of a container's trust files. The Java store goes
+// only over distro paths the image or a bind has: one Docker created
+// would hide from WithTrustEnv that the JVM's own store is elsewhere (a
+// JDK's tarball, say), and the JVM would trust neither.
+type trustKind = provider.TrustFile
 
 // trustKinds are the bundle's and the Java store's.
-var trustKinds = []trustKind{
-	{file: "ca-bundle.pem", path: provider.TrustBundlePath, over: provider.TrustBundlePaths, what: "CA bundle"},
-	{file: "ca-bundle.jks", path: provider.JavaTrustStorePath, over: provider.JavaTrustStorePaths, what: "Java trust store", store: true},
-}
+var trustKinds = provider.TrustFiles(provider.TrustBundlePaths, provider.JavaTrustStorePaths)
 
 // trustOf is sp's binds of the trust file of kind k (nil: none).
 func (sp *Spec) trustOf(k trustKind) **Trust {
-	if k.store {
+	if k.Store {
 		return &sp.Store
 	}
 	return &sp.Trust
 }
 
-// of is, of a sandbox's bundle pem and Java store, the one of kind k.
-func (k trustKind) of(pem, store []byte) []byte {
-	if k.store {
-		return store
-	}
-	return pem
-}
-
 // trustTargets are the paths inside where the trust file of kind k
-// goes, of k.path and k.over in that order, and why others are left out
+// goes, of k.Path and k.Over in that order, and why others are left out
 // (notes): a regular file of a host bind reached with no symlink
 // (nothing is ever created on the host), or a path the image serves, as
 // resolve finds it in the image (each symlink followed within the
@@ -86,8 +69,8 @@ func (k trustKind) of(pem, store []byte) []byte {
 // leads into a host bind or a mask. A mask, a bind of that very path, a
 // directory, anything not a regular file on the host are left alone.
 func trustTargets(sp *Spec, k trustKind, resolve func(string) imagePath) (targets, notes []string) {
-	for _, p := range append([]string{k.path}, k.over...) {
-		mayCreate := !k.store || p == k.path
+	for _, p := range append([]string{k.Path}, k.Over...) {
+		mayCreate := !k.Store || p == k.Path
 		in, tmpfs := sp.mountOf(p)
 		switch {
 		case tmpfs:
@@ -160,7 +143,7 @@ func (p *Provider) imagePaths(ctx context.Context, image string) (map[string]ima
 	defer done()
 	m := map[string]imagePath{}
 	for _, k := range trustKinds {
-		for _, x := range append([]string{k.path}, k.over...) {
+		for _, x := range append([]string{k.Path}, k.Over...) {
 			r := resolve(x)
 			if r.err != nil && !errors.Is(r.err, errNotFile) {
 				return nil, r.err // the daemon's: nothing is known, nothing kept
@@ -268,15 +251,15 @@ func (p *Provider) mapTrust(ctx context.Context, r *policy.Resolved, sp *Spec, a
 	for _, k := range trustKinds {
 		targets, notes := trustTargets(sp, k, func(p string) imagePath { return paths[p] })
 		for _, n := range notes {
-			add(provider.SeverityWarning, "network", "network.allow", "the container's %s is not bound over %s", k.what, n)
+			add(provider.SeverityWarning, "network", "network.allow", "the container's %s is not bound over %s", k.What, n)
 		}
 		switch {
 		case len(targets) > 0:
 			*sp.trustOf(k) = &Trust{Targets: targets}
-		case k.store:
-			add(provider.SeverityWarning, "network", "network.allow", "the policy inspects egress, and the container's Java trust store has nowhere to go (masks or binds of the policy cover %s and the image has none of %s): a JVM inside does not trust the container's CA", k.path, strings.Join(k.over, ", "))
+		case k.Store:
+			add(provider.SeverityWarning, "network", "network.allow", "the policy inspects egress, and the container's Java trust store has nowhere to go (masks or binds of the policy cover %s and the image has none of %s): a JVM inside does not trust the container's CA", k.Path, strings.Join(k.Over, ", "))
 		default:
-			add(provider.SeverityError, "network", "network.allow", "the policy inspects egress, and the container's CA bundle has nowhere to go: masks or binds of the policy cover %s and each of %s", k.path, strings.Join(k.over, ", "))
+			add(provider.SeverityError, "network", "network.allow", "the policy inspects egress, and the container's CA bundle has nowhere to go: masks or binds of the policy cover %s and each of %s", k.Path, strings.Join(k.Over, ", "))
 			return
 		}
 	}
@@ -296,12 +279,12 @@ func (s *Sandbox) addTrust(pem, store []byte) error {
 		return provider.Errorf(provider.CodeInternal, "docker: the plan binds no CA bundle: it was mapped for a policy that does not inspect egress")
 	}
 	for _, k := range trustKinds {
-		tr, data := sp.trustOf(k), k.of(pem, store)
+		tr, data := sp.trustOf(k), k.Of(pem, store)
 		if len(data) == 0 || *tr == nil {
 			*tr = nil // nothing to bind (a plan without the store, or no store given)
 			continue
 		}
-		src := filepath.Join(s.state, k.file)
+		src := filepath.Join(s.state, k.Name)
 		if err := trustfile.Create(src, data); err != nil {
 			return err
 		}
@@ -327,12 +310,12 @@ func (s *Sandbox) SetTrust(pem, store []byte) error {
 		return provider.Errorf(provider.CodeInternal, "docker sandbox %s was made without a CA bundle (its policy did not inspect egress then): recreate it", s.id)
 	}
 	for _, k := range trustKinds {
-		tr, data := s.spec.trustOf(k), k.of(pem, store)
-		if *tr == nil || k.store && data == nil {
+		tr, data := s.spec.trustOf(k), k.Of(pem, store)
+		if *tr == nil || k.Store && data == nil {
 			continue
 		}
-		if err := trustfile.Rewrite(filepath.Join(s.state, k.file), data); err != nil {
-			return provider.Wrap(provider.CodeInternal, "docker sandbox "+s.id+": "+k.what, err)
+		if err := trustfile.Rewrite(filepath.Join(s.state, k.Name), data); err != nil {
+			return provider.Wrap(provider.CodeInternal, "docker sandbox "+s.id+": "+k.What, err)
 		}
 	}
 	return nil

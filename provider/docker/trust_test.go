@@ -409,11 +409,11 @@ func TestTrustTargets(t *testing.T) {
 		for _, k := range trustKinds {
 			got, notes := trustTargets(&c.sp, k, resolve)
 			want := c.pems
-			if k.store {
+			if k.Store {
 				want = c.store
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("%s with binds %v, tmpfs %v: targets %v, want %v (notes %v)", k.what, c.sp.Binds, c.sp.Tmpfs, got, want, notes)
+				t.Errorf("%s with binds %v, tmpfs %v: targets %v, want %v (notes %v)", k.What, c.sp.Binds, c.sp.Tmpfs, got, want, notes)
 			}
 		}
 	}

@@ -120,7 +120,7 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 				if err := verifyTrust(tr, pid); err != nil {
 					return "", err
 				}
-				detail += fmt.Sprintf("; the %s at %s (each resolved in the container's root to its inode)", k.what, strings.Join(tr.Targets, ", "))
+				detail += fmt.Sprintf("; the %s at %s (each resolved in the container's root to its inode)", k.What, strings.Join(tr.Targets, ", "))
 			}
 		}
 		return detail, nil

@@ -546,17 +546,17 @@ func (s *persistent) Signal(sig os.Signal) error {
 // store nil) keeps none.
 func (s *persistent) SetTrust(pem, store []byte) error {
 	for _, k := range trustKinds() {
-		data := k.of(pem, store)
-		if k.store && data == nil {
+		data := k.Of(pem, store)
+		if k.Store && data == nil {
 			continue
 		}
-		err := trustfile.Rewrite(filepath.Join(s.dir, k.file), data)
+		err := trustfile.Rewrite(filepath.Join(s.dir, k.Name), data)
 		switch {
-		case k.store && errors.Is(err, unix.ENOENT): // made without one: nothing shows it
+		case k.Store && errors.Is(err, unix.ENOENT): // made without one: nothing shows it
 		case errors.Is(err, unix.ENOENT):
 			return provider.Errorf(provider.CodeInternal, "linux: sandbox %s was made without a CA bundle (its policy did not inspect egress then): recreate it", s.id)
 		case err != nil:
-			return provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": "+k.what, err)
+			return provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": "+k.What, err)
 		}
 	}
 	return nil

@@ -29,13 +29,6 @@ import (
 // read, and every exec gets provider.WithTrustEnv of where they went.
 // SetTrust rewrites the same inodes, which every bind shows at once.
 
-// trustFile and storeFile are the bundle's and the Java store's names in
-// a sandbox's state directory.
-const (
-	trustFile = "ca-bundle.pem"
-	storeFile = "ca-bundle.jks"
-)
-
 // trustPaths and storePaths are the distro paths a sandbox's bundle and
 // Java store cover (provider.TrustBundlePaths, JavaTrustStorePaths; a
 // test points them at a tree of its own).
@@ -45,28 +38,10 @@ var (
 )
 
 // trustKind is one of a sandbox's trust files.
-type trustKind struct {
-	file, path string   // its name in the state directory; where it goes inside
-	over       []string // the distro paths it covers
-	what       string   // for messages
-	store      bool     // the Java store (MountSpec.Store)
-}
-
-// of is, of a sandbox's bundle pem and Java store, the one of kind k.
-func (k trustKind) of(pem, store []byte) []byte {
-	if k.store {
-		return store
-	}
-	return pem
-}
+type trustKind = provider.TrustFile
 
 // trustKinds are the bundle's and the Java store's.
-func trustKinds() []trustKind {
-	return []trustKind{
-		{file: trustFile, path: provider.TrustBundlePath, over: trustPaths, what: "CA bundle"},
-		{file: storeFile, path: provider.JavaTrustStorePath, over: storePaths, what: "Java trust store", store: true},
-	}
-}
+func trustKinds() []trustKind { return provider.TrustFiles(trustPaths, storePaths) }
 
 // trustLoss is what Map says of the trust files of a policy that
 // inspects egress: an error when a grant shows StateBase (where they are
@@ -82,14 +57,14 @@ func trustLoss(r *policy.Resolved) []provider.Loss {
 	}
 	var loss []provider.Loss
 	for _, k := range trustKinds() {
-		if g := r.Covering(k.path); g.Path != "" {
+		if g := r.Covering(k.Path); g.Path != "" {
 			then := "the variables name the first, and the sandbox does not start without one"
-			if k.store {
+			if k.Store {
 				then = "and a JVM whose own store is elsewhere does not trust the sandbox's CA"
 			}
 			loss = append(loss, provider.Loss{Severity: provider.SeverityWarning, Area: "network", Field: g.Field,
 				Message: fmt.Sprintf("the policy inspects egress, and %s (%s) covers %s, where the sandbox's %s goes: it is bound only over the distro paths the sandbox has (%s), %s (narrow that rule so that it leaves %s alone)",
-					g.Path, g.Access, k.path, k.what, strings.Join(k.over, ", "), then, filepath.Dir(k.path))})
+					g.Path, g.Access, k.Path, k.What, strings.Join(k.Over, ", "), then, filepath.Dir(k.Path))})
 		}
 	}
 	if len(loss) > 0 {
@@ -149,13 +124,13 @@ func sweepRuns(base string) {
 // them (withTrust).
 func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem, store []byte) (*InitSpec, error) {
 	for _, k := range trustKinds() {
-		data := k.of(pem, store)
+		data := k.Of(pem, store)
 		if len(data) == 0 {
 			continue
 		}
-		src := filepath.Join(dir, k.file)
+		src := filepath.Join(dir, k.Name)
 		if err := trustfile.Create(src, data); err != nil {
-			return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: "+k.what, err)
+			return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: "+k.What, err)
 		}
 		spec = withTrust(spec, r, k, src)
 	}
@@ -163,19 +138,19 @@ func trustSpec(spec *InitSpec, r *policy.Resolved, dir string, pem, store []byte
 }
 
 // withTrust is a copy of spec that binds the trust file of kind k at src
-// (MountTrust, last: over every other mount) at k.path unless a grant of
-// r covers it, and over k.over; Landlock lets it be read. As root, the
+// (MountTrust, last: over every other mount) at k.Path unless a grant of
+// r covers it, and over k.Over; Landlock lets it be read. As root, the
 // supervisor clones src (its directory is root's, 0700, and the
 // workload's uid, which init runs as, cannot enter it).
 func withTrust(spec *InitSpec, r *policy.Resolved, k trustKind, src string) *InitSpec {
 	cp := *spec
-	m := MountSpec{Kind: MountTrust, Path: k.path, Source: src, ReadOnly: true, HostClone: os.Getuid() == 0,
-		Over: slices.Clone(k.over), Store: k.store, Field: "builtin (" + k.what + ": the policy inspects egress)"}
-	if g := r.Covering(k.path); g.Path != "" {
+	m := MountSpec{Kind: MountTrust, Path: k.Path, Source: src, ReadOnly: true, HostClone: os.Getuid() == 0,
+		Over: slices.Clone(k.Over), Store: k.Store, Field: "builtin (" + k.What + ": the policy inspects egress)"}
+	if g := r.Covering(k.Path); g.Path != "" {
 		m.Path = ""
-		m.Field = fmt.Sprintf("builtin (%s: not at %s, which %s covers: %s)", k.what, k.path, g.Field, g.Path)
+		m.Field = fmt.Sprintf("builtin (%s: not at %s, which %s covers: %s)", k.What, k.Path, g.Field, g.Path)
 	} else {
-		cp.Landlock.ROFiles = append(slices.Clip(cp.Landlock.ROFiles), k.path)
+		cp.Landlock.ROFiles = append(slices.Clip(cp.Landlock.ROFiles), k.Path)
 	}
 	cp.Mounts = append(slices.Clip(cp.Mounts), m)
 	return &cp

@@ -336,7 +336,8 @@ func TestTrustSetTrust(t *testing.T) {
 		t.Fatalf("SetTrust: %v", err)
 	}
 	check(rec, "pem-only", "store-short")
-	for f, attack := range map[string][2][]byte{trustFile: {[]byte("attack\n"), nil}, storeFile: {[]byte("pem-only\n"), []byte("attack\n")}} {
+	bundle, jks := trustKinds()[0].Name, trustKinds()[1].Name
+	for f, attack := range map[string][2][]byte{bundle: {[]byte("attack\n"), nil}, jks: {[]byte("pem-only\n"), []byte("attack\n")}} {
 		file := filepath.Join(sb.(*persistent).dir, f)
 		if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o444 {
 			t.Errorf("%s after SetTrust: %v %v, want mode 0444", f, fi, err)
