@@ -46,6 +46,7 @@ type CA struct {
 	key     *ecdsa.PrivateKey
 	leafKey *ecdsa.PrivateKey
 	pem     []byte
+	hosts   []string // the inspected hosts it was minted for (InspectedHosts)
 	dns     []string
 	ips     []netip.Prefix
 
@@ -92,7 +93,7 @@ func NewCA(p Policy) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress policy: %w", err)
 	}
-	c := &CA{leaves: map[string]*list.Element{}, lru: list.New(), now: time.Now}
+	c := &CA{hosts: InspectedHosts(p), leaves: map[string]*list.Element{}, lru: list.New(), now: time.Now}
 	for _, r := range cp.allow {
 		if !r.inspect {
 			continue
@@ -166,9 +167,10 @@ func (c *CA) Certificate() *x509.Certificate { return c.cert }
 // new trust bundle in the sandbox).
 func (c *CA) Covers(p Policy) bool {
 	cp, err := compilePolicy(p)
-	if err != nil {
-		return false
-	}
+	return err == nil && c.covers(cp)
+}
+
+func (c *CA) covers(cp *compiledPolicy) bool {
 	for _, r := range cp.allow {
 		if !r.inspect {
 			continue

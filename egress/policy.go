@@ -129,6 +129,16 @@ func compilePolicy(p Policy) (*compiledPolicy, error) {
 	return cp, nil
 }
 
+// inspects reports whether an allow rule is inspected.
+func (cp *compiledPolicy) inspects() bool {
+	for _, r := range cp.allow {
+		if r.inspect {
+			return true
+		}
+	}
+	return false
+}
+
 func isNumericName(n string) bool {
 	last := n[strings.LastIndexByte(n, '.')+1:]
 	return last != "" && last[0] >= '0' && last[0] <= '9'

@@ -119,12 +119,15 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress policy: %w", err)
 	}
-	if len(InspectedHosts(cfg.Policy)) > 0 {
+	if pol.inspects() {
+		// The CA the sandbox trusts was minted at its start, for the
+		// hosts inspected then.
+		hosts := strings.Join(InspectedHosts(cfg.Policy), ", ")
 		if cfg.CA == nil {
-			return nil, errors.New("egress policy: inspected allow rules need the sandbox's CA")
+			return nil, fmt.Errorf("egress policy: the rules inspect %s, but the sandbox was started without inspection, so it trusts no CA of corral's: recreate the sandbox with these rules", hosts)
 		}
-		if !cfg.CA.Covers(cfg.Policy) {
-			return nil, fmt.Errorf("egress policy: the inspected hosts %s are not all within the sandbox CA's name constraints (%s): the CA is minted for the hosts inspected at start, so recreate the sandbox", strings.Join(InspectedHosts(cfg.Policy), ", "), strings.Join(cfg.CA.dns, ", "))
+		if !cfg.CA.covers(pol) {
+			return nil, fmt.Errorf("egress policy: the rules inspect %s, not all within the hosts the sandbox's CA was minted for (%s): recreate the sandbox with these rules", hosts, strings.Join(cfg.CA.hosts, ", "))
 		}
 	}
 	if cfg.DialTimeout <= 0 {
@@ -158,7 +161,7 @@ func New(cfg Config) (*Proxy, error) {
 		p.authWant = base64.StdEncoding.EncodeToString([]byte("corral:" + cfg.Credential))
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if cfg.CA != nil && len(InspectedHosts(cfg.Policy)) > 0 {
+	if cfg.CA != nil && pol.inspects() {
 		p.insp = newInspector(p)
 	}
 	return p, nil

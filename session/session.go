@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -252,15 +251,9 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 		return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
 	}
 	var roots *x509.CertPool
-	if hosts := egress.InspectedHosts(Rules(n)); len(hosts) > 0 {
-		// The CA the sandbox trusts was minted at start, constrained
-		// to the hosts inspected then.
-		switch {
-		case s.trust == nil:
-			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, but the sandbox was started without inspection, so it trusts no CA of corral's: recreate the sandbox with these rules", strings.Join(hosts, ", "))
-		case !s.trust.ca.Covers(Rules(n)):
-			return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: they inspect %s, not all within the hosts the sandbox's CA was minted for (%s): recreate the sandbox with these rules", strings.Join(hosts, ", "), strings.Join(egress.InspectedHosts(Rules(s.pol.Egress)), ", "))
-		}
+	if s.trust != nil && len(egress.InspectedHosts(Rules(n))) > 0 {
+		// (egress.New refuses inspected hosts the sandbox's CA does
+		// not cover, or a sandbox without one.)
 		if err := checkUpstreamCA(s.pol, n.UpstreamCA); err != nil {
 			return nil, err
 		}
