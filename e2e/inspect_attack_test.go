@@ -166,22 +166,14 @@ echo "long: $(curl -s -m 20 -o /dev/null -w '%%{http_code} %%{http_version}' --h
 // puts the sandbox's CA) and how many certificates the bundle holds.
 func lastCert(t *testing.T, bundle []byte) (*x509.Certificate, int) {
 	t.Helper()
-	ders, others := pemcert.Split(bundle)
-	if len(others) > 0 {
-		t.Fatalf("the bundle holds a %s block", others[0])
+	certs, err := pemcert.Parse(bundle)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var last *x509.Certificate
-	for i, der := range ders {
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatalf("bundle certificate %d: %v", i, err)
-		}
-		last = c
-	}
-	if last == nil {
+	if len(certs) == 0 {
 		t.Fatal("the bundle holds no certificate")
 	}
-	return last, len(ders)
+	return certs[len(certs)-1], len(certs)
 }
 
 // TestInspectAttackTrustBundle: a workload that tries to change the

@@ -16,6 +16,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,10 +156,8 @@ func (s *session) intercept(t target, rules admitted, d *Decision, pending []byt
 				return nil, err
 			}
 			protos := []string{"http/1.1"}
-			for _, pr := range hello.SupportedProtos {
-				if pr == "h2" && in.upstreamProto(t) == "h2" {
-					protos = []string{"h2", "http/1.1"}
-				}
+			if slices.Contains(hello.SupportedProtos, "h2") && in.upstreamProto(t) == "h2" {
+				protos = []string{"h2", "http/1.1"}
 			}
 			c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*leaf}, NextProtos: protos}
 			c.SetSessionTicketKeys([][32]byte{in.ticketKey})

@@ -1123,17 +1123,13 @@ func (s *suite) checkTrust(t *testing.T, lines map[string]string, o *origin, wan
 // inspected host.
 func checkBundle(t *testing.T, b []byte) {
 	t.Helper()
-	ders, others := pemcert.Split(b)
-	if len(others) > 0 {
-		t.Fatalf("the trust bundle holds a %s block", others[0])
+	certs, err := pemcert.Parse(b)
+	if err != nil {
+		t.Fatalf("the trust bundle: %v", err)
 	}
 	var last *x509.Certificate
-	for _, der := range ders {
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = c
+	if len(certs) > 0 {
+		last = certs[len(certs)-1]
 	}
 	if last == nil || !last.IsCA || !slices.Contains(last.PermittedDNSDomains, inspectedHost) {
 		t.Fatalf("the trust bundle's last certificate %v is not a CA constrained to %s", last, inspectedHost)
