@@ -92,6 +92,14 @@ type Config struct {
 	// UpstreamRoots verify inspected upstreams' certificates; nil: the
 	// host's roots (x509.SystemCertPool).
 	UpstreamRoots *x509.CertPool
+	// Credentials are substituted in inspected requests to their
+	// bindings (credential.go); New refuses a binding whose host and
+	// port no inspected allow rule admits. Each must have a value
+	// (SetValue) before the proxy serves.
+	Credentials []*Credential
+	// Finding is called once per CredentialFinding; it must be safe for
+	// concurrent use. Nil drops them.
+	Finding func(CredentialFinding)
 }
 
 // Proxy is one sandbox's egress proxy.

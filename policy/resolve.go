@@ -23,6 +23,10 @@ type Context struct {
 	// home"), as a service session's state: the workload's own tree,
 	// protected like any other read-write root.
 	WritableHome bool
+	// Placeholders are the credential placeholders to keep, by
+	// credential name (a recovered or re-created sandbox's); the others
+	// are drawn at random.
+	Placeholders map[string]string
 }
 
 // Access is the effective access to one path.
@@ -85,6 +89,10 @@ type Resolved struct {
 	Limits       Limits        `json:"limits"`
 	Layers       Layers        `json:"layers"`
 	RunAs        string        `json:"run_as_user,omitempty"`
+	// Credentials are the policy's credentials with their placeholders;
+	// each exposed variable is in Env already, each exposed file is the
+	// provider's to create (ResolvedCredential.File).
+	Credentials []ResolvedCredential `json:"credentials,omitempty"`
 }
 
 // PlaceholderMark is the extended attribute internal/placeholder sets on

@@ -49,6 +49,10 @@ type Policy struct {
 	Network    Network    `json:"network" yaml:"network"`
 	Process    Process    `json:"process" yaml:"process"`
 	Layers     Layers     `json:"layers" yaml:"layers"`
+	// Credentials stay host-side: the sandbox sees placeholders, the
+	// egress proxy substitutes the values for their endpoints
+	// (credentials.go).
+	Credentials []Credential `json:"credentials,omitempty" yaml:"credentials"`
 	// UI is what the workload may do with the desktop (providers that
 	// have one, e.g. mxc). Nil means the restrictive posture: no windows,
 	// no clipboard, no input injection.
