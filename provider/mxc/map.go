@@ -65,6 +65,7 @@ func Map(r *policy.Resolved, cfg Config, proxyAddr string) (*Request, provider.L
 	m.ui()
 	m.network(proxyAddr)
 	m.process()
+	m.credentials()
 	return m.req, m.loss
 }
 
@@ -274,6 +275,18 @@ func (m *mapper) inspected() {
 		if e.Inspected() {
 			m.add(provider.SeverityError, "network", fmt.Sprintf("network.allow[%d]", i), "%s: an inspected host (tls: inspect, or access/rules/deny_rules) needs the sandbox to trust Corral's egress CA, which mxc cannot install in the sandbox yet; use tls: passthrough without L7 rules, or the linux or docker provider", e.Host)
 		}
+	}
+}
+
+// credentials refuses every credential of the policy: the proxy puts a
+// credential's value in only over TLS it terminates (an inspected
+// endpoint), which needs the sandbox to trust Corral's egress CA, and
+// Corral cannot give an MXC sandbox its trust bundle yet (inspected).
+// Refused on either backend, network mode or not: a placeholder nobody
+// substitutes is no credential.
+func (m *mapper) credentials() {
+	for _, c := range m.r.Credentials {
+		m.add(provider.SeverityError, "credentials", c.Field, "credential %q: its value goes only into inspected requests (tls: inspect), which need the sandbox to trust Corral's egress CA, and mxc cannot install it in the sandbox yet; use the linux or docker provider for a policy with credentials", c.Name)
 	}
 }
 

@@ -2,6 +2,7 @@ package mxc
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,6 +40,19 @@ func baseISO() *policy.Resolved {
 	r.Grants = nil
 	r.Network = policy.NetworkHost
 	return r
+}
+
+// creds are credentials of those names, each exposed in a variable and
+// a file, as policy.Resolve makes them.
+func creds(names ...string) []policy.ResolvedCredential {
+	var out []policy.ResolvedCredential
+	for i, n := range names {
+		out = append(out, policy.ResolvedCredential{
+			Credential: policy.Credential{Name: n, Source: policy.CredentialSource{Env: "KEY"},
+				Expose: policy.CredentialExpose{Env: "KEY", File: "/run/secrets/" + n}, Endpoints: []policy.CredentialEndpoint{{Host: "api.example.com"}}},
+			Field: fmt.Sprintf("credentials[%d]", i), Placeholder: "corral-placeholder" + n, File: "/run/secrets/" + n})
+	}
+	return out
 }
 
 type lossKey struct {
@@ -250,6 +264,20 @@ func mapCases() []mapCase {
 			r:    with(baseISO, layers(policy.Required)),
 			loss: []lossKey{{w, "layers", "layers.namespaces"}, {e, "layers", "layers.mounts"}, {e, "layers", "layers.landlock"}, {e, "layers", "layers.seccomp"}, {e, "layers", "layers.cgroups"}}},
 
+		// ---- credentials × both backends: refused however the egress is
+		{name: "cred/pc/proxy", backend: pc, proxy: "127.0.0.1:49152", area: "credentials", errors: true,
+			r: with(base, func(r *policy.Resolved) {
+				r.Network = policy.NetworkProxy
+				r.Credentials = creds("openai", "github")
+			}),
+			loss: []lossKey{{e, "credentials", "credentials[0]"}, {e, "credentials", "credentials[1]"}}},
+		{name: "cred/pc/none", backend: pc, area: "credentials", errors: true,
+			r:    with(base, func(r *policy.Resolved) { r.Credentials = creds("openai") }),
+			loss: []lossKey{{e, "credentials", "credentials[0]"}}},
+		{name: "cred/iso/host", backend: iso, area: "credentials", errors: true,
+			r:    with(baseISO, func(r *policy.Resolved) { r.Credentials = creds("openai") }),
+			loss: []lossKey{{e, "credentials", "credentials[0]"}}},
+
 		// ---- document head
 		{name: "head/pc", backend: pc, r: base, area: "provider",
 			want: map[string]string{"version": `"0.8.0-alpha"`, "containment": `"processcontainer"`, "phase": `null`}},
@@ -279,6 +307,30 @@ func TestMapTable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A policy with credentials is refused with a message that says why and
+// what to use instead, naming the credential, never its placeholder.
+func TestMapCredentials(t *testing.T) {
+	r := base()
+	r.Network = policy.NetworkProxy
+	r.Credentials = creds("openai")
+	_, loss := Map(r, Config{}, "127.0.0.1:49152")
+	var msg string
+	for _, l := range loss.Errors() {
+		if l.Field == "credentials[0]" {
+			msg = l.Message
+		}
+	}
+	t.Logf("%s", msg)
+	for _, want := range []string{`"openai"`, "inspected", "CA", "linux or docker provider"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the credential's error %q does not say %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, r.Credentials[0].Placeholder) {
+		t.Errorf("the credential's error holds its placeholder: %q", msg)
 	}
 }
 
