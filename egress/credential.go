@@ -1,6 +1,18 @@
 package egress
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -91,5 +103,599 @@ const (
 	FindingReflection FindingKind = "credential_reflection" // the value in a response
 )
 
-// valueForms are the byte strings the reflection guard masks for value v.
-func valueForms(v string) [][]byte { return [][]byte{[]byte(v)} } // TODO(issue 16): base64, percent, JSON forms
+// valueForms are the byte strings the reflection guard masks for v:
+// as it is, its base64 cores, percent-encoded and JSON-escaped.
+func valueForms(v string) [][]byte {
+	out := [][]byte{[]byte(v)}
+	for _, set := range [][]string{base64Cores(v), percentForms(v), jsonForms(v)} {
+		for _, f := range set {
+			out = append(out, []byte(f))
+		}
+	}
+	return out
+}
+
+// placeholderForms are the forms a placeholder is recognised in where it
+// is not substituted (beside the decoded views of headers and URLs).
+func placeholderForms(ph string) []form {
+	out := []form{{b: []byte(ph)}}
+	for _, c := range base64Cores(ph) {
+		out = append(out, form{b: []byte(c), how: "base64"})
+	}
+	return out
+}
+
+// state is c's current value and validity (nil before SetValue).
+func (c *Credential) current() *secretState { return c.state.Load() }
+
+// usable says why the credential cannot be substituted now ("" when it
+// can).
+func (st *secretState) unusable(now time.Time) string {
+	switch {
+	case st == nil || st.revoked:
+		return "was revoked"
+	case !st.expires.IsZero() && now.After(st.expires):
+		return "expired at " + st.expires.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
+// credSet is a proxy's compiled credentials.
+type credSet struct {
+	creds  []*Credential
+	places map[string][]place // "host:port" -> the bindings there
+	detect patterns           // every placeholder's forms
+	report func(CredentialFinding)
+}
+
+// place is one binding of one credential.
+type place struct {
+	cred int
+	b    *Binding
+	tmpl [2]string // Template's text before and after "{}"
+}
+
+// compileCredentials checks cfg's credentials against p's rules: each
+// binding's host and port must be admitted by an inspected allow rule
+// (and no deny rule), placeholders must be distinct and none inside
+// another, and each credential must have a value.
+func compileCredentials(p *Proxy, creds []*Credential, report func(CredentialFinding)) (*credSet, error) {
+	if len(creds) == 0 {
+		return nil, nil
+	}
+	if report == nil {
+		report = func(CredentialFinding) {}
+	}
+	cs := &credSet{creds: creds, places: map[string][]place{}, report: report}
+	for i, c := range creds {
+		if len(c.Placeholder) < 16 {
+			return nil, fmt.Errorf("credential %s: placeholder shorter than 16 characters", c.Name)
+		}
+		for _, o := range creds[:i] {
+			if strings.Contains(o.Placeholder, c.Placeholder) || strings.Contains(c.Placeholder, o.Placeholder) {
+				return nil, fmt.Errorf("credentials %s and %s: one placeholder contains the other", o.Name, c.Name)
+			}
+		}
+		if st := c.current(); st == nil || len(st.value) == 0 && !st.revoked {
+			return nil, fmt.Errorf("credential %s has no value", c.Name)
+		}
+		for _, f := range placeholderForms(c.Placeholder) {
+			f.cred = i
+			cs.detect.add(f)
+		}
+		for j := range c.Bindings {
+			b := &c.Bindings[j]
+			ports := b.Ports
+			if len(ports) == 0 {
+				ports = []int{443}
+			}
+			pl := place{cred: i, b: b}
+			if b.Header != "" {
+				before, after, ok := strings.Cut(b.Template, "{}")
+				if !ok {
+					return nil, fmt.Errorf("credential %s: header template %q has no {}", c.Name, b.Template)
+				}
+				pl.tmpl = [2]string{before, after}
+			}
+			for _, port := range ports {
+				h, _, err := ParseAuthority(hostPort(b.Host, port), port)
+				if err != nil {
+					return nil, fmt.Errorf("credential %s: endpoint %s: %v", c.Name, b.Host, err)
+				}
+				t := newTarget(h, port)
+				var d Decision
+				if rules := p.checkPolicy(t, &d); !rules.inspected() {
+					why := d.Reason
+					if rules != nil {
+						why = "its allow rule is not inspected (tls: inspect)"
+					}
+					return nil, fmt.Errorf("credential %s: endpoint %s: %s, so the proxy could never substitute the value there", c.Name, hostPort(h, port), why)
+				}
+				key := hostPort(h, port)
+				cs.places[key] = append(cs.places[key], pl)
+			}
+		}
+	}
+	return cs, nil
+}
+
+// pathOK reports whether canonical path cpath is under the binding's
+// prefix.
+func (b *Binding) pathOK(cpath string) bool {
+	switch {
+	case b.Path == "" || b.Path == "/":
+		return true
+	case strings.HasSuffix(b.Path, "/"):
+		return strings.HasPrefix(cpath, b.Path) || cpath+"/" == b.Path
+	}
+	return cpath == b.Path || strings.HasPrefix(cpath, b.Path+"/")
+}
+
+// credRequest is what credentials did to one inspected request.
+type credRequest struct {
+	cs     *credSet
+	key    string // host:port
+	deny   *CredentialFinding
+	status int   // the status of a denial (403, 413, 415)
+	scan   []int // credentials whose values responses are masked for
+	used   []string
+	base   CredentialFinding // the request's destination, for findings
+}
+
+func (q *credRequest) find(cred int, kind FindingKind, where, action string) {
+	f := q.base
+	f.Time, f.Kind, f.Credential, f.Where, f.Action = time.Now(), kind, q.cs.creds[cred].Name, where, action
+	if action == "denied" && q.deny == nil {
+		q.deny, q.status = &f, http.StatusForbidden
+	}
+	q.cs.report(f)
+}
+
+// mismatch records a placeholder found where it is not substituted:
+// denied for a revoked credential or one with Deny, outside bodies.
+func (q *credRequest) mismatch(cred int, where string, data bool) {
+	c := q.cs.creds[cred]
+	if why := c.current().unusable(time.Now()); why != "" {
+		q.find(cred, FindingRevoked, where, map[bool]string{true: "forwarded", false: "denied"}[data])
+		return
+	}
+	action := "forwarded"
+	if c.Deny && !data {
+		action = "denied"
+	}
+	q.find(cred, FindingMismatch, where, action)
+}
+
+// request substitutes the values of r's credentials where their bindings
+// at t (host, port, canonical path cpath) name, and finds their
+// placeholders everywhere else. r is changed only when nothing denies
+// it (q.deny nil); the body is read (a substituting endpoint's) or
+// wrapped (scanned on its way up).
+func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest {
+	key := hostPort(t.host, t.port)
+	q := &credRequest{cs: cs, key: key, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.Method, Path: r.URL.EscapedPath()}}
+	var here []place
+	for _, pl := range cs.places[key] {
+		if !slices.Contains(q.scan, pl.cred) {
+			q.scan = append(q.scan, pl.cred)
+		}
+		if pl.b.pathOK(cpath) {
+			here = append(here, pl)
+		}
+	}
+	now := time.Now()
+	usable := func(cred int) *secretState {
+		st := cs.creds[cred].current()
+		if st.unusable(now) != "" {
+			return nil
+		}
+		return st
+	}
+	type change struct {
+		name string
+		i    int
+		v    string
+	}
+	var changes []change
+	for name, vals := range r.Header {
+		for i, v := range vals {
+			nv := v
+			for _, pl := range here {
+				if st := usable(pl.cred); st != nil {
+					if s, ok := pl.substituteHeader(name, nv, cs.creds[pl.cred].Placeholder, string(st.value)); ok {
+						nv = s
+						q.use(pl.cred)
+					}
+				}
+			}
+			for _, h := range cs.findIn(nv, name == "Authorization" || name == "Proxy-Authorization") {
+				q.mismatch(h.cred, "header "+name+h.how, false)
+			}
+			if nv != v {
+				changes = append(changes, change{name, i, nv})
+			}
+		}
+	}
+	newQuery := r.URL.RawQuery
+	if newQuery != "" {
+		newQuery = q.substituteQuery(newQuery, here, usable)
+		for _, h := range cs.findIn(newQuery, false) {
+			q.mismatch(h.cred, "query"+h.how, false)
+		}
+	}
+	for _, h := range cs.findIn(r.URL.EscapedPath(), false) {
+		q.mismatch(h.cred, "path"+h.how, false)
+	}
+	if q.deny != nil {
+		return q
+	}
+	for _, ch := range changes {
+		r.Header[ch.name][ch.i] = ch.v
+	}
+	r.URL.RawQuery = newQuery
+	if r.Body == nil || r.Body == http.NoBody {
+		return q
+	}
+	for _, pl := range here {
+		if pl.b.BodyMax > 0 && usable(pl.cred) != nil {
+			q.substituteBody(r, pl, usable(pl.cred))
+			return q
+		}
+	}
+	r.Body = newScanReader(r.Body, &cs.detect, false, func(f *form) { q.mismatch(f.cred, "body"+how(f.how), true) })
+	return q
+}
+
+func how(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func (q *credRequest) use(cred int) {
+	if n := q.cs.creds[cred].Name; !slices.Contains(q.used, n) {
+		q.used = append(q.used, n)
+	}
+}
+
+// substituteHeader is header name's value v with the placeholder ph
+// replaced by value, when pl names that header in that form.
+func (pl *place) substituteHeader(name, v, ph, value string) (string, bool) {
+	b := pl.b
+	if b.Header != "" && strings.EqualFold(name, b.Header) {
+		before, after := pl.tmpl[0], pl.tmpl[1]
+		if len(v) == len(before)+len(ph)+len(after) && strings.EqualFold(v[:len(before)], before) &&
+			v[len(before):len(before)+len(ph)] == ph && strings.EqualFold(v[len(before)+len(ph):], after) {
+			return v[:len(before)] + value + v[len(before)+len(ph):], true
+		}
+	}
+	if b.Basic != "" && name == "Authorization" {
+		user, pass, ok := basicAuth(v)
+		switch {
+		case !ok:
+		case b.Basic == "password" && pass == ph:
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+value)), true
+		case b.Basic == "user" && user == ph && !strings.Contains(value, ":"):
+			return "Basic " + base64.StdEncoding.EncodeToString([]byte(value+":"+pass)), true
+		}
+	}
+	return v, false
+}
+
+// basicAuth decodes an Authorization: Basic value (RFC 7617; the scheme
+// without case).
+func basicAuth(v string) (user, pass string, ok bool) {
+	scheme, enc, found := strings.Cut(strings.TrimSpace(v), " ")
+	if !found || !strings.EqualFold(scheme, "Basic") {
+		return "", "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(enc))
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(dec), ":")
+}
+
+// substituteQuery replaces, in raw query rq, the value of each bound
+// parameter that is exactly a placeholder (its order and the other
+// pairs' bytes are kept).
+func (q *credRequest) substituteQuery(rq string, here []place, usable func(int) *secretState) string {
+	pairs := strings.Split(rq, "&")
+	changed := false
+	for i, pair := range pairs {
+		k, v, _ := strings.Cut(pair, "=")
+		key, err1 := url.QueryUnescape(k)
+		val, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for _, pl := range here {
+			if pl.b.Query == "" || pl.b.Query != key || val != q.cs.creds[pl.cred].Placeholder {
+				continue
+			}
+			if st := usable(pl.cred); st != nil {
+				pairs[i] = k + "=" + url.QueryEscape(string(st.value))
+				changed = true
+				q.use(pl.cred)
+			}
+		}
+	}
+	if !changed {
+		return rq
+	}
+	return strings.Join(pairs, "&")
+}
+
+// substituteBody reads r's body (at most the binding's BodyMax bytes, else
+// a 413 denial) and replaces every occurrence of the placeholder by the
+// value; the other placeholders in it are data (forwarded, recorded).
+func (q *credRequest) substituteBody(r *http.Request, pl place, st *secretState) {
+	c := q.cs.creds[pl.cred]
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		q.find(pl.cred, FindingMismatch, "body (Content-Encoding "+clip(ce)+")", "denied")
+		q.status = http.StatusUnsupportedMediaType
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, pl.b.BodyMax+1))
+	if err != nil || int64(len(b)) > pl.b.BodyMax {
+		f := q.base
+		f.Time, f.Kind, f.Credential, f.Where, f.Action = time.Now(), FindingMismatch, c.Name, "body larger than "+strconv.FormatInt(pl.b.BodyMax, 10)+" bytes", "denied"
+		if err != nil {
+			f.Where = "body (" + err.Error() + ")"
+		}
+		q.deny, q.status = &f, http.StatusRequestEntityTooLarge
+		q.cs.report(f)
+		return
+	}
+	if n := bytes.Count(b, []byte(c.Placeholder)); n > 0 {
+		b = bytes.ReplaceAll(b, []byte(c.Placeholder), st.value)
+		q.use(pl.cred)
+	}
+	for i := range q.cs.detect.forms {
+		if f := &q.cs.detect.forms[i]; f.cred != pl.cred && bytes.Contains(b, f.b) {
+			q.mismatch(f.cred, "body"+how(f.how), true)
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	r.TransferEncoding = nil
+	r.Header.Del("Content-Length")
+}
+
+// hit is one placeholder found in a text.
+type hit struct {
+	cred int
+	how  string // " (base64)", " (percent-encoded)", ...
+}
+
+// findIn finds the placeholders in s, as written and as its decoded
+// views (percent-decoded, JSON-unescaped, and for an Authorization value
+// its Basic credentials); one hit per credential.
+func (cs *credSet) findIn(s string, auth bool) []hit {
+	var out []hit
+	seen := map[int]bool{}
+	look := func(view, how string) {
+		for i := range cs.detect.forms {
+			f := &cs.detect.forms[i]
+			if !seen[f.cred] && strings.Contains(view, string(f.b)) {
+				seen[f.cred] = true
+				h := how
+				if f.how != "" {
+					h = " (" + f.how + ")"
+				}
+				out = append(out, hit{f.cred, h})
+			}
+		}
+	}
+	look(s, "")
+	if strings.Contains(s, "%") {
+		if u, err := url.PathUnescape(s); err == nil {
+			look(u, " (percent-encoded)")
+		} else if u, err := url.QueryUnescape(s); err == nil {
+			look(u, " (percent-encoded)")
+		}
+	}
+	if strings.Contains(s, `\`) {
+		var u string
+		if json.Unmarshal([]byte(`"`+s+`"`), &u) == nil {
+			look(u, " (json-escaped)")
+		}
+	}
+	if auth {
+		if user, pass, ok := basicAuth(s); ok {
+			look(user+":"+pass, " (basic)")
+		}
+	}
+	return out
+}
+
+// reflectPatterns are the forms of the current values of the credentials
+// in creds.
+func (cs *credSet) reflectPatterns(creds []int) *patterns {
+	ps := &patterns{}
+	for _, i := range creds {
+		if st := cs.creds[i].current(); st != nil {
+			for _, b := range st.reflects {
+				ps.add(form{b: b, cred: i, how: reflectHow(st, b)})
+			}
+		}
+	}
+	return ps
+}
+
+func reflectHow(st *secretState, b []byte) string {
+	switch {
+	case bytes.Equal(b, st.value):
+		return ""
+	case bytes.IndexByte(b, '%') >= 0:
+		return "percent-encoded"
+	case bytes.IndexByte(b, '\\') >= 0:
+		return "json-escaped"
+	}
+	return "base64"
+}
+
+// plainRequest finds placeholders in a plain-HTTP request's head (never
+// substituted: a value goes only over inspected TLS) and reports whether
+// it may go on; on a denial d says why. Its body is not scanned.
+func (cs *credSet) plainRequest(r *request, t target, path string, d *Decision) bool {
+	q := &credRequest{cs: cs, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.method, Path: stripQuery(path)}}
+	for _, h := range r.headers {
+		name := http.CanonicalHeaderKey(h.name)
+		for _, x := range cs.findIn(h.value, name == "Authorization" || name == "Proxy-Authorization") {
+			q.mismatch(x.cred, "header "+name+x.how, false)
+		}
+	}
+	for _, x := range cs.findIn(path, false) {
+		q.mismatch(x.cred, "URL"+x.how, false)
+	}
+	if q.deny == nil {
+		return true
+	}
+	d.Reason, d.Hint = q.deny.reason(), cs.hint(q.deny.Credential)
+	return false
+}
+
+// reason is a denial's text for the sandbox and the record (never the
+// value or the placeholder).
+func (f *CredentialFinding) reason() string {
+	switch f.Kind {
+	case FindingRevoked:
+		return "the placeholder of credential " + f.Credential + " is in " + f.Where + ", and the credential is revoked or expired"
+	}
+	if strings.HasPrefix(f.Where, "body") {
+		return "credential " + f.Credential + ": request " + f.Where + " cannot be substituted"
+	}
+	return "the placeholder of credential " + f.Credential + " is in " + f.Where + " of a request to " + hostPort(f.Host, f.Port) + ", where it is not bound (credential mismatch)"
+}
+
+// hint names where credential name is bound.
+func (cs *credSet) hint(name string) string {
+	for _, c := range cs.creds {
+		if c.Name != name {
+			continue
+		}
+		var eps []string
+		for _, b := range c.Bindings {
+			where := b.Header
+			switch {
+			case b.Basic != "":
+				where = "Basic " + b.Basic
+			case b.Query != "":
+				where = "query " + b.Query
+			case b.Header == "" && b.BodyMax > 0:
+				where = "body"
+			}
+			eps = append(eps, b.Host+b.Path+" ("+where+")")
+		}
+		return "credential " + name + " is substituted only at " + strings.Join(eps, ", ") + ": send it there, or add an endpoint to credentials"
+	}
+	return ""
+}
+
+// guardRequest prepares a request to a bound host for the reflection
+// guard: content codings are narrowed to the ones it can read (gzip,
+// deflate), and ranges are dropped, since a value echoed across two
+// partial responses would be in neither whole.
+func (q *credRequest) guardRequest(out *http.Request) {
+	out.Header.Del("Range")
+	out.Header.Del("If-Range")
+	if ae := out.Header.Values("Accept-Encoding"); len(ae) > 0 {
+		var keep []string
+		for _, v := range ae {
+			for _, tok := range strings.Split(v, ",") {
+				name, _, _ := strings.Cut(strings.TrimSpace(tok), ";")
+				switch strings.ToLower(strings.TrimSpace(name)) {
+				case "gzip", "x-gzip", "deflate", "identity":
+					keep = append(keep, strings.TrimSpace(tok))
+				}
+			}
+		}
+		out.Header.Del("Accept-Encoding")
+		if len(keep) > 0 {
+			out.Header.Set("Accept-Encoding", strings.Join(keep, ", "))
+		}
+	}
+}
+
+// guardResponse masks the values of the credentials bound to the
+// response's host in its header, body and trailers (decoding a gzip or
+// deflate body to do it, and passing it on decoded); a body in another
+// coding is refused (the error becomes a 502). The bytes after a 101
+// (a WebSocket's frames) are not read.
+func (q *credRequest) guardResponse(res *http.Response) error {
+	ps := q.cs.reflectPatterns(q.scan)
+	if len(ps.forms) == 0 {
+		return nil
+	}
+	hit := func(where string) func(int) {
+		return func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+how(f.how), "masked") }
+	}
+	maskHeader := func(h http.Header, where string) {
+		for name, vals := range h {
+			for i, v := range vals {
+				b := []byte(v)
+				ps.mask(b, hit(where+" "+name))
+				vals[i] = string(b)
+			}
+		}
+	}
+	maskHeader(res.Header, "response header")
+	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody {
+		return nil
+	}
+	body := res.Body
+	switch ce := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); ce {
+	case "", "identity":
+	case "gzip", "x-gzip", "deflate":
+		dec, err := decoder(ce, body)
+		if err != nil {
+			return fmt.Errorf("the %s response body from %s, bound to a credential, cannot be decoded for the reflection guard: %v", ce, q.key, err)
+		}
+		body = dec
+		res.Header.Del("Content-Encoding")
+		res.Header.Del("Content-Length")
+		res.ContentLength, res.Uncompressed = -1, true
+	default:
+		body.Close()
+		return fmt.Errorf("the response from %s, bound to a credential, is in content coding %q, which the reflection guard cannot read", q.key, clip(ce))
+	}
+	sr := newScanReader(body, ps, true, func(f *form) { q.find(f.cred, FindingReflection, "response body"+how(f.how), "masked") })
+	sr.onEOF = func() { maskHeader(res.Trailer, "response trailer") }
+	res.Body = sr
+	return nil
+}
+
+// decoder reads a gzip or deflate (zlib, RFC 9110 8.4.1.2) body; closing
+// it closes body.
+func decoder(ce string, body io.ReadCloser) (io.ReadCloser, error) {
+	var r io.Reader
+	var err error
+	if ce == "deflate" {
+		r, err = zlib.NewReader(body)
+	} else {
+		r, err = gzip.NewReader(body)
+	}
+	if err != nil {
+		body.Close()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, body}, nil
+}
+
+// scrub is s without the values of the request's bound credentials
+// (an upstream error quoting the URL, for the sandbox and the record).
+func (q *credRequest) scrub(s string) string {
+	for _, c := range q.cs.creds {
+		if st := c.current(); st != nil && len(st.value) > 0 {
+			for _, f := range st.reflects {
+				s = strings.ReplaceAll(s, string(f), "[REDACTED]")
+			}
+		}
+	}
+	return s
+}

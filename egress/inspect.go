@@ -110,7 +110,7 @@ func newInspector(p *Proxy) *inspector {
 		ErrorHandler:   in.upstreamError,
 		BufferPool:     copyBuffers{},
 		ErrorLog:       log.New(io.Discard, "", 0),
-		ModifyResponse: in.logUpgrade,
+		ModifyResponse: in.modifyResponse,
 	}
 	in.ln = NewHandoff(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	protos := new(http.Protocols)
@@ -225,6 +225,15 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Rule += "; " + dec.Rule
+	var cq *credRequest
+	if p.creds != nil {
+		cpath, _ := l7.CanonicalPath(r.URL.EscapedPath()) // check refused the others
+		if cq = p.creds.request(r, t, cpath); cq.deny != nil {
+			deny(cq.status, cq.deny.reason(), "", p.creds.hint(cq.deny.Credential))
+			return
+		}
+		d.Credentials = strings.Join(cq.used, ",")
+	}
 	d.Allowed = true
 	cw := &countWriter{ResponseWriter: w}
 	var body *countReader
@@ -233,6 +242,9 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = body
 	}
 	ctx := context.WithValue(r.Context(), decisionKey{}, d)
+	if cq != nil && len(cq.scan) > 0 {
+		ctx = context.WithValue(ctx, credKey{}, cq)
+	}
 	// The address this request went to, on the handler's goroutine
 	// (a reused upstream connection is dialled by no one).
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(gi httptrace.GotConnInfo) {
@@ -242,7 +254,7 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}})
 	in.rp.ServeHTTP(cw, r.WithContext(ctx))
 	if cw.status == http.StatusSwitchingProtocols {
-		return // recorded when the upgrade was relayed (logUpgrade)
+		return // recorded when the upgrade was relayed (modifyResponse)
 	}
 	if d.Status == 0 {
 		d.Status = cw.status
@@ -256,17 +268,31 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type decisionKey struct{}
 
+// credKey carries a request's *credRequest when its host is bound to a
+// credential (its response is guarded).
+type credKey struct{}
+
 func (in *inspector) rewrite(pr *httputil.ProxyRequest) {
 	ic := pr.In.Context().Value(ctxKey{}).(*intercepted)
 	pr.Out.URL.Scheme = "https"
 	pr.Out.URL.Host = hostPort(ic.t.host, ic.t.port)
 	pr.Out.Host = pr.In.Host
+	if cq, ok := pr.In.Context().Value(credKey{}).(*credRequest); ok {
+		cq.guardRequest(pr.Out)
+	}
 }
 
-// logUpgrade records an allowed upgrade (a WebSocket) when its 101 is
+// modifyResponse records an allowed upgrade (a WebSocket) when its 101 is
 // relayed: the connection may stay open for the session's life, and the
 // record must not wait for its end.
-func (in *inspector) logUpgrade(res *http.Response) error {
+// A response from a host a credential is bound to goes through the
+// reflection guard first (guardResponse).
+func (in *inspector) modifyResponse(res *http.Response) error {
+	if cq, ok := res.Request.Context().Value(credKey{}).(*credRequest); ok {
+		if err := cq.guardResponse(res); err != nil {
+			return err
+		}
+	}
 	if d, ok := res.Request.Context().Value(decisionKey{}).(*Decision); ok && res.StatusCode == http.StatusSwitchingProtocols {
 		d.Status = http.StatusSwitchingProtocols
 		in.p.log(d)
@@ -287,6 +313,9 @@ func (in *inspector) upstreamError(w http.ResponseWriter, r *http.Request, err e
 		return
 	}
 	d.Reason, d.Status = "upstream: "+err.Error(), http.StatusBadGateway
+	if cq, ok := r.Context().Value(credKey{}).(*credRequest); ok {
+		d.Reason = cq.scrub(d.Reason) // a URL in the error may carry a substituted value
+	}
 	writeDenial(w, d)
 }
 

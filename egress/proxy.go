@@ -66,6 +66,9 @@ type Decision struct {
 	Proto     string // HTTP/1.1, HTTP/2.0; for a terminated CONNECT the ALPN protocol
 	BytesOut  int64  // request body bytes sent upstream (inspected requests)
 	BytesIn   int64  // response body bytes returned to the client (inspected requests)
+	// Credentials names, comma-separated, the credentials whose values
+	// the request carried upstream (substituted for their placeholders).
+	Credentials string
 }
 
 // Config configures a Proxy.
@@ -118,7 +121,8 @@ type Proxy struct {
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
 
-	insp *inspector // nil when nothing is inspected
+	insp  *inspector // nil when nothing is inspected
+	creds *credSet   // nil without credentials
 }
 
 // New validates cfg.Policy and returns a Proxy.
@@ -168,6 +172,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Credential != "" {
 		p.authWant = base64.StdEncoding.EncodeToString([]byte("corral:" + cfg.Credential))
 	}
+	creds, err := compileCredentials(p, cfg.Credentials, cfg.Finding)
+	if err != nil {
+		return nil, fmt.Errorf("egress credentials: %w", err)
+	}
+	p.creds = creds
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if cfg.CA != nil && pol.inspects() {
 		p.insp = newInspector(p)
@@ -659,6 +668,10 @@ func (s *session) handle(r *request) bool {
 			s.deny(d, status)
 			return false
 		}
+	}
+	if s.p.creds != nil && !s.p.creds.plainRequest(r, t, path, d) {
+		s.deny(d, 403)
+		return false
 	}
 	return s.forward(r, t, path, d)
 }

@@ -1,0 +1,251 @@
+package egress
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/url"
+	"strings"
+)
+
+// The credential scanner: a small set of byte patterns (a credential's
+// placeholder or value in each encoding that matters) searched in
+// header values, URLs and streamed bodies. A stream is scanned in the
+// chunks it arrives in, and a chunk's tail that could be the start of a
+// pattern is held back until the next chunk says whether it is (so a
+// pattern split across TCP segments, HTTP/2 DATA frames or flushes is
+// found); a tail that cannot start one (an SSE event's "\n\n") is
+// passed on at once, so streams are not delayed.
+
+// form is one encoding of a secret or placeholder.
+type form struct {
+	b    []byte
+	cred int    // index of the credential in its credSet
+	how  string // "" (as it is), "base64", "percent-encoded", "json-escaped"
+}
+
+// patterns is a set of forms to search for.
+type patterns struct {
+	forms  []form
+	maxLen int
+	// inForm marks every byte that occurs in a form: a chunk that ends
+	// in another byte holds nothing back.
+	inForm [256]bool
+}
+
+func (ps *patterns) add(f form) {
+	if len(f.b) == 0 {
+		return
+	}
+	for _, g := range ps.forms {
+		if bytes.Equal(g.b, f.b) {
+			return
+		}
+	}
+	ps.forms = append(ps.forms, f)
+	ps.maxLen = max(ps.maxLen, len(f.b))
+	for _, c := range f.b {
+		ps.inForm[c] = true
+	}
+}
+
+// first is the first form found in b (nil when none).
+func (ps *patterns) first(b []byte) *form {
+	for i := range ps.forms {
+		if bytes.Contains(b, ps.forms[i].b) {
+			return &ps.forms[i]
+		}
+	}
+	return nil
+}
+
+// mask overwrites every occurrence of every form in b with '*' (same
+// length: framing and Content-Length stay right) and calls hit with
+// the index of each form found.
+func (ps *patterns) mask(b []byte, hit func(int)) {
+	for i := range ps.forms {
+		f := &ps.forms[i]
+		found := false
+		for off := 0; ; {
+			j := bytes.Index(b[off:], f.b)
+			if j < 0 {
+				break
+			}
+			found = true
+			j += off
+			for k := j; k < j+len(f.b); k++ {
+				b[k] = '*'
+			}
+			off = j + len(f.b)
+		}
+		if found && hit != nil {
+			hit(i)
+		}
+	}
+}
+
+// holdBack is how many bytes at the end of b could begin a form (the
+// longest suffix of b that is a proper prefix of one).
+func (ps *patterns) holdBack(b []byte) int {
+	if len(b) == 0 || !ps.inForm[b[len(b)-1]] {
+		return 0
+	}
+	for k := min(len(b), ps.maxLen-1); k > 0; k-- {
+		tail := b[len(b)-k:]
+		for i := range ps.forms {
+			if len(ps.forms[i].b) > k && bytes.HasPrefix(ps.forms[i].b, tail) {
+				return k
+			}
+		}
+	}
+	return 0
+}
+
+// scanReader passes a stream through, finding the forms of ps across
+// chunk boundaries: with masking set it overwrites them ('*'), else it
+// only reports them. hit is called once per form found; onEOF, when
+// set, runs before io.EOF is returned (the trailers are read then).
+type scanReader struct {
+	src     io.ReadCloser
+	ps      *patterns
+	masking bool
+	hit     func(*form)
+	onEOF   func()
+
+	buf  []byte // read, not yet passed on: buf[:ready] is scanned and free to go
+	off  int    // start of what is not yet passed on
+	seen []bool // per form: reported
+	err  error
+}
+
+func newScanReader(src io.ReadCloser, ps *patterns, masking bool, hit func(*form)) *scanReader {
+	return &scanReader{src: src, ps: ps, masking: masking, hit: hit, seen: make([]bool, len(ps.forms)), buf: make([]byte, 0, 32<<10)}
+}
+
+func (r *scanReader) Read(p []byte) (int, error) {
+	for {
+		if ready := len(r.buf) - r.held(); r.off < ready {
+			n := copy(p, r.buf[r.off:ready])
+			r.off += n
+			return n, nil
+		}
+		if r.err != nil {
+			if r.off < len(r.buf) { // the held tail, at the end
+				n := copy(p, r.buf[r.off:])
+				r.off += n
+				return n, nil
+			}
+			if r.err == io.EOF && r.onEOF != nil {
+				r.onEOF()
+				r.onEOF = nil
+			}
+			return 0, r.err
+		}
+		// Keep the unsent tail, read more after it, scan it all again.
+		r.buf = append(r.buf[:0], r.buf[r.off:]...)
+		r.off = 0
+		if cap(r.buf)-len(r.buf) < 4<<10 {
+			r.buf = append(r.buf, make([]byte, 32<<10)...)[:len(r.buf)]
+		}
+		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
+		r.err = err
+		r.scan()
+		if n == 0 && err == nil {
+			return 0, nil
+		}
+	}
+}
+
+// held is how much of buf waits for the next chunk (nothing once the
+// source ended).
+func (r *scanReader) held() int {
+	if r.err != nil {
+		return 0
+	}
+	return r.ps.holdBack(r.buf[r.off:])
+}
+
+func (r *scanReader) scan() {
+	report := func(i int) {
+		if !r.seen[i] {
+			r.seen[i] = true
+			r.hit(&r.ps.forms[i])
+		}
+	}
+	if r.masking {
+		r.ps.mask(r.buf, report)
+		return
+	}
+	for i := range r.ps.forms {
+		if !r.seen[i] && bytes.Contains(r.buf, r.ps.forms[i].b) {
+			report(i)
+		}
+	}
+}
+
+func (r *scanReader) Close() error { return r.src.Close() }
+
+// base64Cores are the characters of s's base64 encodings (standard and
+// URL alphabets) that do not depend on the bytes around it, for each of
+// the three offsets s can have in the encoded data: a secret embedded
+// anywhere in a base64 blob contains one of them.
+func base64Cores(s string) []string {
+	var out []string
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for pad := 0; pad < 3; pad++ {
+			e := enc.EncodeToString(append(make([]byte, pad), s...))
+			skip := []int{0, 2, 3}[pad]   // characters that carry pad bits
+			full := (pad + len(s)) * 8 / 6 // characters with no bits of what follows
+			if full-skip >= 8 {
+				out = append(out, e[skip:full])
+			}
+		}
+	}
+	return out
+}
+
+// percentForms are s percent-encoded as query components and path
+// segments are, with upper- and lower-case hex (RFC 3986 2.1 allows both).
+func percentForms(s string) []string {
+	var out []string
+	for _, e := range []string{url.QueryEscape(s), url.PathEscape(s)} {
+		if e != s {
+			out = append(out, e, lowerHex(e))
+		}
+	}
+	return out
+}
+
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = bytes.ToLower(b[i+1:i+2])[0], bytes.ToLower(b[i+2:i+3])[0]
+		}
+	}
+	return string(b)
+}
+
+// jsonForms are s as a JSON string's contents: as encoding/json writes it
+// (<, >, & and U+2028/9 escaped), as JSON.stringify does (only ", \ and
+// control characters), and with "/" escaped too.
+func jsonForms(s string) []string {
+	b, _ := json.Marshal(s)
+	goForm := string(b[1 : len(b)-1])
+	var min strings.Builder
+	for _, c := range s {
+		switch {
+		case c == '"' || c == '\\':
+			min.WriteByte('\\')
+			min.WriteRune(c)
+		case c < 0x20:
+			b, _ := json.Marshal(string(c))
+			min.Write(b[1 : len(b)-1])
+		default:
+			min.WriteRune(c)
+		}
+	}
+	return []string{goForm, min.String(), strings.ReplaceAll(min.String(), "/", `\/`)}
+}
