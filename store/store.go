@@ -113,13 +113,32 @@ var migrations = []string{
 	UPDATE sandboxes SET provider_state = '{"id":"' || id || '"}' WHERE provider = 'docker';`,
 	`ALTER TABLE sandboxes ADD COLUMN name TEXT NOT NULL DEFAULT '';
 	CREATE UNIQUE INDEX sandboxes_name ON sandboxes (name) WHERE name != '';`,
+	// A sandbox's credentials: every one's placeholder (kept across
+	// restarts and recreates), a stored one's value, and what rotation,
+	// expiry and revocation made of it.
+	`CREATE TABLE credentials (
+		sandbox_id TEXT NOT NULL,
+		name TEXT NOT NULL,
+		placeholder TEXT NOT NULL,
+		value TEXT NOT NULL DEFAULT '',
+		expires TEXT NOT NULL DEFAULT '',
+		revoked INTEGER NOT NULL DEFAULT 0,
+		updated_at TEXT NOT NULL,
+		PRIMARY KEY (sandbox_id, name)
+	);`,
 }
 
 // Store is an open database.
-type Store struct{ db *sql.DB }
+type Store struct {
+	db   *sql.DB
+	path string
+}
 
 // Open opens (creating it and its directory, 0700) the database at path
-// and applies pending migrations. The file is 0600.
+// and applies pending migrations. The database and its WAL and shared
+// memory files are made 0600 whatever they were: they hold credential
+// values. Deleted rows are overwritten (secure_delete), so a rotated or
+// revoked value does not stay in the file's free pages.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
@@ -129,16 +148,44 @@ func Open(path string) (*Store, error) {
 	} else {
 		f.Close()
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	// SQLite makes the -wal and -shm files with the database's mode.
+	if err := ownerOnly(path); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=secure_delete(ON)")
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, path: path}
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// ownerOnly takes group and other access away from the database and its
+// WAL and shared-memory files (a database made by an older corral, or
+// copied in with a looser mode).
+func ownerOnly(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("store %s is not a regular file", p)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("store %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -199,8 +246,8 @@ func scan(row interface{ Scan(...any) error }) (Sandbox, error) {
 }
 
 // Insert stores a new sandbox at version 1 (its CreatedAt/UpdatedAt are
-// set now) and returns it.
-func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
+// set now), with its credentials, and returns it.
+func (s *Store) Insert(sb Sandbox, creds ...Credential) (Sandbox, error) {
 	t := now()
 	sb.Version, sb.PolicyRevision = 1, 1
 	if sb.Layers == "" {
@@ -223,6 +270,9 @@ func (s *Store) Insert(sb Sandbox) (Sandbox, error) {
 	}
 	if _, err := tx.Exec(`INSERT INTO policy_revisions (sandbox_id, revision, policy_yaml, policy_hash, applied, created_at) VALUES (?, 1, ?, ?, 'created', ?)`,
 		sb.ID, sb.PolicyYAML, sb.PolicyHash, t); err != nil {
+		return sb, err
+	}
+	if err := putCredentials(tx, sb.ID, creds, t); err != nil {
 		return sb, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -305,12 +355,16 @@ func (s *Store) Delete(id string, expect int64) error {
 		}
 		return ErrStale
 	}
-	for _, table := range []string{"events", "policy_revisions"} {
+	for _, table := range []string{"events", "policy_revisions", "credentials"} {
 		if _, err := tx.Exec(`DELETE FROM `+table+` WHERE sandbox_id=?`, id); err != nil {
 			return err
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.scrub()
+	return nil
 }
 
 // AddEvent appends an event to the sandbox's history.

@@ -150,7 +150,7 @@ func TestProviderStateMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.db")
 	s := open(t, path)
 	// Back to schema 2, as an older corral left it, with one sandbox.
-	if _, err := s.db.Exec(`DROP TABLE sandboxes; DROP TABLE events; DROP TABLE policy_revisions; DELETE FROM schema_migrations`); err != nil {
+	if _, err := s.db.Exec(`DROP TABLE sandboxes; DROP TABLE events; DROP TABLE policy_revisions; DROP TABLE credentials; DELETE FROM schema_migrations`); err != nil {
 		t.Fatal(err)
 	}
 	for v, m := range migrations[:2] {

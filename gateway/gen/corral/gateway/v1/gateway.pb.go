@@ -418,7 +418,12 @@ type CreateSandboxRequest struct {
 	// name, when set, names the sandbox: unique, a DNS label (RFC 1123:
 	// 1-63 of a-z, 0-9 and '-', starting and ending with a letter or digit),
 	// and not of a sandbox id's shape.
-	Name          string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// credentials are the values of the policy's stored credentials
+	// (source: {stored: true}), each given exactly once: a stored
+	// credential without one, or a value for a name that is not one, is
+	// refused before anything is made.
+	Credentials   []*CredentialValue `protobuf:"bytes,6,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -486,6 +491,13 @@ func (x *CreateSandboxRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *CreateSandboxRequest) GetCredentials() []*CredentialValue {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
 }
 
 type CreateSandboxResponse struct {
@@ -1783,8 +1795,11 @@ type SetPolicyRequest struct {
 	Recreate bool `protobuf:"varint,3,opt,name=recreate,proto3" json:"recreate,omitempty"`
 	// expected_revision, when set, must be the revision in force.
 	ExpectedRevision int64 `protobuf:"varint,4,opt,name=expected_revision,json=expectedRevision,proto3" json:"expected_revision,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// credentials are values for the stored credentials the new policy
+	// adds (those the sandbox has keep theirs); only with recreate.
+	Credentials   []*CredentialValue `protobuf:"bytes,5,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyRequest) Reset() {
@@ -1843,6 +1858,13 @@ func (x *SetPolicyRequest) GetExpectedRevision() int64 {
 		return x.ExpectedRevision
 	}
 	return 0
+}
+
+func (x *SetPolicyRequest) GetCredentials() []*CredentialValue {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
 }
 
 type SetPolicyResponse struct {
@@ -1985,6 +2007,426 @@ func (x *PolicyHistoryResponse) GetRevisions() []*PolicyRevision {
 	return nil
 }
 
+// CredentialValue is the value of one of a policy's stored credentials,
+// given by the caller. The gateway stores it (its database, 0600) and
+// hands it to the sandbox's egress proxy; no call returns it, and no
+// event, log or error carries it.
+type CredentialValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// value: one line (no CR, LF or NUL), at most 64 KiB.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// expires, when set (RFC 3339), ends the credential then: from that
+	// time on the proxy refuses its placeholder wherever it appears.
+	Expires       string `protobuf:"bytes,3,opt,name=expires,proto3" json:"expires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CredentialValue) Reset() {
+	*x = CredentialValue{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CredentialValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CredentialValue) ProtoMessage() {}
+
+func (x *CredentialValue) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CredentialValue.ProtoReflect.Descriptor instead.
+func (*CredentialValue) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *CredentialValue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CredentialValue) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *CredentialValue) GetExpires() string {
+	if x != nil {
+		return x.Expires
+	}
+	return ""
+}
+
+// Credential is the state of one of a sandbox's credentials (never its
+// value or placeholder).
+type Credential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// state: active, revoked or expired.
+	State   string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Expires string `protobuf:"bytes,3,opt,name=expires,proto3" json:"expires,omitempty"` // RFC 3339, UTC; empty: never
+	// source: where the value comes from: stored (given to the gateway),
+	// file or command (read on the gateway's host at every start).
+	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Credential) Reset() {
+	*x = Credential{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Credential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Credential) ProtoMessage() {}
+
+func (x *Credential) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Credential.ProtoReflect.Descriptor instead.
+func (*Credential) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Credential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Credential) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Credential) GetExpires() string {
+	if x != nil {
+		return x.Expires
+	}
+	return ""
+}
+
+func (x *Credential) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+type SetCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Credential    *CredentialValue       `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCredentialRequest) Reset() {
+	*x = SetCredentialRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCredentialRequest) ProtoMessage() {}
+
+func (x *SetCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCredentialRequest.ProtoReflect.Descriptor instead.
+func (*SetCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SetCredentialRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SetCredentialRequest) GetCredential() *CredentialValue {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type SetCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *Credential            `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCredentialResponse) Reset() {
+	*x = SetCredentialResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCredentialResponse) ProtoMessage() {}
+
+func (x *SetCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCredentialResponse.ProtoReflect.Descriptor instead.
+func (*SetCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SetCredentialResponse) GetCredential() *Credential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type RevokeCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeCredentialRequest) Reset() {
+	*x = RevokeCredentialRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeCredentialRequest) ProtoMessage() {}
+
+func (x *RevokeCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeCredentialRequest.ProtoReflect.Descriptor instead.
+func (*RevokeCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RevokeCredentialRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeCredentialRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type RevokeCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *Credential            `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeCredentialResponse) Reset() {
+	*x = RevokeCredentialResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeCredentialResponse) ProtoMessage() {}
+
+func (x *RevokeCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeCredentialResponse.ProtoReflect.Descriptor instead.
+func (*RevokeCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RevokeCredentialResponse) GetCredential() *Credential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+type ListCredentialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCredentialsRequest) Reset() {
+	*x = ListCredentialsRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCredentialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCredentialsRequest) ProtoMessage() {}
+
+func (x *ListCredentialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCredentialsRequest.ProtoReflect.Descriptor instead.
+func (*ListCredentialsRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListCredentialsRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ListCredentialsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credentials   []*Credential          `protobuf:"bytes,1,rep,name=credentials,proto3" json:"credentials,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCredentialsResponse) Reset() {
+	*x = ListCredentialsResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCredentialsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCredentialsResponse) ProtoMessage() {}
+
+func (x *ListCredentialsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCredentialsResponse.ProtoReflect.Descriptor instead.
+func (*ListCredentialsResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListCredentialsResponse) GetCredentials() []*Credential {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
 type DeleteSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1994,7 +2436,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2448,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2461,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -2037,7 +2479,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2491,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2504,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -2105,14 +2547,15 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x12\n" +
 	"\x04time\x18\x02 \x01(\tR\x04time\x12\x12\n" +
 	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x97\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xdd\x01\n" +
 	"\x14CreateSandboxRequest\x12\x1f\n" +
 	"\vpolicy_yaml\x18\x01 \x01(\tR\n" +
 	"policyYaml\x12\x18\n" +
 	"\aworkdir\x18\x02 \x01(\tR\aworkdir\x12\x1a\n" +
 	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05image\x18\x04 \x01(\tR\x05image\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"M\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12D\n" +
+	"\vcredentials\x18\x06 \x03(\v2\".corral.gateway.v1.CredentialValueR\vcredentials\"M\n" +
 	"\x15CreateSandboxResponse\x124\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\"#\n" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
@@ -2185,20 +2628,51 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x10GetPolicyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"N\n" +
 	"\x11GetPolicyResponse\x129\n" +
-	"\x06policy\x18\x01 \x01(\v2!.corral.gateway.v1.PolicyRevisionR\x06policy\"\x8c\x01\n" +
+	"\x06policy\x18\x01 \x01(\v2!.corral.gateway.v1.PolicyRevisionR\x06policy\"\xd2\x01\n" +
 	"\x10SetPolicyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vpolicy_yaml\x18\x02 \x01(\tR\n" +
 	"policyYaml\x12\x1a\n" +
 	"\brecreate\x18\x03 \x01(\bR\brecreate\x12+\n" +
-	"\x11expected_revision\x18\x04 \x01(\x03R\x10expectedRevision\"\x84\x01\n" +
+	"\x11expected_revision\x18\x04 \x01(\x03R\x10expectedRevision\x12D\n" +
+	"\vcredentials\x18\x05 \x03(\v2\".corral.gateway.v1.CredentialValueR\vcredentials\"\x84\x01\n" +
 	"\x11SetPolicyResponse\x124\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1a.corral.gateway.v1.SandboxR\asandbox\x129\n" +
 	"\x06policy\x18\x02 \x01(\v2!.corral.gateway.v1.PolicyRevisionR\x06policy\"&\n" +
 	"\x14PolicyHistoryRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"X\n" +
 	"\x15PolicyHistoryResponse\x12?\n" +
-	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"&\n" +
+	"\trevisions\x18\x01 \x03(\v2!.corral.gateway.v1.PolicyRevisionR\trevisions\"U\n" +
+	"\x0fCredentialValue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x18\n" +
+	"\aexpires\x18\x03 \x01(\tR\aexpires\"h\n" +
+	"\n" +
+	"Credential\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
+	"\aexpires\x18\x03 \x01(\tR\aexpires\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"j\n" +
+	"\x14SetCredentialRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12B\n" +
+	"\n" +
+	"credential\x18\x02 \x01(\v2\".corral.gateway.v1.CredentialValueR\n" +
+	"credential\"V\n" +
+	"\x15SetCredentialResponse\x12=\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2\x1d.corral.gateway.v1.CredentialR\n" +
+	"credential\"=\n" +
+	"\x17RevokeCredentialRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"Y\n" +
+	"\x18RevokeCredentialResponse\x12=\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2\x1d.corral.gateway.v1.CredentialR\n" +
+	"credential\"(\n" +
+	"\x16ListCredentialsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"Z\n" +
+	"\x17ListCredentialsResponse\x12?\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1d.corral.gateway.v1.CredentialR\vcredentials\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
 	"\x15DeleteSandboxResponse2\xc3\b\n" +
@@ -2218,7 +2692,11 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rPolicyService\x12V\n" +
 	"\tGetPolicy\x12#.corral.gateway.v1.GetPolicyRequest\x1a$.corral.gateway.v1.GetPolicyResponse\x12V\n" +
 	"\tSetPolicy\x12#.corral.gateway.v1.SetPolicyRequest\x1a$.corral.gateway.v1.SetPolicyResponse\x12b\n" +
-	"\rPolicyHistory\x12'.corral.gateway.v1.PolicyHistoryRequest\x1a(.corral.gateway.v1.PolicyHistoryResponseBJZHgithub.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1;gatewayv1b\x06proto3"
+	"\rPolicyHistory\x12'.corral.gateway.v1.PolicyHistoryRequest\x1a(.corral.gateway.v1.PolicyHistoryResponse2\xce\x02\n" +
+	"\x11CredentialService\x12b\n" +
+	"\rSetCredential\x12'.corral.gateway.v1.SetCredentialRequest\x1a(.corral.gateway.v1.SetCredentialResponse\x12k\n" +
+	"\x10RevokeCredential\x12*.corral.gateway.v1.RevokeCredentialRequest\x1a+.corral.gateway.v1.RevokeCredentialResponse\x12h\n" +
+	"\x0fListCredentials\x12).corral.gateway.v1.ListCredentialsRequest\x1a*.corral.gateway.v1.ListCredentialsResponseBJZHgithub.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1;gatewayv1b\x06proto3"
 
 var (
 	file_corral_gateway_v1_gateway_proto_rawDescOnce sync.Once
@@ -2232,94 +2710,114 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
-	(*Sandbox)(nil),               // 0: corral.gateway.v1.Sandbox
-	(*Layer)(nil),                 // 1: corral.gateway.v1.Layer
-	(*Loss)(nil),                  // 2: corral.gateway.v1.Loss
-	(*Event)(nil),                 // 3: corral.gateway.v1.Event
-	(*CreateSandboxRequest)(nil),  // 4: corral.gateway.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil), // 5: corral.gateway.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),     // 6: corral.gateway.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 7: corral.gateway.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 8: corral.gateway.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 9: corral.gateway.v1.ListSandboxesResponse
-	(*ExecSandboxRequest)(nil),    // 10: corral.gateway.v1.ExecSandboxRequest
-	(*ExecStreamRequest)(nil),     // 11: corral.gateway.v1.ExecStreamRequest
-	(*TerminalSize)(nil),          // 12: corral.gateway.v1.TerminalSize
-	(*ExecSandboxResponse)(nil),   // 13: corral.gateway.v1.ExecSandboxResponse
-	(*Exit)(nil),                  // 14: corral.gateway.v1.Exit
-	(*WatchSandboxRequest)(nil),   // 15: corral.gateway.v1.WatchSandboxRequest
-	(*WatchSandboxResponse)(nil),  // 16: corral.gateway.v1.WatchSandboxResponse
-	(*LogsSandboxRequest)(nil),    // 17: corral.gateway.v1.LogsSandboxRequest
-	(*LogsSandboxResponse)(nil),   // 18: corral.gateway.v1.LogsSandboxResponse
-	(*AuditSandboxRequest)(nil),   // 19: corral.gateway.v1.AuditSandboxRequest
-	(*AuditSandboxResponse)(nil),  // 20: corral.gateway.v1.AuditSandboxResponse
-	(*StartSandboxRequest)(nil),   // 21: corral.gateway.v1.StartSandboxRequest
-	(*StartSandboxResponse)(nil),  // 22: corral.gateway.v1.StartSandboxResponse
-	(*StopSandboxRequest)(nil),    // 23: corral.gateway.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 24: corral.gateway.v1.StopSandboxResponse
-	(*PolicyRevision)(nil),        // 25: corral.gateway.v1.PolicyRevision
-	(*GetPolicyRequest)(nil),      // 26: corral.gateway.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 27: corral.gateway.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),      // 28: corral.gateway.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 29: corral.gateway.v1.SetPolicyResponse
-	(*PolicyHistoryRequest)(nil),  // 30: corral.gateway.v1.PolicyHistoryRequest
-	(*PolicyHistoryResponse)(nil), // 31: corral.gateway.v1.PolicyHistoryResponse
-	(*DeleteSandboxRequest)(nil),  // 32: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 33: corral.gateway.v1.DeleteSandboxResponse
+	(*Sandbox)(nil),                  // 0: corral.gateway.v1.Sandbox
+	(*Layer)(nil),                    // 1: corral.gateway.v1.Layer
+	(*Loss)(nil),                     // 2: corral.gateway.v1.Loss
+	(*Event)(nil),                    // 3: corral.gateway.v1.Event
+	(*CreateSandboxRequest)(nil),     // 4: corral.gateway.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),    // 5: corral.gateway.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),        // 6: corral.gateway.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),       // 7: corral.gateway.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),     // 8: corral.gateway.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),    // 9: corral.gateway.v1.ListSandboxesResponse
+	(*ExecSandboxRequest)(nil),       // 10: corral.gateway.v1.ExecSandboxRequest
+	(*ExecStreamRequest)(nil),        // 11: corral.gateway.v1.ExecStreamRequest
+	(*TerminalSize)(nil),             // 12: corral.gateway.v1.TerminalSize
+	(*ExecSandboxResponse)(nil),      // 13: corral.gateway.v1.ExecSandboxResponse
+	(*Exit)(nil),                     // 14: corral.gateway.v1.Exit
+	(*WatchSandboxRequest)(nil),      // 15: corral.gateway.v1.WatchSandboxRequest
+	(*WatchSandboxResponse)(nil),     // 16: corral.gateway.v1.WatchSandboxResponse
+	(*LogsSandboxRequest)(nil),       // 17: corral.gateway.v1.LogsSandboxRequest
+	(*LogsSandboxResponse)(nil),      // 18: corral.gateway.v1.LogsSandboxResponse
+	(*AuditSandboxRequest)(nil),      // 19: corral.gateway.v1.AuditSandboxRequest
+	(*AuditSandboxResponse)(nil),     // 20: corral.gateway.v1.AuditSandboxResponse
+	(*StartSandboxRequest)(nil),      // 21: corral.gateway.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),     // 22: corral.gateway.v1.StartSandboxResponse
+	(*StopSandboxRequest)(nil),       // 23: corral.gateway.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),      // 24: corral.gateway.v1.StopSandboxResponse
+	(*PolicyRevision)(nil),           // 25: corral.gateway.v1.PolicyRevision
+	(*GetPolicyRequest)(nil),         // 26: corral.gateway.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 27: corral.gateway.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 28: corral.gateway.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 29: corral.gateway.v1.SetPolicyResponse
+	(*PolicyHistoryRequest)(nil),     // 30: corral.gateway.v1.PolicyHistoryRequest
+	(*PolicyHistoryResponse)(nil),    // 31: corral.gateway.v1.PolicyHistoryResponse
+	(*CredentialValue)(nil),          // 32: corral.gateway.v1.CredentialValue
+	(*Credential)(nil),               // 33: corral.gateway.v1.Credential
+	(*SetCredentialRequest)(nil),     // 34: corral.gateway.v1.SetCredentialRequest
+	(*SetCredentialResponse)(nil),    // 35: corral.gateway.v1.SetCredentialResponse
+	(*RevokeCredentialRequest)(nil),  // 36: corral.gateway.v1.RevokeCredentialRequest
+	(*RevokeCredentialResponse)(nil), // 37: corral.gateway.v1.RevokeCredentialResponse
+	(*ListCredentialsRequest)(nil),   // 38: corral.gateway.v1.ListCredentialsRequest
+	(*ListCredentialsResponse)(nil),  // 39: corral.gateway.v1.ListCredentialsResponse
+	(*DeleteSandboxRequest)(nil),     // 40: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),    // 41: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
 	2,  // 1: corral.gateway.v1.Sandbox.losses:type_name -> corral.gateway.v1.Loss
-	0,  // 2: corral.gateway.v1.CreateSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	0,  // 3: corral.gateway.v1.GetSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	3,  // 4: corral.gateway.v1.GetSandboxResponse.events:type_name -> corral.gateway.v1.Event
-	0,  // 5: corral.gateway.v1.ListSandboxesResponse.sandboxes:type_name -> corral.gateway.v1.Sandbox
-	10, // 6: corral.gateway.v1.ExecStreamRequest.start:type_name -> corral.gateway.v1.ExecSandboxRequest
-	12, // 7: corral.gateway.v1.ExecStreamRequest.resize:type_name -> corral.gateway.v1.TerminalSize
-	14, // 8: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
-	0,  // 9: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	3,  // 10: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
-	0,  // 11: corral.gateway.v1.StartSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	0,  // 12: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	25, // 13: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	0,  // 14: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
-	25, // 15: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
-	25, // 16: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
-	4,  // 17: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 18: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 19: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 20: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	11, // 21: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
-	15, // 22: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	17, // 23: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
-	19, // 24: corral.gateway.v1.SandboxService.AuditSandbox:input_type -> corral.gateway.v1.AuditSandboxRequest
-	21, // 25: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
-	23, // 26: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	32, // 27: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	26, // 28: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	28, // 29: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	30, // 30: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	5,  // 31: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 32: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 33: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	13, // 34: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	13, // 35: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
-	16, // 36: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	18, // 37: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
-	20, // 38: corral.gateway.v1.SandboxService.AuditSandbox:output_type -> corral.gateway.v1.AuditSandboxResponse
-	22, // 39: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
-	24, // 40: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	33, // 41: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	27, // 42: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	29, // 43: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	31, // 44: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	31, // [31:45] is the sub-list for method output_type
-	17, // [17:31] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	32, // 2: corral.gateway.v1.CreateSandboxRequest.credentials:type_name -> corral.gateway.v1.CredentialValue
+	0,  // 3: corral.gateway.v1.CreateSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	0,  // 4: corral.gateway.v1.GetSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	3,  // 5: corral.gateway.v1.GetSandboxResponse.events:type_name -> corral.gateway.v1.Event
+	0,  // 6: corral.gateway.v1.ListSandboxesResponse.sandboxes:type_name -> corral.gateway.v1.Sandbox
+	10, // 7: corral.gateway.v1.ExecStreamRequest.start:type_name -> corral.gateway.v1.ExecSandboxRequest
+	12, // 8: corral.gateway.v1.ExecStreamRequest.resize:type_name -> corral.gateway.v1.TerminalSize
+	14, // 9: corral.gateway.v1.ExecSandboxResponse.exit:type_name -> corral.gateway.v1.Exit
+	0,  // 10: corral.gateway.v1.WatchSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	3,  // 11: corral.gateway.v1.WatchSandboxResponse.events:type_name -> corral.gateway.v1.Event
+	0,  // 12: corral.gateway.v1.StartSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	0,  // 13: corral.gateway.v1.StopSandboxResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	25, // 14: corral.gateway.v1.GetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	32, // 15: corral.gateway.v1.SetPolicyRequest.credentials:type_name -> corral.gateway.v1.CredentialValue
+	0,  // 16: corral.gateway.v1.SetPolicyResponse.sandbox:type_name -> corral.gateway.v1.Sandbox
+	25, // 17: corral.gateway.v1.SetPolicyResponse.policy:type_name -> corral.gateway.v1.PolicyRevision
+	25, // 18: corral.gateway.v1.PolicyHistoryResponse.revisions:type_name -> corral.gateway.v1.PolicyRevision
+	32, // 19: corral.gateway.v1.SetCredentialRequest.credential:type_name -> corral.gateway.v1.CredentialValue
+	33, // 20: corral.gateway.v1.SetCredentialResponse.credential:type_name -> corral.gateway.v1.Credential
+	33, // 21: corral.gateway.v1.RevokeCredentialResponse.credential:type_name -> corral.gateway.v1.Credential
+	33, // 22: corral.gateway.v1.ListCredentialsResponse.credentials:type_name -> corral.gateway.v1.Credential
+	4,  // 23: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 24: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 25: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 26: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	11, // 27: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
+	15, // 28: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	17, // 29: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
+	19, // 30: corral.gateway.v1.SandboxService.AuditSandbox:input_type -> corral.gateway.v1.AuditSandboxRequest
+	21, // 31: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
+	23, // 32: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	40, // 33: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	26, // 34: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	28, // 35: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	30, // 36: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	34, // 37: corral.gateway.v1.CredentialService.SetCredential:input_type -> corral.gateway.v1.SetCredentialRequest
+	36, // 38: corral.gateway.v1.CredentialService.RevokeCredential:input_type -> corral.gateway.v1.RevokeCredentialRequest
+	38, // 39: corral.gateway.v1.CredentialService.ListCredentials:input_type -> corral.gateway.v1.ListCredentialsRequest
+	5,  // 40: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 41: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 42: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	13, // 43: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	13, // 44: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
+	16, // 45: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	18, // 46: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	20, // 47: corral.gateway.v1.SandboxService.AuditSandbox:output_type -> corral.gateway.v1.AuditSandboxResponse
+	22, // 48: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
+	24, // 49: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	41, // 50: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	27, // 51: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	29, // 52: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	31, // 53: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	35, // 54: corral.gateway.v1.CredentialService.SetCredential:output_type -> corral.gateway.v1.SetCredentialResponse
+	37, // 55: corral.gateway.v1.CredentialService.RevokeCredential:output_type -> corral.gateway.v1.RevokeCredentialResponse
+	39, // 56: corral.gateway.v1.CredentialService.ListCredentials:output_type -> corral.gateway.v1.ListCredentialsResponse
+	40, // [40:57] is the sub-list for method output_type
+	23, // [23:40] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -2344,9 +2842,9 @@ func file_corral_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   42,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_corral_gateway_v1_gateway_proto_goTypes,
 		DependencyIndexes: file_corral_gateway_v1_gateway_proto_depIdxs,

@@ -29,6 +29,8 @@ const (
 	SandboxServiceName = "corral.gateway.v1.SandboxService"
 	// PolicyServiceName is the fully-qualified name of the PolicyService service.
 	PolicyServiceName = "corral.gateway.v1.PolicyService"
+	// CredentialServiceName is the fully-qualified name of the CredentialService service.
+	CredentialServiceName = "corral.gateway.v1.CredentialService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -79,6 +81,15 @@ const (
 	// PolicyServicePolicyHistoryProcedure is the fully-qualified name of the PolicyService's
 	// PolicyHistory RPC.
 	PolicyServicePolicyHistoryProcedure = "/corral.gateway.v1.PolicyService/PolicyHistory"
+	// CredentialServiceSetCredentialProcedure is the fully-qualified name of the CredentialService's
+	// SetCredential RPC.
+	CredentialServiceSetCredentialProcedure = "/corral.gateway.v1.CredentialService/SetCredential"
+	// CredentialServiceRevokeCredentialProcedure is the fully-qualified name of the CredentialService's
+	// RevokeCredential RPC.
+	CredentialServiceRevokeCredentialProcedure = "/corral.gateway.v1.CredentialService/RevokeCredential"
+	// CredentialServiceListCredentialsProcedure is the fully-qualified name of the CredentialService's
+	// ListCredentials RPC.
+	CredentialServiceListCredentialsProcedure = "/corral.gateway.v1.CredentialService/ListCredentials"
 )
 
 // SandboxServiceClient is a client for the corral.gateway.v1.SandboxService service.
@@ -557,4 +568,126 @@ func (UnimplementedPolicyServiceHandler) SetPolicy(context.Context, *connect.Req
 
 func (UnimplementedPolicyServiceHandler) PolicyHistory(context.Context, *connect.Request[v1.PolicyHistoryRequest]) (*connect.Response[v1.PolicyHistoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.PolicyService.PolicyHistory is not implemented"))
+}
+
+// CredentialServiceClient is a client for the corral.gateway.v1.CredentialService service.
+type CredentialServiceClient interface {
+	SetCredential(context.Context, *connect.Request[v1.SetCredentialRequest]) (*connect.Response[v1.SetCredentialResponse], error)
+	RevokeCredential(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error)
+	ListCredentials(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error)
+}
+
+// NewCredentialServiceClient constructs a client for the corral.gateway.v1.CredentialService
+// service. By default, it uses the Connect protocol with the binary Protobuf Codec, asks for
+// gzipped responses, and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply
+// the connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewCredentialServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) CredentialServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	credentialServiceMethods := v1.File_corral_gateway_v1_gateway_proto.Services().ByName("CredentialService").Methods()
+	return &credentialServiceClient{
+		setCredential: connect.NewClient[v1.SetCredentialRequest, v1.SetCredentialResponse](
+			httpClient,
+			baseURL+CredentialServiceSetCredentialProcedure,
+			connect.WithSchema(credentialServiceMethods.ByName("SetCredential")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeCredential: connect.NewClient[v1.RevokeCredentialRequest, v1.RevokeCredentialResponse](
+			httpClient,
+			baseURL+CredentialServiceRevokeCredentialProcedure,
+			connect.WithSchema(credentialServiceMethods.ByName("RevokeCredential")),
+			connect.WithClientOptions(opts...),
+		),
+		listCredentials: connect.NewClient[v1.ListCredentialsRequest, v1.ListCredentialsResponse](
+			httpClient,
+			baseURL+CredentialServiceListCredentialsProcedure,
+			connect.WithSchema(credentialServiceMethods.ByName("ListCredentials")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// credentialServiceClient implements CredentialServiceClient.
+type credentialServiceClient struct {
+	setCredential    *connect.Client[v1.SetCredentialRequest, v1.SetCredentialResponse]
+	revokeCredential *connect.Client[v1.RevokeCredentialRequest, v1.RevokeCredentialResponse]
+	listCredentials  *connect.Client[v1.ListCredentialsRequest, v1.ListCredentialsResponse]
+}
+
+// SetCredential calls corral.gateway.v1.CredentialService.SetCredential.
+func (c *credentialServiceClient) SetCredential(ctx context.Context, req *connect.Request[v1.SetCredentialRequest]) (*connect.Response[v1.SetCredentialResponse], error) {
+	return c.setCredential.CallUnary(ctx, req)
+}
+
+// RevokeCredential calls corral.gateway.v1.CredentialService.RevokeCredential.
+func (c *credentialServiceClient) RevokeCredential(ctx context.Context, req *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error) {
+	return c.revokeCredential.CallUnary(ctx, req)
+}
+
+// ListCredentials calls corral.gateway.v1.CredentialService.ListCredentials.
+func (c *credentialServiceClient) ListCredentials(ctx context.Context, req *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error) {
+	return c.listCredentials.CallUnary(ctx, req)
+}
+
+// CredentialServiceHandler is an implementation of the corral.gateway.v1.CredentialService service.
+type CredentialServiceHandler interface {
+	SetCredential(context.Context, *connect.Request[v1.SetCredentialRequest]) (*connect.Response[v1.SetCredentialResponse], error)
+	RevokeCredential(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error)
+	ListCredentials(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error)
+}
+
+// NewCredentialServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewCredentialServiceHandler(svc CredentialServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	credentialServiceMethods := v1.File_corral_gateway_v1_gateway_proto.Services().ByName("CredentialService").Methods()
+	credentialServiceSetCredentialHandler := connect.NewUnaryHandler(
+		CredentialServiceSetCredentialProcedure,
+		svc.SetCredential,
+		connect.WithSchema(credentialServiceMethods.ByName("SetCredential")),
+		connect.WithHandlerOptions(opts...),
+	)
+	credentialServiceRevokeCredentialHandler := connect.NewUnaryHandler(
+		CredentialServiceRevokeCredentialProcedure,
+		svc.RevokeCredential,
+		connect.WithSchema(credentialServiceMethods.ByName("RevokeCredential")),
+		connect.WithHandlerOptions(opts...),
+	)
+	credentialServiceListCredentialsHandler := connect.NewUnaryHandler(
+		CredentialServiceListCredentialsProcedure,
+		svc.ListCredentials,
+		connect.WithSchema(credentialServiceMethods.ByName("ListCredentials")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/corral.gateway.v1.CredentialService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case CredentialServiceSetCredentialProcedure:
+			credentialServiceSetCredentialHandler.ServeHTTP(w, r)
+		case CredentialServiceRevokeCredentialProcedure:
+			credentialServiceRevokeCredentialHandler.ServeHTTP(w, r)
+		case CredentialServiceListCredentialsProcedure:
+			credentialServiceListCredentialsHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedCredentialServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedCredentialServiceHandler struct{}
+
+func (UnimplementedCredentialServiceHandler) SetCredential(context.Context, *connect.Request[v1.SetCredentialRequest]) (*connect.Response[v1.SetCredentialResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.CredentialService.SetCredential is not implemented"))
+}
+
+func (UnimplementedCredentialServiceHandler) RevokeCredential(context.Context, *connect.Request[v1.RevokeCredentialRequest]) (*connect.Response[v1.RevokeCredentialResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.CredentialService.RevokeCredential is not implemented"))
+}
+
+func (UnimplementedCredentialServiceHandler) ListCredentials(context.Context, *connect.Request[v1.ListCredentialsRequest]) (*connect.Response[v1.ListCredentialsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.CredentialService.ListCredentials is not implemented"))
 }
