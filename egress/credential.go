@@ -686,16 +686,3 @@ func decoder(ce string, body io.ReadCloser) (io.ReadCloser, error) {
 		io.Closer
 	}{r, body}, nil
 }
-
-// scrub is s without the values of the request's bound credentials
-// (an upstream error quoting the URL, for the sandbox and the record).
-func (q *credRequest) scrub(s string) string {
-	for _, c := range q.cs.creds {
-		if st := c.current(); st != nil && len(st.value) > 0 {
-			for _, f := range st.reflects {
-				s = strings.ReplaceAll(s, string(f), "[REDACTED]")
-			}
-		}
-	}
-	return s
-}

@@ -313,9 +313,6 @@ func (in *inspector) upstreamError(w http.ResponseWriter, r *http.Request, err e
 		return
 	}
 	d.Reason, d.Status = "upstream: "+err.Error(), http.StatusBadGateway
-	if cq, ok := r.Context().Value(credKey{}).(*credRequest); ok {
-		d.Reason = cq.scrub(d.Reason) // a URL in the error may carry a substituted value
-	}
 	writeDenial(w, d)
 }
 
