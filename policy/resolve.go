@@ -246,7 +246,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	for k, v := range p.Layers {
 		layers[k] = v
 	}
-	return &Resolved{
+	out := &Resolved{
 		Policy:       p,
 		Hash:         Hash(p),
 		Home:         r.home,
@@ -254,13 +254,19 @@ func (r *resolver) run() (*Resolved, []*Error) {
 		Grants:       grants,
 		Skipped:      skipped,
 		Placeholders: placeholders,
-		Env:          resolveEnv(p.Process.Env, r.ctx.Environ),
 		Network:      mode,
 		Egress:       p.Network,
 		Limits:       p.Process.Limits,
 		Layers:       layers,
 		RunAs:        p.Process.RunAsUser,
-	}, nil
+	}
+	creds, exposed := r.credentials(out)
+	if len(r.errs) > 0 {
+		return nil, r.errs
+	}
+	out.Credentials = creds
+	out.Env = resolveEnv(p.Process.Env, r.ctx.Environ, exposed)
+	return out, nil
 }
 
 func (r *resolver) resolveWorkdir() *Error {
@@ -927,25 +933,11 @@ func sortGrants(gs []PathGrant) {
 }
 
 // resolveEnv computes the workload environment: the variables of environ
-// allowed by env.Pass (DefaultEnvPass when nil), then env.Set, never HOME,
-// with PATH defaulting to DefaultPATH; sorted by name.
-func resolveEnv(env Env, environ []string) []string {
-	pass := env.Pass
-	if pass == nil {
-		pass = DefaultEnvPass
-	}
-	allowed := func(name string) bool {
-		for _, pat := range pass {
-			if prefix, ok := strings.CutSuffix(pat, "*"); ok {
-				if strings.HasPrefix(name, prefix) {
-					return true
-				}
-			} else if name == pat {
-				return true
-			}
-		}
-		return false
-	}
+// allowed by env.Pass (DefaultEnvPass when nil), then env.Set, then the
+// credentials' exposed placeholders (which replace a passed variable of
+// their name, so its real value never enters), never HOME, with PATH
+// defaulting to DefaultPATH; sorted by name.
+func resolveEnv(env Env, environ []string, exposed map[string]string) []string {
 	vars := map[string]string{}
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
@@ -955,13 +947,15 @@ func resolveEnv(env Env, environ []string) []string {
 		if _, dup := vars[name]; dup {
 			continue // the first wins, as in getenv
 		}
-		if allowed(name) {
+		if passIndex(env, name) >= 0 {
 			vars[name] = val
 		}
 	}
-	for name, val := range env.Set {
-		if name != "HOME" {
-			vars[name] = val
+	for _, m := range []map[string]string{env.Set, exposed} {
+		for name, val := range m {
+			if name != "HOME" {
+				vars[name] = val
+			}
 		}
 	}
 	if _, ok := vars["PATH"]; !ok {
@@ -972,6 +966,26 @@ func resolveEnv(env Env, environ []string) []string {
 		out = append(out, name+"="+vars[name])
 	}
 	return out
+}
+
+// passIndex is the index of the first pattern of the effective
+// env.Pass (DefaultEnvPass when nil) that passes the variable name (a
+// trailing "*" matches a prefix), or -1.
+func passIndex(env Env, name string) int {
+	pass := env.Pass
+	if pass == nil {
+		pass = DefaultEnvPass
+	}
+	for i, pat := range pass {
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok {
+			if strings.HasPrefix(name, prefix) {
+				return i
+			}
+		} else if name == pat {
+			return i
+		}
+	}
+	return -1
 }
 
 // ProtectedNames are the single-component protected entries (".git",

@@ -97,9 +97,17 @@ func (p *Policy) Position(field string) string {
 	if p == nil || p.file == "" {
 		return ""
 	}
+	if pos, ok := p.nearest(field); ok {
+		return fmt.Sprintf("%s:%d:%d", p.file, pos.line, pos.col)
+	}
+	return ""
+}
+
+// nearest is the position of field, or of its nearest written ancestor.
+func (p *Policy) nearest(field string) (position, bool) {
 	for f := field; f != ""; {
 		if pos, ok := p.pos[f]; ok {
-			return fmt.Sprintf("%s:%d:%d", p.file, pos.line, pos.col)
+			return pos, true
 		}
 		i := strings.LastIndexAny(f, ".[")
 		if i < 0 {
@@ -107,7 +115,7 @@ func (p *Policy) Position(field string) string {
 		}
 		f = f[:i]
 	}
-	return ""
+	return position{}, false
 }
 
 // Filesystem lists path grants. Each path is absolute ("/..."), or starts
