@@ -22,5 +22,12 @@ func EgressOf(d egress.Decision) EgressDecision {
 	}
 	return EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method, Host: d.Host, Port: d.Port, IP: ip,
 		URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint,
-		Inspected: d.Inspected, Proto: d.Proto, BytesOut: d.BytesOut, BytesIn: d.BytesIn}
+		Inspected: d.Inspected, Proto: d.Proto, BytesOut: d.BytesOut, BytesIn: d.BytesIn, Credentials: d.Credentials}
+}
+
+// CredentialUseOf is one credential finding of the egress proxy, as
+// CredentialFinding records it.
+func CredentialUseOf(f egress.CredentialFinding) CredentialUse {
+	return CredentialUse{Time: f.Time, Kind: string(f.Kind), Credential: f.Credential, Host: f.Host, Port: f.Port,
+		Method: f.Method, Path: f.Path, Where: f.Where, Action: f.Action}
 }

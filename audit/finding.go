@@ -1,6 +1,11 @@
 package audit
 
-import "time"
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
 
 // OCSF constants for the Detection Finding class
 // (schema.ocsf.io/1.3.0/classes/detection_finding, class 2004, category 2
@@ -54,9 +59,15 @@ type ResourceEntry struct {
 type FindingExtra struct {
 	SandboxID  string   `json:"sandbox_id,omitempty"`
 	PolicyHash string   `json:"policy_hash,omitempty"`
-	Kind       string   `json:"kind"`           // planted.Kind*
+	Kind       string   `json:"kind"`           // planted.Kind*, or a credential finding's kind
 	Keys       []string `json:"keys,omitempty"` // git configuration keys that run commands
 	Strict     bool     `json:"strict,omitempty"`
+	// A credential finding's: the credential's name (never its value or
+	// placeholder), where in the request or response, and what the proxy
+	// did ("denied", "forwarded", "masked").
+	Credential string `json:"credential,omitempty"`
+	Where      string `json:"where,omitempty"`
+	Action     string `json:"action,omitempty"`
 }
 
 // Planted builds the finding for one planted path (kind and keys as
@@ -77,5 +88,57 @@ func Planted(run RunInfo, path, kind, what string, keys []string, strict bool) D
 		Unmapped:  FindingExtra{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Kind: kind, Keys: keys, Strict: strict},
 	}
 	e.setSeverity(SeverityHigh)
+	return e
+}
+
+// Finding types of credential findings (finding_info.types).
+const (
+	FindingTypeCredentialMismatch   = "Credential placeholder outside its binding"
+	FindingTypeCredentialReflection = "Credential value in a response"
+	FindingTypeCredentialRevoked    = "Revoked or expired credential used"
+)
+
+// CredentialUse is what a credential finding says (egress's
+// CredentialFinding, without the egress import).
+type CredentialUse struct {
+	Time       time.Time
+	Kind       string // credential_mismatch, credential_reflection, credential_revoked
+	Credential string
+	Host       string
+	Port       int
+	Method     string
+	Path       string
+	Where      string
+	Action     string
+}
+
+// CredentialFinding builds the finding for one credential use the proxy
+// refused, forwarded as it was or masked. The resource is the
+// destination (host:port and path); nothing of the value or the
+// placeholder is in it.
+func CredentialFinding(run RunInfo, u CredentialUse) DetectionFinding {
+	dest := net.JoinHostPort(u.Host, strconv.Itoa(u.Port))
+	title, typ, sev := "Credential placeholder outside its binding", FindingTypeCredentialMismatch, SeverityMedium
+	switch u.Kind {
+	case "credential_reflection":
+		title, typ, sev = "Credential value in a response, masked", FindingTypeCredentialReflection, SeverityHigh
+	case "credential_revoked":
+		title, typ = "Revoked or expired credential used", FindingTypeCredentialRevoked
+	}
+	what := fmt.Sprintf("credential %s: %s of %s %s%s, %s", u.Credential, u.Where, u.Method, dest, u.Path, u.Action)
+	e := DetectionFinding{
+		Classification: classify(u.Time, FindingClassUID, FindingClassName, FindingsCategory, FindingsCatName, ActivityCreate, "Create"),
+		StatusID:       FindingStatusNew,
+		Status:         "New",
+		Message:        what,
+		Metadata:       newMetadata(run),
+		FindingInfo: FindingInfo{UID: newUUID(), Title: title, Desc: what,
+			Types: []string{typ}, CreatedTime: u.Time.UnixMilli()},
+		Resources: []ResourceEntry{{Name: dest + u.Path, Type: "Network Endpoint"}},
+		Device:    device(),
+		Unmapped: FindingExtra{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Kind: u.Kind,
+			Credential: u.Credential, Where: u.Where, Action: u.Action},
+	}
+	e.setSeverity(sev)
 	return e
 }

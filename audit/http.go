@@ -99,6 +99,9 @@ type EgressInfo struct {
 	// Inspected: the request was read inside TLS the proxy terminated
 	// (or is that terminated CONNECT).
 	Inspected bool `json:"inspected,omitempty"`
+	// Credentials names (comma-separated) the credentials whose values
+	// the proxy put in the request.
+	Credentials string `json:"credentials,omitempty"`
 }
 
 // EgressDecision is one decision of the egress proxy.
@@ -118,6 +121,7 @@ type EgressDecision struct {
 	Inspected         bool
 	Proto             string
 	BytesOut, BytesIn int64
+	Credentials       string
 }
 
 // Egress builds the HTTP Activity event for one proxy decision.
@@ -137,7 +141,7 @@ func Egress(run RunInfo, d EgressDecision) HTTPActivity {
 		HTTPRequest:    HTTPRequest{Method: d.Method, URL: redactURL(d.URL, d.Host, d.Port)},
 		DstEndpoint:    Endpoint{Hostname: d.Host, IP: d.IP, Port: d.Port},
 		Device:         device(),
-		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint, Inspected: d.Inspected},
+		Unmapped:       EgressInfo{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint, Inspected: d.Inspected, Credentials: d.Credentials},
 	}
 	if d.Inspected && d.Method != "CONNECT" { // a terminated CONNECT's Proto is its ALPN id, not a version
 		e.HTTPRequest.Version = d.Proto

@@ -130,6 +130,17 @@ func (l *Log) tick() {
 	}
 }
 
+// Redact adds values the log never writes (Sink.Redact), in this file
+// and the ones it rotates to.
+func (l *Log) Redact(values ...string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sink.Redact(values...)
+}
+
 // Emit writes e (a lifecycle event or a finding): never dropped.
 func (l *Log) Emit(e Event) {
 	if l == nil {
@@ -249,6 +260,11 @@ func (l *Log) write(e Event) {
 		_ = os.Rename(l.path+".1", l.path)
 		return
 	}
+	s.mu.Lock()
+	l.sink.mu.Lock()
+	s.secrets = l.sink.secrets
+	l.sink.mu.Unlock()
+	s.mu.Unlock()
 	_ = l.sink.Close()
 	l.sink = s
 	l.stats.Rotations++

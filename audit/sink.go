@@ -17,9 +17,10 @@ import (
 // A nil *Sink is valid and discards events, so callers need no "is auditing
 // on" checks.
 type Sink struct {
-	mu     sync.Mutex
-	f      *os.File
-	closed bool
+	mu      sync.Mutex
+	f       *os.File
+	closed  bool
+	secrets [][]byte // Redact's values, JSON-escaped
 }
 
 // Open opens (creating with mode 0600 if needed) path for appending. The mode
@@ -31,6 +32,26 @@ func Open(path string) (*Sink, error) {
 		return nil, err
 	}
 	return &Sink{f: f}, nil
+}
+
+// Redact adds values that are never written: each is replaced by
+// Redacted wherever it appears in an event (as a JSON string's contents,
+// which is how it would appear). A credential's value, for instance.
+func (s *Sink) Redact(values ...string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range values {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // as Emit encodes
+		enc.Encode(v)
+		if e := bytes.TrimSuffix(bytes.TrimPrefix(bytes.TrimSuffix(b.Bytes(), []byte("\n")), []byte(`"`)), []byte(`"`)); len(e) > 0 {
+			s.secrets = append(s.secrets, e)
+		}
+	}
 }
 
 // Emit writes e as one JSON line.
@@ -48,6 +69,9 @@ func (s *Sink) Emit(e Event) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, v := range s.secrets {
+		line = bytes.ReplaceAll(line, v, []byte(Redacted))
+	}
 	if s.closed {
 		return fmt.Errorf("audit: emit: %w", os.ErrClosed)
 	}

@@ -82,6 +82,7 @@ type egressStats struct {
 	mu        sync.Mutex
 	allowed   int
 	inspected int            // requests decided inside terminated TLS, allowed or not
+	findings  int            // credential findings
 	denied    map[string]int // "host:port (reason)" -> count, at most maxDeniedKinds keys
 	other     int            // denials beyond maxDeniedKinds kinds
 }
@@ -109,6 +110,12 @@ func (l *egressStats) record(d egress.Decision) {
 	}
 }
 
+func (l *egressStats) finding(egress.CredentialFinding) {
+	l.mu.Lock()
+	l.findings++
+	l.mu.Unlock()
+}
+
 // summary writes one line of counts and one per distinct denial.
 func (l *egressStats) summary(w io.Writer) {
 	l.mu.Lock()
@@ -120,6 +127,9 @@ func (l *egressStats) summary(w io.Writer) {
 	fmt.Fprintf(w, "corral: egress: %d allowed, %d denied", l.allowed, n)
 	if l.inspected > 0 {
 		fmt.Fprintf(w, " (%d requests inspected)", l.inspected)
+	}
+	if l.findings > 0 {
+		fmt.Fprintf(w, "; %d credential findings (in the audit log)", l.findings)
 	}
 	fmt.Fprintln(w)
 	if l.other > 0 {

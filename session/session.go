@@ -38,6 +38,12 @@ type Config struct {
 	// Command is what the session is for (corral run's command, a
 	// service's workload), recorded when the session cannot start.
 	Command []string
+	// Environ is the environment credentials' env sources are read from;
+	// nil means os.Environ().
+	Environ []string
+	// Secrets are the values of credentials whose source is stored (the
+	// gateway's), by name.
+	Secrets map[string]string
 	// Step, when set, is called after each step of Open: "provisioned",
 	// "started" (the gateway's crash tests stop there).
 	Step func(step string)
@@ -57,6 +63,7 @@ type Session struct {
 	pol   *policy.Resolved
 	sw    *egressSwitch // network proxy only
 	trust *trust        // a policy that inspects egress only
+	creds *credentials  // a policy with credentials only
 	stats *egressStats
 
 	mu      sync.Mutex
@@ -85,7 +92,7 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, provider.Rejected(plan.Loss)
 	}
 	s := newSession(cfg)
-	if err := s.checkEgress(); err != nil {
+	if err := s.checkEgress(ctx); err != nil {
 		return nil, err
 	}
 	opts := cfg.Options
@@ -117,7 +124,7 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 // the caller's to decide.
 func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 	s := newSession(cfg)
-	if err := s.checkEgress(); err != nil {
+	if err := s.checkEgress(ctx); err != nil {
 		return nil, err
 	}
 	sb, err := cfg.Provider.Recover(ctx, cfg.Plan, state)
@@ -150,9 +157,12 @@ func newSession(cfg Config) *Session {
 }
 
 // checkEgress refuses, before anything is made, rules the proxy cannot
-// take.
-func (s *Session) checkEgress() error {
+// take, and reads the credentials' values.
+func (s *Session) checkEgress(ctx context.Context) error {
 	if s.pol.Network != policy.NetworkProxy {
+		if len(s.pol.Credentials) > 0 { // (validation refuses it: a policy built in code)
+			return provider.Errorf(provider.CodePolicyRejected, "credentials need network mode proxy: only the egress proxy can substitute them")
+		}
 		return nil
 	}
 	if err := CheckResolver(); err != nil {
@@ -166,7 +176,20 @@ func (s *Session) checkEgress() error {
 	}
 	t, err := newTrust(s.pol.Egress)
 	s.trust = t
-	return err
+	if err != nil {
+		return err
+	}
+	environ := s.cfg.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	creds, values, err := loadCredentials(ctx, s.pol, environ, s.cfg.Secrets)
+	if err != nil {
+		return err
+	}
+	s.creds = creds
+	s.cfg.Log.Redact(values...)
+	return nil
 }
 
 // CheckRules refuses (CodePolicyRejected) egress rules the proxy cannot
@@ -211,6 +234,9 @@ func (s *Session) proxyConfig(n policy.Network, cred string, roots *x509.CertPoo
 	c := egress.Config{Policy: Rules(n), Resolve: Resolver(), Credential: cred, Log: s.recordEgress}
 	if s.trust != nil {
 		c.CA, c.UpstreamRoots = s.trust.ca, roots
+	}
+	if s.creds != nil {
+		c.Credentials, c.Finding = s.creds.list, s.recordFinding
 	}
 	return c
 }
