@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,9 +32,9 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 		rc := ResolvedCredential{Credential: c.withDefaults(), Field: f}
 		if name := c.Source.Env; name != "" && name != c.Expose.Env {
 			if k := passIndex(p.Process.Env, name); k >= 0 {
-				by := fmt.Sprintf("process.env.pass[%d] (%s)", k, p.Process.Env.Pass[k])
-				if p.Process.Env.Pass == nil {
-					by = fmt.Sprintf("the default process.env.pass (%s)", DefaultEnvPass[k])
+				by := fmt.Sprintf("the default process.env.pass (%s)", DefaultEnvPass[k])
+				if p.Process.Env.Pass != nil {
+					by = fmt.Sprintf("process.env.pass[%d] (%s)", k, p.Process.Env.Pass[k])
 				}
 				r.fail(f+".source.env", fmt.Sprintf("%s passes %s into the sandbox: the workload would read this credential's real value", by, name),
 					fmt.Sprintf("remove it from process.env.pass, or expose the placeholder under that name (expose: {env: %s}), which takes its place", name), nil)
@@ -69,14 +70,18 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 			}
 		}
 		if ph, kept := r.ctx.Placeholders[c.Name]; kept {
+			rc.Placeholder = ph
 			if msg := checkKeptPlaceholder(ph); msg != "" {
 				r.fail(f, fmt.Sprintf("the placeholder kept for credential %q %s", c.Name, msg), "a recovered sandbox keeps the placeholder it was made with; this one is not one corral draws (recreate the sandbox)", nil)
+				rc.Placeholder = "" // compared with no other
 			}
-			rc.Placeholder = ph
 		} else {
 			rc.Placeholder = drawPlaceholder(rc.Shape)
 		}
 		for _, prev := range res {
+			if prev.Placeholder == "" || rc.Placeholder == "" {
+				continue
+			}
 			if strings.Contains(prev.Placeholder, rc.Placeholder) || strings.Contains(rc.Placeholder, prev.Placeholder) {
 				// The proxy tells credentials apart by their placeholders.
 				r.fail(f, fmt.Sprintf("the placeholders of %s (%q) and %s (%q) are the same or one holds the other", prev.Field, prev.Name, f, c.Name), "recreate the sandbox, so that each credential draws its own", nil)
@@ -94,7 +99,13 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 // written, or where it leads, canon) or replace (its directory writable).
 func (r *resolver) checkSourceFile(field string, out *Resolved, written, canon string) {
 	for _, q := range slices.Compact([]string{written, canon}) {
-		if g := out.Covering(q); g.Path != "" && g.Access != AccessDeny {
+		g := out.Covering(q)
+		if _, err := os.Lstat(q); err != nil && g.Path != "" && g.Access == AccessReadWrite {
+			r.fail(field, fmt.Sprintf("%s does not exist, and the workload could make it (%s grants %s read-write) and choose the value", q, g.Field, g.Path),
+				"keep the file outside every read-write grant", nil)
+			return
+		}
+		if g.Path != "" && g.Access != AccessDeny {
 			r.fail(field, fmt.Sprintf("%s is visible inside the sandbox (%s grants %s %s): the workload could read the value", q, g.Field, g.Path, g.Access),
 				"keep the file outside every grant, or add it to filesystem.deny", nil)
 			return
