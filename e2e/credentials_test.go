@@ -687,7 +687,7 @@ func TestCredentialBadInput(t *testing.T) {
 		ep := fmt.Sprintf("{host: api.allowed.test, ports: [%d]}", o.port)
 		cases := []badCred{
 			{name: "env-unset", creds: cred("{env: E2E_NEVER_SET}", ep), want: []string{"E2E_NEVER_SET"}},
-			{name: "env-empty", creds: cred("{env: E2E_EMPTY}", ep), env: []string{"E2E_EMPTY="}, want: []string{"E2E_EMPTY"}},
+			{name: "env-empty", creds: cred("{env: E2E_EMPTY}", ep), env: []string{"E2E_EMPTY="}, want: []string{"empty"}},
 			{name: "file-absent", creds: cred("{file: "+strconv.Quote(filepath.Join(baseDir, "no-such-secret"))+"}", ep), want: []string{"no-such-secret"}},
 			{name: "command-fails", creds: cred(`{command: [/bin/sh, -c, "echo `+stdoutSecret+`; echo broken >&2; exit 3"]}`, ep), want: []string{"exit"}},
 			{name: "command-timeout", creds: cred(`{command: [sleep, "`+sleep+`"], timeout: 1s}`, ep), want: []string{"time"}},
@@ -706,6 +706,7 @@ func TestCredentialBadInput(t *testing.T) {
 				start := time.Now()
 				res := corral(t, run{id: id, policy: pol, workdir: wd, env: c.env, args: sh("touch started; echo started"), timeout: 60 * time.Second})
 				took := time.Since(start)
+				t.Logf("exit %d, %s", res.code, strings.TrimSpace(res.stderr))
 				if res.code != 122 {
 					t.Errorf("exit %d, want 122 (policy_rejected)\n%s", res.code, res)
 				}
