@@ -215,7 +215,7 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 		}
 	}()
 	for i, m := range mounts {
-		if m.Kind != MountBind && m.Kind != MountTrust {
+		if m.Kind != MountBind && m.Kind != MountTrust && m.Kind != MountCredential {
 			continue
 		}
 		if m.preCloned() {
@@ -248,6 +248,8 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 			t.binds[m.Path] = true
 		case MountTrust:
 			err = t.trust(clones[i], m)
+		case MountCredential:
+			err = t.credential(clones[i], m)
 		case MountTmpfs:
 			data := fmt.Sprintf("mode=%o,%s", m.Mode, owner)
 			if m.Size > 0 {

@@ -177,11 +177,9 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 		os.RemoveAll(dir)
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: sandbox "+id, err)
 	}
-	if len(opts.Trust) > 0 {
-		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust, opts.TrustStore); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
+	if spec, err = stateFiles(spec, plan.Policy, dir, opts); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	spec.FaultLayer = os.Getenv(FaultEnv)
 	spec.DropLayer = testDropLayer()

@@ -366,6 +366,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.SeccompDenyUnix = r.UnixSockets() == policy.UnixSocketsDeny
 	loss = append(loss, provider.UnixSocketsLoss(r, spec.Seccomp, h.landlockABI))
 	loss = append(loss, trustLoss(r)...)
+	loss = append(loss, credentialLoss(r)...)
 	if spec.Landlock.Enabled && h.landlockABI < 6 {
 		add(provider.SeverityInfo, "layers", "layers.landlock", "Landlock ABI %d has no signal or abstract-socket scoping; the PID and network namespaces still isolate them", h.landlockABI)
 	}

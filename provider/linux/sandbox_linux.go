@@ -70,7 +70,7 @@ type Sandbox struct {
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
 
-	trustDir  string   // a per-run sandbox's state directory, holding its trust files; removed by Deprovision
+	stateDir  string   // a per-run sandbox's state directory, holding its trust and credential files; removed by Deprovision
 	trustPath string   // where the CA bundle is inside (init's report), for WithTrustEnv
 	storeAt   []string // where the Java trust store is inside (init's report), for WithTrustEnv
 }
@@ -105,12 +105,12 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	_, _ = rand.Read(rb[:])
 	id := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:]))
 	dir := ""
-	if len(opts.Trust) > 0 {
+	if len(opts.Trust) > 0 || hasCredentialFiles(plan.Policy) {
 		var err error
 		if dir, err = runTrustDir(plan.Policy, id); err != nil {
 			return nil, err
 		}
-		if spec, err = trustSpec(spec, plan.Policy, dir, opts.Trust, opts.TrustStore); err != nil {
+		if spec, err = stateFiles(spec, plan.Policy, dir, opts); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}
@@ -122,7 +122,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		}
 		return nil, err
 	}
-	sb.trustDir = dir
+	sb.stateDir = dir
 	return sb, nil
 }
 
@@ -937,8 +937,8 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Deprovision removes the cgroup, the per-run state directory (the CA
-// bundle) and the placeholders no other run holds (once init is gone:
+// Deprovision removes the cgroup, the per-run state directory (the trust
+// and credential files) and the placeholders no other run holds (once init is gone:
 // removing one still mounted inside would detach it there).
 func (s *Sandbox) Deprovision(ctx context.Context) error {
 	if s.swept != nil {
@@ -947,11 +947,11 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 	if s.exited == nil || isClosed(s.exited) {
 		s.placeholders.Release()
 	}
-	if s.trustDir != "" {
-		if err := os.RemoveAll(s.trustDir); err != nil {
+	if s.stateDir != "" {
+		if err := os.RemoveAll(s.stateDir); err != nil {
 			return provider.Wrap(provider.CodeStopFailed, "linux: sandbox "+s.id, err)
 		}
-		s.trustDir = ""
+		s.stateDir = ""
 	}
 	if s.cg != nil {
 		if err := s.cg.Remove(); err != nil {

@@ -32,6 +32,10 @@ const (
 	// nowhere is an error, a store not (a sandbox without Java needs
 	// none).
 	MountTrust MountKind = "trust"
+	// MountCredential is a credential's placeholder file: Source, a file
+	// Corral wrote outside every grant, bound read-only at Path, which
+	// must lie in the sandbox's own tree (tree.credential).
+	MountCredential MountKind = "credential"
 )
 
 // MountSpec is one mount of the sandbox tree. Path is where it appears
@@ -50,7 +54,7 @@ type MountSpec struct {
 	IDMap bool `json:"idmap,omitempty"`
 	// HostClone: the supervisor (root) clones Source itself and sends
 	// the detached mount to init, which could not open it (a directory
-	// of root's, 0700); a trust bundle's only.
+	// of root's, 0700); a trust or credential file's only.
 	HostClone bool     `json:"host_clone,omitempty"`
 	Over      []string `json:"over,omitempty"`  // MountTrust: the distro paths to cover
 	Store     bool     `json:"store,omitempty"` // MountTrust: the Java trust store

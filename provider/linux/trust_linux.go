@@ -88,7 +88,7 @@ func refuseStateGrant(r *policy.Resolved) error {
 }
 
 // runTrustDir makes StateBase/id, the state directory of per-run sandbox
-// id, for its bundle; stale ones of callers that are gone are removed
+// id, for its trust and credential files; stale ones of callers that are gone are removed
 // first (sweepRuns).
 func runTrustDir(r *policy.Resolved, id string) (string, error) {
 	if err := refuseStateGrant(r); err != nil {
@@ -117,6 +117,19 @@ func sweepRuns(base string) {
 			_ = os.RemoveAll(filepath.Join(base, e.Name()))
 		}
 	}
+}
+
+// stateFiles writes the files of opts' trust (trustSpec) and r's
+// credentials (credentialSpec) to state directory dir and returns a copy
+// of spec that binds them, the credentials' last.
+func stateFiles(spec *InitSpec, r *policy.Resolved, dir string, opts provider.ProvisionOptions) (*InitSpec, error) {
+	var err error
+	if len(opts.Trust) > 0 {
+		if spec, err = trustSpec(spec, r, dir, opts.Trust, opts.TrustStore); err != nil {
+			return nil, err
+		}
+	}
+	return credentialSpec(spec, r, dir)
 }
 
 // trustSpec writes pem to the bundle of state directory dir and store

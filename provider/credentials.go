@@ -1,0 +1,70 @@
+package provider
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// A credential exposed as a file (policy.CredentialExpose.File) is shown
+// to the sandbox as a read-only file holding its placeholder, exactly
+// (no newline): the provider writes it in its state directory for the
+// sandbox, which no grant reaches (created only if absent, following no
+// symlink, mode 0444, as the trust files are), and binds it read-only at
+// the credential's path inside. Directories above that path the
+// sandbox's tree lacks are made in the sandbox's own tree, never on a
+// host path, and a path that cannot take the bind is an error, never a
+// sandbox without the file. The file is removed with the state
+// directory, after the run (a persistent sandbox's, at Destroy).
+
+// CredentialFile is one credential's placeholder file.
+type CredentialFile struct {
+	Credential string // the credential's name
+	Field      string // its policy field ("credentials[2]")
+	Name       string // the file's name in a provider's state directory
+	Path       string // where it goes inside (policy.ResolvedCredential.File)
+	Data       []byte // the placeholder
+}
+
+// CredentialFiles are r's credentials' placeholder files, in the
+// policy's order; an error for a path inside that is not absolute and
+// clean, or a placeholder that is empty (nothing would replace it).
+func CredentialFiles(r *policy.Resolved) ([]CredentialFile, error) {
+	var out []CredentialFile
+	for _, c := range r.Credentials {
+		if c.File == "" {
+			continue
+		}
+		if !path.IsAbs(c.File) || path.Clean(c.File) != c.File || c.File == "/" {
+			return nil, fmt.Errorf("%s.expose.file: %q is not an absolute, clean path of a file inside the sandbox", c.Field, c.File)
+		}
+		// The name is the policy's [a-z0-9][a-z0-9_-]*; anything else
+		// could name another path.
+		if c.Name == "" || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+			return nil, fmt.Errorf("%s: credential name %q is not of the form [a-z0-9][a-z0-9_-]*", c.Field, c.Name)
+		}
+		if c.Placeholder == "" {
+			return nil, fmt.Errorf("%s: credential %q has no placeholder", c.Field, c.Name)
+		}
+		out = append(out, CredentialFile{Credential: c.Name, Field: c.Field, Name: "credential-" + c.Name, Path: c.File, Data: []byte(c.Placeholder)})
+	}
+	return out, nil
+}
+
+// CredentialLoss is what Map says of r's credential files: where each
+// goes (info; never the placeholder), or the error CredentialFiles
+// gives.
+func CredentialLoss(r *policy.Resolved) LossReport {
+	files, err := CredentialFiles(r)
+	if err != nil {
+		return LossReport{{Severity: SeverityError, Area: "credentials", Field: "credentials", Message: err.Error()}}
+	}
+	var out LossReport
+	for _, f := range files {
+		out = append(out, Loss{Severity: SeverityInfo, Area: "credentials", Field: f.Field + ".expose.file",
+			Message: fmt.Sprintf("credential %q: a read-only file holding its placeholder (not the value, which stays with corral) is bound at %s; the directories above it that the sandbox lacks are made in the sandbox's own tree", f.Credential, f.Path)})
+	}
+	return out
+}

@@ -1,0 +1,427 @@
+//go:build linux
+
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/policy"
+	"github.com/corral-sandbox/corral/provider"
+)
+
+// A credential exposed as a file: the sandbox sees a read-only file
+// holding the placeholder, which nothing inside can change, move,
+// replace or unmount, in directories made in the sandbox's own tree
+// (the root, /tmp, the private home), never on the host; the file Corral
+// wrote is in the state directory, out of every grant's reach, and goes
+// with it. The variable holds the placeholder and the value is nowhere
+// inside. Real sandboxes; TestCredentialUnprivileged runs these again as
+// corral-test.
+
+// credSandbox is a sandbox's credentials: where their files go, their
+// placeholders, and the value the caller's environment holds.
+type credSandbox struct {
+	plan   *provider.Plan
+	bin    string            // the probe binary, granted read-only
+	files  map[string]string // path inside -> placeholder
+	byName map[string]string // credential name -> placeholder
+	env    string            // OPENAI_API_KEY's placeholder
+	value  string            // the real value, in this process's environment only
+	top    string            // the directory below /run the first file's parents start at, absent on the host
+	wd     string
+	home   string
+}
+
+// credPlan maps a policy that inspects egress, with three credentials
+// made as policy.Resolve makes them (placeholder in Env, File absolute):
+// one below /run, absent in the sandbox's tree, one in the private home,
+// one in /tmp, each in directories the sandbox lacks; plus extra, whose
+// placeholders the test does not check. The real value is put in this
+// process's environment, where nothing may take it from.
+func credPlan(t *testing.T, extra ...policy.ResolvedCredential) *credSandbox {
+	t.Helper()
+	wd, home := workdirs(t, 65534)
+	bin := probeBinary(t)
+	id := strings.TrimPrefix(provider.NewID(), "corral-")
+	c := &credSandbox{bin: bin, files: map[string]string{}, byName: map[string]string{}, wd: wd, home: home, top: "/run/corral-cred-" + id,
+		value: "real-value-" + id}
+	t.Setenv("OPENAI_API_KEY", c.value)
+	pol := policy.Default()
+	for _, l := range New().Capabilities(context.Background()).Layers {
+		if l.State == provider.LayerUnavailable {
+			pol.Layers[l.Layer] = policy.Optional
+		}
+	}
+	inspecting(pol)
+	grantProbe(bin)(pol)
+	r, err := pol.Resolve(policy.Context{Home: home, Workdir: wd, Environ: []string{"PATH=" + policy.DefaultPATH, "LANG=C", "OPENAI_API_KEY=" + c.value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range []struct{ name, file, env string }{
+		{"openai", c.top + "/secrets/openai", "OPENAI_API_KEY"},
+		{"github", filepath.Join(home, ".config/gh/token"), ""},
+		{"npm", "/tmp/cred-" + id + "/npm", ""},
+	} {
+		ph := fmt.Sprintf("corral-%s-%s", f.name, id)
+		rc := policy.ResolvedCredential{Credential: policy.Credential{Name: f.name, Expose: policy.CredentialExpose{Env: f.env, File: f.file}},
+			Field: fmt.Sprintf("credentials[%d]", i), Placeholder: ph, File: f.file}
+		r.Credentials = append(r.Credentials, rc)
+		c.files[f.file] = ph
+		c.byName[f.name] = ph
+		if f.env != "" {
+			r.Env = provider.WithEnv(r.Env, []string{f.env + "=" + ph})
+			c.env = ph
+		}
+	}
+	r.Credentials = append(r.Credentials, extra...)
+	plan, loss := New().Map(context.Background(), r)
+	if loss.HasErrors() {
+		t.Fatal(provider.Rejected(loss))
+	}
+	c.plan = plan
+	for f, ph := range c.files {
+		if !slices.ContainsFunc(loss, func(l provider.Loss) bool {
+			return l.Severity == provider.SeverityInfo && l.Area == "credentials" && strings.Contains(l.Message, f)
+		}) {
+			t.Errorf("Map says nothing of the credential file %s: %v", f, loss)
+		}
+		for _, l := range loss {
+			if strings.Contains(l.Message, ph) {
+				t.Errorf("a loss holds the placeholder %s: %+v", ph, l)
+			}
+		}
+	}
+	return c
+}
+
+// credProbe is what TestCredentialProbe reports of one file.
+type credProbe struct {
+	Data     string            `json:"data"`    // what it holds, after the attacks
+	Mode     uint32            `json:"mode"`    // its permission bits, after
+	Attacks  map[string]string `json:"attacks"` // attack -> its error ("" when it succeeded)
+	Unshared string            `json:"unshared"`
+}
+
+// TestCredentialProbe is the workload's side, run inside a sandbox: for
+// each path given, it tries to write, truncate, chmod, chown, remove,
+// rename over and away, unmount (plain, detached, lazily expired) and
+// mount over the file, then reports what it holds.
+func TestCredentialProbe(t *testing.T) {
+	if len(flag.Args()) == 0 || flag.Args()[0] != "credential" {
+		t.Skip("runs inside a sandbox (credProbeArgs)")
+	}
+	out := map[string]credProbe{}
+	for _, f := range flag.Args()[1:] {
+		p := credProbe{Attacks: map[string]string{}}
+		errOf := func(err error) string {
+			if err == nil {
+				return ""
+			}
+			return err.Error()
+		}
+		try := func(name string, err error) { p.Attacks[name] = errOf(err) }
+		fd, err := unix.Open(f, unix.O_WRONLY, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte("x"))
+			unix.Close(fd)
+		}
+		try("write", err)
+		fd, err = unix.Open(f, unix.O_WRONLY|unix.O_TRUNC, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		try("truncate", err)
+		try("chmod", unix.Chmod(f, 0o666))
+		try("chown", unix.Chown(f, os.Getuid(), os.Getgid()))
+		try("unlink", unix.Unlink(f))
+		sib := f + ".planted"
+		if err := os.WriteFile(sib, []byte("planted"), 0o644); err == nil {
+			try("rename over", unix.Rename(sib, f))
+			os.Remove(sib)
+		} else {
+			p.Attacks["rename over"] = "no sibling: " + err.Error() // nothing to rename: the directory is read-only
+		}
+		try("rename away", unix.Rename(f, f+".moved"))
+		try("umount", unix.Unmount(f, 0))
+		try("umount detach", unix.Unmount(f, unix.MNT_DETACH))
+		try("umount expire", unix.Unmount(f, unix.MNT_EXPIRE))
+		try("mount over", unix.Mount("/dev/null", f, "", unix.MS_BIND, ""))
+		b, err := os.ReadFile(f)
+		if err != nil {
+			p.Data = "read: " + err.Error()
+		} else {
+			p.Data = string(b)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(f, &st); err == nil {
+			p.Mode = st.Mode & 0o7777
+		}
+		out[f] = p
+	}
+	b, _ := json.Marshal(out)
+	fmt.Printf("PROBE %s\n", b)
+}
+
+// credScript is what the workload's shell checks, after the probe: the
+// variable, /proc/self/environ, the state directory, and umount in a
+// user and mount namespace of the workload's own (unshare), where the
+// mount is locked to what it covers.
+func credScript(c *credSandbox, paths []string) string {
+	var b strings.Builder
+	b.WriteString(`echo "ENV: $OPENAI_API_KEY"` + "\n")
+	b.WriteString(`echo "ENVIRON: $(tr '\0' '\n' < /proc/self/environ | grep -c '` + c.value + `')"` + "\n")
+	b.WriteString(`echo "STATE: $(ls ` + StateBase() + ` 2>&1 | head -n1)"` + "\n")
+	for _, f := range paths {
+		b.WriteString(`echo "UNSHARE ` + f + `: $(unshare -Urm sh -c 'umount ` + f + ` 2>&1; echo rc=$?; umount -l ` + f + ` 2>&1; echo rc=$?' 2>&1 | tr '\n' ' ')"` + "\n")
+	}
+	return b.String()
+}
+
+// checkInside runs the probe and the script in sb and checks what they
+// saw.
+func checkInside(t *testing.T, sb provider.Sandbox, c *credSandbox) {
+	t.Helper()
+	paths := slices.Sorted(maps.Keys(c.files))
+	// One exec (a per-run sandbox runs one): the probe, then the shell's.
+	probe := c.bin + " -test.run=^TestCredentialProbe$ credential " + strings.Join(paths, " ")
+	r := run(t, sb, "sh", "-c", probe+"\n"+credScript(c, paths)+catEach(paths...))
+	if r.err != nil || r.st.Code != 0 {
+		t.Fatalf("inside: %+v %v %s", r.st, r.err, r.stderr)
+	}
+	var got map[string]credProbe
+	probeOut(t, r, &got)
+	for _, f := range paths {
+		p := got[f]
+		if p.Data != c.files[f] {
+			t.Errorf("%s inside holds %q, want its placeholder %q", f, p.Data, c.files[f])
+		}
+		if p.Mode != 0o444 {
+			t.Errorf("%s inside has mode %o, want 444", f, p.Mode)
+		}
+		for a, err := range p.Attacks {
+			if err == "" {
+				t.Errorf("%s inside: %s succeeded", f, a)
+			}
+		}
+		t.Logf("%s: %v", f, p.Attacks)
+	}
+	l := lines(r)
+	if l["ENV"] != c.env {
+		t.Errorf("OPENAI_API_KEY inside is %q, want the placeholder %q", l["ENV"], c.env)
+	}
+	if l["ENVIRON"] != "0" {
+		t.Errorf("the real value is in /proc/self/environ inside (%s times)", l["ENVIRON"])
+	}
+	if !strings.Contains(l["STATE"], "No such file") {
+		t.Errorf("the state directory %s is visible inside: %q", StateBase(), l["STATE"])
+	}
+	for _, f := range paths {
+		if u := l["UNSHARE "+f]; strings.Contains(u, "rc=0") {
+			t.Errorf("umount of %s in a namespace of the workload's own succeeded: %s", f, u)
+		} else {
+			t.Logf("umount of %s after unshare: %s", f, u)
+		}
+		if l[f] != c.files[f] {
+			t.Errorf("after the attacks, %s inside holds %q, want %q", f, l[f], c.files[f])
+		}
+	}
+}
+
+// hostClean fails the test if the host has any of the credential files'
+// directories (they are made inside only) or a file the sandbox made in
+// the workdir or home.
+func hostClean(t *testing.T, c *credSandbox, wdBefore []string) {
+	t.Helper()
+	for _, p := range []string{c.top, filepath.Join(c.home, ".config")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists on the host: %v", p, err)
+		}
+	}
+	for f := range c.files {
+		if strings.HasPrefix(f, "/tmp/") {
+			if _, err := os.Lstat(filepath.Dir(f)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s exists on the host: %v", filepath.Dir(f), err)
+			}
+		}
+	}
+	if after := entries(t, c.wd); !slices.Equal(after, wdBefore) {
+		t.Errorf("the workdir had %v and has %v", wdBefore, after)
+	}
+}
+
+// hostFiles checks the credential files in state directory dir: each
+// 0444, of this uid, one link, holding its placeholder and not the
+// value.
+func hostFiles(t *testing.T, c *credSandbox, dir string) {
+	t.Helper()
+	for _, name := range []string{"openai", "github", "npm"} {
+		p := filepath.Join(dir, "credential-"+name)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Errorf("the credential file %s: %v", p, err)
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o7777 != 0o444 || int(st.Uid) != os.Geteuid() || st.Nlink != 1 {
+			t.Errorf("%s: mode %o, uid %d, %d links; want a regular file, 0444, uid %d, 1 link", p, st.Mode, st.Uid, st.Nlink, os.Geteuid())
+		}
+		if b, _ := os.ReadFile(p); string(b) != c.byName[name] {
+			t.Errorf("%s holds %q, want the placeholder %q", p, b, c.byName[name])
+		}
+	}
+}
+
+// runDir is the one per-run state directory of this process in
+// StateBase.
+func runDir(t *testing.T) string {
+	t.Helper()
+	ents, _ := os.ReadDir(StateBase())
+	var dirs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), fmt.Sprintf("run-%d-", os.Getpid())) {
+			dirs = append(dirs, filepath.Join(StateBase(), e.Name()))
+		}
+	}
+	if len(dirs) != 1 {
+		t.Fatalf("per-run state directories of this process: %v, want one", dirs)
+	}
+	return dirs[0]
+}
+
+// A per-run sandbox: the files inside hold their placeholders and resist
+// every attack; the host has only the state directory's files, which go
+// with Deprovision.
+func TestCredentialFile(t *testing.T) { testCredentialFiles(t, false) }
+
+// A persistent sandbox keeps its files across Recover (a fresh provider,
+// as a restarted gateway), and Destroy removes them.
+func TestCredentialPersistent(t *testing.T) { testCredentialFiles(t, true) }
+
+func testCredentialFiles(t *testing.T, persist bool) {
+	needPureGo(t)
+	c := credPlan(t)
+	before := entries(t, c.wd)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opts := provider.ProvisionOptions{Trust: []byte("bundle\n")}
+	if persist {
+		opts.Persistent, opts.Owner = true, owner(t)
+	}
+	sb, err := New().Provision(ctx, c.plan, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func() error { _ = sb.Stop(ctx); return sb.Deprovision(ctx) }
+	if persist {
+		end = func() error { return New().Destroy(ctx, sb.ID()) }
+	}
+	t.Cleanup(func() { _ = end() })
+	if err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var dir string
+	if persist {
+		dir = sb.(*persistent).dir
+	} else {
+		dir = runDir(t)
+	}
+	hostFiles(t, c, dir)
+	checkInside(t, sb, c)
+	if persist {
+		rec, err := New().Recover(ctx, c.plan, sb.(provider.Persistent).State())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInside(t, rec, c)
+	}
+	if err := end(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the state directory %s is left after the sandbox: %v", dir, err)
+	}
+	noRunDirs(t)
+	hostClean(t, c, before)
+}
+
+// A file that cannot go in the sandbox's own tree fails the start,
+// saying why, and creates nothing on the host: in a grant (the workdir),
+// in a denied directory, over a mount (/tmp itself); a path that is not
+// absolute and clean is an error of Map.
+func TestCredentialRefused(t *testing.T) {
+	needPureGo(t)
+	bad := func(name, file string) policy.ResolvedCredential {
+		return policy.ResolvedCredential{Credential: policy.Credential{Name: name, Expose: policy.CredentialExpose{File: file}},
+			Field: "credentials[3]", Placeholder: "corral-" + name, File: file}
+	}
+	wd, home := workdirs(t, 65534)
+	denied := filepath.Join(wd, "denied")
+	if err := os.Mkdir(denied, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		file, want string
+	}{
+		{filepath.Join(wd, "planted"), "not the sandbox's own tree"},
+		{filepath.Join(denied, "planted"), "not the sandbox's own tree"},
+		{"/tmp", "would cover the mount"},
+	} {
+		t.Run(strings.ReplaceAll(x.file, "/", "_"), func(t *testing.T) {
+			plan, err := planFor(wd, home, func(p *policy.Policy) {
+				inspecting(p)
+				p.Filesystem.Deny = append(p.Filesystem.Deny, policy.PathRule{Path: denied})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan.Policy.Credentials = []policy.ResolvedCredential{bad("bad", x.file)}
+			_, err = runOnce(t, plan, "bundle\n", "", "true")
+			t.Logf("%v", err)
+			if provider.CodeOf(err) != provider.CodeStartFailed || !strings.Contains(err.Error(), x.want) || !strings.Contains(err.Error(), "credentials[3].expose.file") {
+				t.Errorf("Start with a credential file at %s: %v, want %s saying %q", x.file, err, provider.CodeStartFailed, x.want)
+			}
+			for _, p := range []string{filepath.Join(wd, "planted"), filepath.Join(denied, "planted")} {
+				if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s exists on the host: %v", p, err)
+				}
+			}
+			noRunDirs(t)
+		})
+	}
+	for _, f := range []string{"run/x", "/run/../etc/x"} {
+		plan, err := planFor(wd, home, inspecting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := *plan.Policy
+		r.Credentials = []policy.ResolvedCredential{bad("x", f)}
+		if _, loss := New().Map(context.Background(), &r); !slices.ContainsFunc(loss.Errors(), func(l provider.Loss) bool { return strings.Contains(l.Message, f) }) {
+			t.Errorf("a credential file at %q: %v, want an error loss naming it", f, loss.Errors())
+		}
+	}
+}
+
+// TestCredentialUnprivileged runs the TestCredential tests again as
+// corral-test: there the workload's uid owns the files on the host.
+func TestCredentialUnprivileged(t *testing.T) {
+	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
+		t.Skip("not root: the TestCredential tests themselves run unprivileged")
+	}
+	if out := asTestUser(t, "^TestCredential(File|Persistent|Refused)$"); len(regexp.MustCompile(`(?m)^--- PASS: TestCredential`).FindAllString(out, -1)) != 3 {
+		t.Fatalf("the TestCredential tests as corral-test did not all run:\n%s", out)
+	}
+}
