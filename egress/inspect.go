@@ -225,8 +225,15 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Rule += "; " + dec.Rule
+	var body *countReader
+	if r.Body != nil && r.Body != http.NoBody {
+		body = &countReader{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout}
+		r.Body = body
+	}
 	var cq *credRequest
 	if p.creds != nil {
+		// (a substituting endpoint's body is read here, under the
+		// countReader's idle timeout)
 		cpath, _ := l7.CanonicalPath(r.URL.EscapedPath()) // check refused the others
 		if cq = p.creds.request(r, t, cpath); cq.deny != nil {
 			deny(cq.status, cq.deny.reason(), "", p.creds.hint(cq.deny.Credential))
@@ -236,11 +243,6 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Allowed = true
 	cw := &countWriter{ResponseWriter: w}
-	var body *countReader
-	if r.Body != nil && r.Body != http.NoBody {
-		body = &countReader{ReadCloser: r.Body, rc: http.NewResponseController(w), idle: p.cfg.IdleTimeout}
-		r.Body = body
-	}
 	ctx := context.WithValue(r.Context(), decisionKey{}, d)
 	if cq != nil && len(cq.scan) > 0 {
 		ctx = context.WithValue(ctx, credKey{}, cq)

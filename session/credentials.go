@@ -315,8 +315,18 @@ func sourceKind(s policy.CredentialSource) string {
 	return "stored"
 }
 
-// recordFinding writes one of the proxy's credential findings.
+// maxFindings is how many credential findings a session writes one by
+// one: the workload decides how many there are (every request may quote
+// a placeholder), and findings, unlike decisions, are never aggregated.
+const maxFindings = 1000
+
+// recordFinding writes one of the proxy's credential findings, up to
+// maxFindings, and then says once that the rest are only counted.
 func (s *Session) recordFinding(f egress.CredentialFinding) {
-	s.stats.finding(f)
-	s.cfg.Log.Emit(audit.CredentialFinding(s.info, audit.CredentialUseOf(f)))
+	switch n := s.stats.finding(f); {
+	case n <= maxFindings:
+		s.cfg.Log.Emit(audit.CredentialFinding(s.info, audit.CredentialUseOf(f)))
+	case n == maxFindings+1:
+		s.cfg.Log.Emit(audit.Note(fmt.Sprintf("sandbox %s: more than %d credential findings; the rest are counted (corral run -v), not written", s.info.SandboxID, maxFindings)))
+	}
 }

@@ -110,10 +110,12 @@ func (l *egressStats) record(d egress.Decision) {
 	}
 }
 
-func (l *egressStats) finding(egress.CredentialFinding) {
+// finding counts one credential finding and returns how many there were.
+func (l *egressStats) finding(egress.CredentialFinding) int {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.findings++
-	l.mu.Unlock()
+	return l.findings
 }
 
 // summary writes one line of counts and one per distinct denial.
