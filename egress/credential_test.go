@@ -488,3 +488,34 @@ func (c *chunked) Read(p []byte) (int, error) {
 	c.s = c.s[k:]
 	return k, nil
 }
+
+// TestCredentialPlainHTTP: over plain HTTP a placeholder is never
+// substituted, and is denied (or forwarded as it is) like any mismatch.
+func TestCredentialPlainHTTP(t *testing.T) {
+	for _, deny := range []bool{true, false} {
+		up := startUpstream(t, "127.0.0.1", http.HandlerFunc(hello))
+		pol := Policy{Allow: []Rule{{Host: "plain.test", Ports: []int{up.port}}, {Host: "api.a.test", Inspect: true}},
+			AllowPrivate: []Rule{{Host: "127.0.0.1/32"}}, Hosts: map[string]string{"plain.test": "127.0.0.1"}}
+		ca, err := NewCA(pol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := &findings{}
+		c := &Credential{Name: "tok", Placeholder: testPH, Bindings: []Binding{{Host: "api.a.test", Header: "Authorization", Template: "Bearer {}"}}, Deny: deny}
+		c.SetValue(testValue, time.Time{})
+		tp := startProxy(t, Config{Policy: pol, CA: ca, Credentials: []*Credential{c}, Finding: found.add})
+		target := "http://plain.test:" + itoa(up.port) + "/x"
+		resp, body := dialProxy(t, tp.addr).roundTrip(t, "GET "+target+" HTTP/1.1\r\nHost: plain.test:"+itoa(up.port)+"\r\nAuthorization: Bearer "+testPH+"\r\n\r\n", "GET")
+		if deny {
+			if resp.StatusCode != 403 || up.hits.Load() != 0 || !strings.Contains(body, "credential tok") {
+				t.Fatalf("deny: status %d hits %d %s", resp.StatusCode, up.hits.Load(), body)
+			}
+			found.wait(t, FindingMismatch, "header Authorization", "denied")
+			continue
+		}
+		if resp.StatusCode != 200 || up.hits.Load() != 1 {
+			t.Fatalf("forward: status %d hits %d", resp.StatusCode, up.hits.Load())
+		}
+		found.wait(t, FindingMismatch, "header Authorization", "forwarded")
+	}
+}
