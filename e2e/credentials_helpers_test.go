@@ -144,8 +144,9 @@ type credResult struct {
 }
 
 // runCred runs c with --audit and checks no secret escaped: the script
-// dumps its environment into the workdir first, so a value passed in
-// the environment is caught too.
+// first dumps its environment and that of every process it can see
+// (corral's init inside the sandbox among them) into the workdir, so a
+// value passed in an environment is caught too.
 func runCred(t *testing.T, c credRun) credResult {
 	t.Helper()
 	wd := c.wd
@@ -161,7 +162,10 @@ func runCred(t *testing.T, c credRun) credResult {
 		c.timeout = 120 * time.Second
 	}
 	res := corral(t, run{id: c.id, policy: pol, workdir: wd, env: c.env, flags: append([]string{"--audit", logf}, c.flags...),
-		args: sh("env > .env.dump; tr '\\0' '\\n' < /proc/self/environ > .environ.dump; " + c.script), timeout: c.timeout})
+		args: sh("env > .env.dump; for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e; done > .environ.dump 2>/dev/null; " + c.script), timeout: c.timeout})
+	if !exists(filepath.Join(wd, ".env.dump")) && res.code == 0 {
+		t.Errorf("the sandbox's environment was not dumped: the leak checks saw nothing\n%s", res)
+	}
 	assertNoLeak(t, "the sandbox's output", res.stdout, c.secrets...)
 	assertNoLeak(t, "corral's stderr", res.stderr, c.secrets...)
 	if b, err := os.ReadFile(logf); err == nil {

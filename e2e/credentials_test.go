@@ -231,7 +231,7 @@ req fwd --http2 -H "Authorization: Bearer $(cat /run/secrets/fwd)" %[2]s/fwd
 req fwdok --http1.1 -H "Authorization: Bearer $FWD_TOKEN" %[1]s/fwdok
 `, A, B)
 	res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_API_REAL=" + apiReal, "E2E_FWD_REAL=" + fwdReal},
-		flags: flags, script: script, secrets: []string{apiReal, fwdReal}})
+		flags: append([]string{"-v"}, flags...), script: script, secrets: []string{apiReal, fwdReal}})
 	ph, _ := lineValue(res.stdout, "ph")
 	fwdPh, _ := lineValue(res.stdout, "phfile")
 	fwdEnv, _ := lineValue(res.stdout, "phfwd")
@@ -282,7 +282,8 @@ var chatChunks = []string{"Hello", " from", " the", " stand-in"}
 // refuses (401, OpenAI's error body) any key but the real one, answers
 // chatChunks as server-sent events when the request says stream: true
 // (one flushed event per chunk, then [DONE]) and as one completion
-// otherwise; it logs the key's kind (who) and the stream flag.
+// otherwise; it logs the key's kind (who), the stream flag, and a body
+// that holds the real key.
 func chatOrigin(o *origin, secret string, log *seenLog) {
 	o.mux.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -292,10 +293,14 @@ func chatOrigin(o *origin, secret string, log *seenLog) {
 				Role, Content string
 			} `json:"messages"`
 		}
-		err := json.NewDecoder(r.Body).Decode(&req)
+		raw, _ := io.ReadAll(r.Body)
+		err := json.Unmarshal(raw, &req)
 		key := bearer(r)
 		log.add("auth", who(key, secret, ""))
 		log.add("stream", strconv.FormatBool(req.Stream))
+		if bytes.Contains(raw, []byte(secret)) {
+			log.add("body", "holds the real key") // no body substitution is bound: the transcript's placeholder must stay one
+		}
 		if key != secret {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -387,8 +392,10 @@ try:
     r = requests.post(base + "/v1/chat/completions", headers={"Authorization": "Bearer " + key}, stream=True, timeout=20,
         json={"model": "gpt-e2e", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
     print("requests-stream: %s %s" % (r.status_code, answer(r.iter_lines(decode_unicode=True))))
+    # A transcript that quotes the placeholder (data in the body) does
+    # not stop the call.
     r = requests.post(base + "/v1/chat/completions", headers={"Authorization": "Bearer " + key}, timeout=20,
-        json={"model": "gpt-e2e", "messages": [{"role": "user", "content": "hi"}]})
+        json={"model": "gpt-e2e", "messages": [{"role": "user", "content": "my key is " + key}]})
     print("requests-once: %s %s" % (r.status_code, r.json()["choices"][0]["message"]["content"]))
 except Exception as e:
     print("requests: error %r" % e)
@@ -397,7 +404,8 @@ except Exception as e:
 // TestCredentialPython: Python's urllib and requests (when the host's
 // python3 has it) call the OpenAI-compatible stand-in with an sk- shaped
 // placeholder key, streaming (SSE) and not; the stand-in accepts only the
-// real key, and the streamed chunks arrive. The source and the exposed
+// real key, and the streamed chunks arrive; a transcript quoting the
+// placeholder goes as it is. The source and the exposed
 // variable have the same name, OPENAI_API_KEY, as a user's would: the
 // sandbox's is the placeholder.
 func TestCredentialPython(t *testing.T) {
@@ -438,7 +446,7 @@ console.log('key: ' + key.slice(0, 3) + ' ' + key.length);
   try {
     const OpenAI = require(sdkPath);
     const client = new (OpenAI.default || OpenAI)({apiKey: key, baseURL: base + '/v1', maxRetries: 0, timeout: 20000});
-    const stream = await client.chat.completions.create({model: 'gpt-e2e', stream: true, messages: [{role: 'user', content: 'hi'}]});
+    const stream = await client.chat.completions.create({model: 'gpt-e2e', stream: true, messages: [{role: 'user', content: 'quoting ' + key}]});
     let out = '', n = 0;
     for await (const c of stream) { n++; out += (c.choices[0] && c.choices[0].delta.content) || ''; }
     console.log('sdk-stream: ' + out + ' chunks=' + n);
@@ -530,71 +538,76 @@ func TestCredentialWebSocket(t *testing.T) {
 	})
 }
 
-// The reflection test's echoes: each writes the credential it received
-// back to the client in one form.
-var reflectForms = map[string]func(v string) string{
-	"raw":    func(v string) string { return "raw " + v + "\n" },
-	"b64":    func(v string) string { return "b64 " + base64.StdEncoding.EncodeToString([]byte(v)) + "\n" },
-	"b64url": func(v string) string { return "b64url " + base64.RawURLEncoding.EncodeToString([]byte(v)) + "\n" },
-	"pct":    func(v string) string { return "pct " + url.QueryEscape(v) + "\n" },
-	"json": func(v string) string {
-		b, _ := json.Marshal(map[string]string{"authorization": "Bearer " + v})
-		return string(b) + "\n"
-	},
+// jsonEscaped is v as Go's encoder writes it inside a JSON string.
+func jsonEscaped(v string) string {
+	j, _ := json.Marshal(v)
+	return string(j[1 : len(j)-1])
 }
 
-// reflectOrigin serves, under /reflect/, echoes of the Authorization
-// header's bearer value: /reflect/FORM (reflectForms), /reflect/header
-// (in a response header, X-Echo), /reflect/split (raw, in two flushed
-// writes cut in the middle of the value), /reflect/sse (an event stream
-// of JSON events quoting it, one per flush, the value split across two),
-// /reflect/gzip (raw, gzip-compressed). It logs what it sent, by path.
+// reflectEncodings are the forms the reflection origin echoes the value
+// in, by path (/reflect/FORM): raw, base64 in both alphabets,
+// percent-encoded, JSON-escaped, in a response header, split across two
+// writes, in an SSE stream, gzip-compressed.
+var reflectEncodings = map[string]func(string) string{
+	"raw":    func(v string) string { return v },
+	"b64":    func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) },
+	"b64url": func(v string) string { return base64.RawURLEncoding.EncodeToString([]byte(v)) },
+	"pct":    url.QueryEscape,
+	"json":   jsonEscaped,
+	"header": func(v string) string { return v },
+	"split":  func(v string) string { return v },
+	"sse":    jsonEscaped,
+	"gzip":   func(v string) string { return v },
+}
+
+// reflectOrigin serves, under /reflect/FORM, an echo of the
+// Authorization header's bearer value encoded as reflectEncodings[FORM]:
+// in the body "FORM ENCODED\n", except header (in the response header
+// X-Echo, the body "header\n"), json (a JSON object quoting the header),
+// split (two flushed writes cut in the middle of the value), sse (JSON
+// events, one per flush, the value cut across two) and gzip (the body
+// compressed). It logs each body it sent, uncompressed, by path.
 func reflectOrigin(o *origin, sent *seenLog) {
 	o.mux.HandleFunc("/reflect/", func(w http.ResponseWriter, r *http.Request) {
-		v := bearer(r)
 		form := strings.TrimPrefix(r.URL.Path, "/reflect/")
-		var body string
+		enc := reflectEncodings[form]
+		if enc == nil {
+			http.NotFound(w, r)
+			return
+		}
+		e := enc(bearer(r))
+		body := form + " " + e + "\n"
+		var parts []string // flushed one by one
 		switch form {
 		case "header":
-			w.Header().Set("X-Echo", v)
+			w.Header().Set("X-Echo", e)
 			body = "header\n"
+		case "json":
+			body = `{"authorization":"Bearer ` + e + `"}` + "\n"
 		case "split":
-			body = "split " + v + "\n"
-			h := 6 + len(v)/2
-			io.WriteString(w, body[:h])
-			w.(http.Flusher).Flush()
-			time.Sleep(100 * time.Millisecond)
-			io.WriteString(w, body[h:])
+			h := len(form) + 1 + len(e)/2
+			parts = []string{body[:h], body[h:]}
 		case "sse":
 			w.Header().Set("Content-Type", "text/event-stream")
-			j, _ := json.Marshal(v)
-			events := []string{"data: {\"n\":1}\n\n", "data: {\"echo\":" + string(j[:len(j)/2]), string(j[len(j)/2:]) + "}\n\n", "data: {\"n\":2}\n\ndata: [DONE]\n\n"}
-			for _, e := range events {
-				io.WriteString(w, e)
-				body += e
-				w.(http.Flusher).Flush()
-				time.Sleep(50 * time.Millisecond)
-			}
-		case "gzip":
-			w.Header().Set("Content-Encoding", "gzip")
-			body = "gzip " + v + "\n"
-			var b bytes.Buffer
-			z := gzip.NewWriter(&b)
-			z.Write([]byte(body))
-			z.Close()
-			w.Write(b.Bytes())
-		default:
-			f := reflectForms[form]
-			if f == nil {
-				http.NotFound(w, r)
-				return
-			}
-			body = f(v)
-		}
-		if form != "split" && form != "sse" && form != "gzip" {
-			io.WriteString(w, body)
+			parts = []string{"data: {\"n\":1}\n\n", `data: {"echo":"` + e[:len(e)/2], e[len(e)/2:] + "\"}\n\n", "data: {\"n\":2}\n\ndata: [DONE]\n\n"}
+			body = strings.Join(parts, "")
 		}
 		sent.add(r.URL.Path, body)
+		if form == "gzip" {
+			w.Header().Set("Content-Encoding", "gzip")
+			z := gzip.NewWriter(w)
+			z.Write([]byte(body))
+			z.Close()
+			return
+		}
+		if parts == nil {
+			parts = []string{body}
+		}
+		for _, p := range parts {
+			io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
 	})
 }
 
@@ -639,14 +652,26 @@ func TestCredentialReflection(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				hdr, _ := os.ReadFile(filepath.Join(res.wd, label+".hdr"))
-				if f == "header" {
-					got = hdr
-					if !regexp.MustCompile(`(?mi)^x-echo: \*+\r?$`).Match(hdr) {
-						t.Errorf("%s: want the response header X-Echo masked with '*', got:\n%s", label, hdr)
+				// Masked in place: each byte of the encoded value a '*'
+				// (in base64, the last characters, which also carry the
+				// padding's bits and depend on what follows, may stay).
+				e := reflectEncodings[f](secret)
+				stars := strings.Repeat("*", len(e))
+				sentBody, _ := sent.get("/reflect/" + f)
+				want := strings.ReplaceAll(sentBody, e, stars)
+				if strings.HasPrefix(f, "b64") && string(got) != want {
+					for k := 1; k <= 3 && string(got) != want; k++ {
+						want = strings.ReplaceAll(sentBody, e, stars[k:]+e[len(e)-k:])
 					}
-				} else if want, _ := sent.get("/reflect/" + f); len(got) != len(want) || !bytes.Contains(got, []byte("****")) {
-					t.Errorf("%s: the sandbox received %q (%d bytes), want the %d bytes the origin sent with the value masked", label, got, len(got), len(want))
+				}
+				if string(got) != want {
+					t.Errorf("%s: the sandbox received %q, want %q (what the origin sent, the value masked)", label, got, want)
+				}
+				if f == "header" {
+					hdr, _ := os.ReadFile(filepath.Join(res.wd, label+".hdr"))
+					if !regexp.MustCompile(`(?mi)^x-echo: ` + regexp.QuoteMeta(stars) + `\r?$`).Match(hdr) {
+						t.Errorf("%s: want the response header X-Echo: %s, got:\n%s", label, stars, hdr)
+					}
 				}
 			}
 		}
