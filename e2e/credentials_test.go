@@ -269,6 +269,23 @@ req fwdok --http1.1 -H "Authorization: Bearer $FWD_TOKEN" %[1]s/fwdok
 	}
 	a.assertRequests(t, "GET /bearer/h1 HTTP/2.0", "GET /bearer/h2 HTTP/2.0", "GET /bearer/lower HTTP/2.0", "POST /bearer/body HTTP/2.0", "GET /bearer/fwdok HTTP/2.0")
 	b.assertRequests(t, "GET /bearer/fwd HTTP/2.0")
+	// The requests' records name the credentials substituted in them.
+	used := map[string]string{}
+	for _, e := range egressEvents(t, res.audit) {
+		var u struct {
+			Unmapped struct {
+				Credentials string `json:"credentials"`
+			} `json:"unmapped"`
+		}
+		json.Unmarshal([]byte(e.raw), &u)
+		used[e.Dst.Hostname+" "+e.HTTPRequest.URL.Path] = u.Unmapped.Credentials
+	}
+	for req, want := range map[string]string{"api.allowed.test /bearer/h1": "api", "api.allowed.test /bearer/h2": "api", "api.allowed.test /bearer/fwdok": "fwd",
+		"api.allowed.test /bearer/body": "", "tls.allowed.test /bearer/fwd": ""} {
+		if got, ok := used[req]; !ok || got != want {
+			t.Errorf("the record of %s names the credentials %q (recorded: %v), want %q", req, got, ok, want)
+		}
+	}
 	fs := credFindings(t, res.audit)
 	wantFinding(t, fs, "api", "mismatch", "tls.allowed.test", apiReal, ph)
 	wantFinding(t, fs, "fwd", "mismatch", "tls.allowed.test", fwdReal, fwdPh)
