@@ -10,7 +10,10 @@ package qualify
 // verified against Go's system pool, which is what the sandbox's trust
 // gives Go programs (SSL_CERT_FILE, SSL_CERT_DIR, the distro bundle).
 //
-//	fetch  a list of requests (FetchSpec) -> FetchReport
+//	fetch  a list of requests (FetchSpec) -> FetchReport; with Vars, the
+//	       requests carry credential placeholders read from the
+//	       environment (Expand), and with Hunt the client then searches
+//	       what it can read for a secret it knows only by hash
 //	ca     find the CA that issued an inspected host's leaf in the
 //	       sandbox's trust, then hunt for its private key in everything
 //	       the sandbox can read (CASpec) -> CAReport
@@ -97,6 +100,15 @@ type FetchSpec struct {
 	// that does not verify ends the request with the error.
 	Record   bool           `json:"record,omitempty"`
 	Requests []FetchRequest `json:"requests"`
+	// Vars are environment variables of the sandbox (credential
+	// placeholders: not secrets) that the requests use as "{{NAME}}"
+	// (Expand); the report carries their values.
+	Vars []string `json:"vars,omitempty"`
+	// Files are files inside whose content the report carries (a
+	// placeholder's exposed file).
+	Files []string `json:"files,omitempty"`
+	// Hunt, when set, is searched for after the requests (HuntNeedle).
+	Hunt *Needle `json:"hunt,omitempty"`
 }
 
 // FetchRequest is one request through the proxy.
@@ -104,8 +116,12 @@ type FetchRequest struct {
 	Label string `json:"label"`
 	// Kind is "" (a request; the first 512 bytes of the body are kept),
 	// "sse" (a GET whose first event is read within 10 s, the stream then
-	// closed) or "ws" (a WebSocket handshake on its own CONNECT tunnel,
-	// then one text message that must come back).
+	// closed), "ws" (a WebSocket handshake on its own CONNECT tunnel,
+	// then one text message that must come back), "h1raw" (HTTP/1.1
+	// written by hand on its own tunnel, in writes of Chunk bytes, each
+	// its own TLS record) or "h2raw" (HTTP/2 frame by frame on its own
+	// tunnel: the header block in a HEADERS and CONTINUATION frames of
+	// Chunk bytes, the body in DATA frames of Chunk bytes).
 	Kind   string `json:"kind,omitempty"`
 	Method string `json:"method,omitempty"` // default GET
 	URL    string `json:"url"`              // https://host:port/path
@@ -117,6 +133,13 @@ type FetchRequest struct {
 	SNI   string `json:"sni,omitempty"`
 	Proto string `json:"proto,omitempty"` // "h1" (default) or "h2": only that is offered
 	Body  string `json:"body,omitempty"`
+	// Headers are more request headers, "Name: value", in order.
+	Headers []string `json:"headers,omitempty"`
+	Chunk   int      `json:"chunk,omitempty"` // h1raw, h2raw: bytes per write or frame; 0: all at once
+	// Full keeps the whole response: every header and trailer (Head) and
+	// up to fullMax bytes of body, decoded too when it is compressed
+	// (Decoded).
+	Full bool `json:"full,omitempty"`
 	// Conn names a connection group: requests with the same Conn, Proto
 	// and SNI share a Transport, so HTTP/2 ones share one connection.
 	Conn string `json:"conn,omitempty"`
@@ -124,7 +147,10 @@ type FetchRequest struct {
 
 // FetchReport is `fetch`'s output.
 type FetchReport struct {
-	Results []FetchResult `json:"results"`
+	Results []FetchResult     `json:"results"`
+	Vars    map[string]string `json:"vars,omitempty"`  // FetchSpec.Vars' values
+	Files   map[string]string `json:"files,omitempty"` // FetchSpec.Files' content, or "<error>"
+	Hunt    *KeyHunt          `json:"hunt,omitempty"`  // FetchSpec.Hunt's search
 }
 
 // FetchResult is what one request got.
@@ -143,6 +169,11 @@ type FetchResult struct {
 	VerifyErr string `json:"verify_err,omitempty"`
 	Event     string `json:"event,omitempty"` // sse: the first event's data
 	Echo      string `json:"echo,omitempty"`  // ws: the message that came back
+	// Head is, with Full, the status line and each header and trailer as
+	// "Name: value" lines; Decoded the body decoded per its
+	// Content-Encoding (gzip, deflate), when it has one.
+	Head    string `json:"head,omitempty"`
+	Decoded string `json:"decoded,omitempty"`
 }
 
 // Fetch runs s's requests in order.
@@ -151,7 +182,25 @@ func Fetch(s FetchSpec) FetchReport {
 	proxy := sandboxProxy()
 	transports := map[string]*http.Transport{}
 	var rep FetchReport
+	if len(s.Vars) > 0 {
+		rep.Vars = map[string]string{}
+		for _, v := range s.Vars {
+			rep.Vars[v] = os.Getenv(v)
+		}
+	}
+	for _, f := range s.Files {
+		if rep.Files == nil {
+			rep.Files = map[string]string{}
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			rep.Files[f] = "<" + err.Error() + ">"
+		} else {
+			rep.Files[f] = string(b)
+		}
+	}
 	for _, q := range s.Requests {
+		q = q.expand(rep.Vars)
 		r := FetchResult{Label: q.Label}
 		u, err := url.Parse(q.URL)
 		if err != nil || u.Scheme != "https" {
@@ -188,6 +237,10 @@ func Fetch(s FetchSpec) FetchReport {
 		switch q.Kind {
 		case "ws":
 			fetchWS(q, u, proxy, tcfg, &r, verify)
+		case "h1raw":
+			fetchH1Raw(q, u, proxy, tcfg, &r, verify)
+		case "h2raw":
+			fetchH2Raw(q, u, proxy, tcfg, &r, verify)
 		default:
 			key := q.Conn + "|" + q.Proto + "|" + sni
 			tr := transports[key]
@@ -207,6 +260,10 @@ func Fetch(s FetchSpec) FetchReport {
 	}
 	for _, tr := range transports {
 		tr.CloseIdleConnections()
+	}
+	if s.Hunt != nil {
+		h := HuntNeedle(*s.Hunt)
+		rep.Hunt = &h
 	}
 	return rep
 }
@@ -230,6 +287,10 @@ func fetchHTTP(q FetchRequest, u *url.URL, tr *http.Transport, r *FetchResult, v
 	if q.Host != "" {
 		req.Host = q.Host
 	}
+	for _, h := range q.Headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
 	resp, err := (&http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		r.Err = err.Error()
@@ -242,8 +303,16 @@ func fetchHTTP(q FetchRequest, u *url.URL, tr *http.Transport, r *FetchResult, v
 		r.Event, r.Err = firstEvent(resp.Body, 10*time.Second)
 		return
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	r.Body = string(b)
+	if !q.Full {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		r.Body = string(b)
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, fullMax))
+	if err != nil {
+		r.Err = "body: " + err.Error()
+	}
+	r.fill(resp.Proto+" "+resp.Status, resp.Header, resp.Trailer, b)
 }
 
 // firstEvent reads an event stream until its first "data:" line, for at
@@ -292,46 +361,22 @@ func sandboxProxy() func(*http.Request) (*url.URL, error) {
 // fetchWS opens a CONNECT tunnel through proxy, TLS (http/1.1) over it,
 // a WebSocket on u, and echoes one message.
 func fetchWS(q FetchRequest, u *url.URL, proxy func(*http.Request) (*url.URL, error), tcfg *tls.Config, r *FetchResult, verify func(*tls.ConnectionState)) {
-	pu, err := proxy(&http.Request{URL: u})
+	tc, err := tunnel(u, proxy, tcfg, "http/1.1", r, verify)
 	if err != nil {
 		r.Err = err.Error()
 		return
 	}
-	c, err := net.DialTimeout("tcp", pu.Host, 5*time.Second)
-	if err != nil {
-		r.Err = err.Error()
-		return
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
-	hp := u.Host
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hp, hp)
-	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		r.Err = "CONNECT: " + err.Error()
-		return
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		r.Status, r.Body, r.Err = resp.StatusCode, string(b), "CONNECT refused: "+resp.Status
-		return
-	}
-	cfg := tcfg.Clone()
-	cfg.NextProtos = []string{"http/1.1"}
-	tc := tls.Client(&bufConn{Conn: c, r: br}, cfg)
-	if err := tc.Handshake(); err != nil {
-		r.Err = "TLS: " + err.Error()
-		return
-	}
-	cs := tc.ConnectionState()
-	verify(&cs)
+	defer tc.Close()
 	wu := *u
 	wu.Scheme = "wss"
 	wc, err := websocket.NewConfig(wu.String(), "https://"+u.Host)
 	if err != nil {
 		r.Err = err.Error()
 		return
+	}
+	for _, h := range q.Headers {
+		k, v, _ := strings.Cut(h, ":")
+		wc.Header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 	}
 	ws, err := websocket.NewClient(wc, tc)
 	if err != nil {
@@ -415,6 +460,8 @@ type KeyHunt struct {
 	// public key is the CA's.
 	Keys  []string `json:"keys,omitempty"`
 	CAKey []string `json:"ca_key,omitempty"`
+	// Secret is where a HuntNeedle search found its secret.
+	Secret []string `json:"secret,omitempty"`
 }
 
 const (
@@ -529,6 +576,10 @@ type hunter struct {
 	caPub crypto.PublicKey
 	seen  map[[2]uint64]bool // dev, ino of files read
 	found map[string]bool
+	// needle, when set, is secrets looked for too (HuntNeedle), whose
+	// SHA-256s are needleSums.
+	needle     *Needle
+	needleSums [][32]byte
 }
 
 func (h *hunter) unreadable(err error) {
@@ -755,6 +806,9 @@ var (
 // scan looks for private keys in b.
 func (h *hunter) scan(b []byte, where string) {
 	h.rep.Bytes += int64(len(b))
+	if h.needle != nil {
+		h.findNeedle(b, where)
+	}
 	for off := 0; ; {
 		i := bytes.Index(b[off:], pemBegin)
 		if i < 0 {

@@ -51,7 +51,7 @@ const LinuxService = "linux-service"
 
 // ServiceCases are the cases of ADVERSARIAL.md a service session must
 // defeat (issue: `corral service`, "Checks that must hold").
-var ServiceCases = []string{"P01", "P02", "P03", "P04", "P05", "P06", "P09", "P12", "P18", "P25", "P26", "P27", "P28", "P29", "P32"}
+var ServiceCases = []string{"P01", "P02", "P03", "P04", "P05", "P06", "P09", "P12", "P18", "P25", "P26", "P27", "P28", "P29", "P30", "P31", "P32"}
 
 // baseProvider is the provider a qualify target runs on.
 func baseProvider(name string) string {
