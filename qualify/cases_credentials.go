@@ -465,13 +465,47 @@ func findingFor(findings []string, cred, host, p, kind string) string {
 	return ""
 }
 
-// credRun runs the in-sandbox client with spec, corral's environment
-// env, and an audit log, and returns the client's report and the log's
-// path.
-func (e *Env) credRun(ctx context.Context, r *Result, sec *secrets, policy string, env []string, spec FetchSpec) (FetchReport, string, Outcome, bool) {
+// hostCred is a credential whose value the case gives corral: through
+// corral's environment (source: {env: Env}), or for LinuxGateway, whose
+// sandboxes do not read the gateway's environment, at create
+// (source: {stored: true}, `corral sandbox create --credential
+// NAME=env:ENV` with the value in the create's environment only).
+type hostCred struct{ name, env, value string }
+
+// source is the credential's source in the case's policy.
+func (c hostCred) source(e *Env) string {
+	if e.Provider == LinuxGateway {
+		return "{stored: true}"
+	}
+	return "{env: " + c.env + "}"
+}
+
+// credRun runs the in-sandbox client with spec under policy, the values
+// of creds given to corral, and an audit log; it returns the client's
+// report, the log's path and the run's outcome, and whether the client
+// reported every request.
+func (e *Env) credRun(ctx context.Context, r *Result, sec *secrets, policy string, creds []hostCred, spec FetchSpec) (FetchReport, string, Outcome, bool) {
 	auditLog := filepath.Join(e.TempDir("audit"), "audit.jsonl")
-	out, err := e.Corral(ctx, Run{Policy: policy, Env: env, Flags: []string{"--audit", auditLog}, Timeout: 80 * time.Second,
-		Args: e.steps(step{Label: "fetch", Shell: e.clientLine("fetch", spec)})})
+	run := Run{Policy: policy, Flags: []string{"--audit", auditLog}, Timeout: 80 * time.Second,
+		Args: e.steps(step{Label: "fetch", Shell: e.clientLine("fetch", spec)})}
+	var out Outcome
+	var err error
+	if e.Provider == LinuxGateway {
+		raw := &gwRun{policy: e.PolicyPath(policy), workdir: e.TempDir("work"), flags: run.Flags}
+		for _, c := range creds {
+			raw.create = append(raw.create, "--credential", c.name+"=env:"+c.env)
+			raw.createEnv = append(raw.createEnv, c.env+"="+c.value)
+		}
+		var rn *Running
+		if rn, err = e.gatewayStart(ctx, run, raw); err == nil {
+			out, err = rn.Wait()
+		}
+	} else {
+		for _, c := range creds {
+			run.Env = append(run.Env, c.env+"="+c.value)
+		}
+		out, err = e.Corral(ctx, run)
+	}
 	if err != nil {
 		failNow(e, r, "corral run", err)
 		return FetchReport{}, auditLog, out, false
@@ -524,6 +558,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	defer o.Close()
 	var sec secrets
 	val, fwdVal := credSecret(), credSecret()
+	cred := hostCred{"p30", "P30_TOKEN", val}
 	sec.add("p30", val)
 	sec.add("p30fwd", fwdVal)
 	fwdFile := filepath.Join(e.Dir, "p30fwd.secret") // the case dir: no grant shows it
@@ -542,7 +577,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	}
 	creds := "credentials:\n" +
 		"  - name: p30\n" +
-		"    source: {env: P30_TOKEN}\n" +
+		"    source: " + cred.source(e) + "\n" +
 		"    expose: {env: P30_TOKEN, file: /run/secrets/p30}\n" +
 		"    shape: \"sk-{random}\"\n" +
 		"    endpoints:\n" + endpoints +
@@ -613,7 +648,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	for _, q := range reqs {
 		spec.Requests = append(spec.Requests, q.FetchRequest)
 	}
-	rep, auditLog, out, ok := e.credRun(ctx, &r, &sec, policy, []string{"P30_TOKEN=" + val}, spec)
+	rep, auditLog, out, ok := e.credRun(ctx, &r, &sec, policy, []hostCred{cred}, spec)
 	if !ok {
 		return r
 	}
@@ -794,11 +829,12 @@ func runP31(ctx context.Context, e *Env) Result {
 	defer o.Close()
 	var sec secrets
 	val := credSecret()
+	cred := hostCred{"p31", "P31_TOKEN", val}
 	sec.add("p31", val)
 	p := strconv.Itoa(o.Port)
 	creds := "credentials:\n" +
 		"  - name: p31\n" +
-		"    source: {env: P31_TOKEN}\n" +
+		"    source: " + cred.source(e) + "\n" +
 		"    expose: {env: P31_TOKEN}\n" +
 		"    shape: \"sk-{random}\"\n" +
 		"    endpoints:\n" +
@@ -851,7 +887,7 @@ func runP31(ctx context.Context, e *Env) Result {
 	for _, x := range echoes {
 		spec.Requests = append(spec.Requests, x.FetchRequest)
 	}
-	rep, auditLog, out, ok := e.credRun(ctx, &r, &sec, policy, []string{"P31_TOKEN=" + val}, spec)
+	rep, auditLog, out, ok := e.credRun(ctx, &r, &sec, policy, []hostCred{cred}, spec)
 	if !ok {
 		return r
 	}

@@ -327,6 +327,9 @@ type gwRun struct {
 	workdir string     // -C; "" for none (the client's working directory)
 	flags   []string   // corral run flags: -v, -t, --audit FILE, --provider P
 	extra   []*os.File // open in the clients, as the caller's fds are
+	// create and createEnv are more arguments and environment of the
+	// create alone: --credential NAME=env:VAR, the value in VAR.
+	create, createEnv []string
 }
 
 // gatewayFlags maps corral run flags to the gateway's: the create's
@@ -402,7 +405,7 @@ func (e *Env) gatewayStart(ctx context.Context, r Run, raw *gwRun) (*Running, er
 		cancel()
 		return nil, err
 	}
-	sb, create, refused, err := e.gatewayCreate(rctx, g, r.Env, raw.extra, f.provider, raw.policy, raw.workdir)
+	sb, create, refused, err := e.gatewayCreate(rctx, g, append(slices.Clone(r.Env), raw.createEnv...), raw.extra, append([]string{"--provider", f.provider}, raw.create...), raw.policy, raw.workdir)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -441,14 +444,14 @@ func (e *Env) gatewayStart(ctx context.Context, r Run, raw *gwRun) (*Running, er
 	return run, nil
 }
 
-// gatewayCreate runs `corral sandbox create --provider PROV [--policy F]
-// [-C WD]` through g. A refusal (non-zero exit) is returned as refused,
+// gatewayCreate runs `corral sandbox create ARGS [--policy F] [-C WD]`
+// through g (ARGS: --provider PROV and what else the Run gives). A refusal (non-zero exit) is returned as refused,
 // with the create's exit status and output (a create that failed after
 // its record was stored names the sandbox: sb.id, whose record
 // finishSandbox deletes); err is for a create that did not run or printed
 // no sandbox id.
-func (e *Env) gatewayCreate(ctx context.Context, g *gatewayProc, env []string, extra []*os.File, prov, policy, wd string) (sb *gwSandbox, create *exec.Cmd, refused *Outcome, err error) {
-	args := []string{"--provider", prov}
+func (e *Env) gatewayCreate(ctx context.Context, g *gatewayProc, env []string, extra []*os.File, args []string, policy, wd string) (sb *gwSandbox, create *exec.Cmd, refused *Outcome, err error) {
+	args = slices.Clone(args)
 	if policy != "" {
 		args = append(args, "--policy", policy)
 	}
@@ -690,7 +693,7 @@ func (e *Env) runLine(ctx context.Context, flags []string, policy, wd, cmdline s
 	if err != nil {
 		return "", err
 	}
-	sb, _, refused, err := e.gatewayCreate(ctx, g, nil, nil, f.provider, policy, wd)
+	sb, _, refused, err := e.gatewayCreate(ctx, g, nil, nil, []string{"--provider", f.provider}, policy, wd)
 	if err != nil {
 		return "", err
 	}
