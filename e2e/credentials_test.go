@@ -66,7 +66,9 @@ func gitHead(t *testing.T, bare, ref string) string {
 // $GH_TOKEN, as gh's does): the proxy decodes the Basic header, puts the
 // value in the password's place and encodes it again. The origin saw the
 // real value in every authenticated request (never the placeholder), and
-// the push landed.
+// the push landed. A clone from another allowed, inspected git host with
+// the same helper is refused (the placeholder in its Basic header is a
+// mismatch), and that host never receives a password.
 func TestCredentialGit(t *testing.T) {
 	needTool(t, "git")
 	eachIdent(t, func(t *testing.T, id *ident) {
@@ -75,7 +77,13 @@ func TestCredentialGit(t *testing.T) {
 		var seen seenLog
 		canary, bare, g := pushableRepo(t)
 		o.mux.Handle("/git/", basicAuth(g, secret, &seen))
-		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("tls: inspect"))
+		// Another git host, allowed and inspected, that the credential
+		// is not bound to: the helper's placeholder must not reach it.
+		other := newOrigin(t, "tls.allowed.test", "127.0.0.79", true)
+		var otherSeen seenLog
+		_, _, g2 := pushableRepo(t)
+		other.mux.Handle("/git/", basicAuth(g2, secret, &otherSeen))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("tls: inspect"), other.inspected("tls: inspect"))
 		creds := fmt.Sprintf(`credentials:
   - name: github
     source: {env: E2E_GH_REAL}
@@ -90,9 +98,18 @@ H="credential.helper=!sh $PWD/cred.sh"
 git -c "$H" clone -q %s clone > clone.out 2>&1; echo "clone: $(cat clone/README 2>&1) $(tr '\n' ' ' < clone.out)"
 cd clone && echo more > more && git add more && git -c user.name=e2e -c user.email=e2e@example.invalid commit -qm more &&
 if git -c "$H" push -q origin HEAD:main > ../push.out 2>&1; then echo "push: pushed $(git rev-parse HEAD)"; else echo "push: refused $(tr '\n' ' ' < ../push.out)"; fi
-`, u)
+cd .. && git -c "$H" clone -q %s other > other.out 2>&1; echo "other: $? $(tr '\n' ' ' < other.out)"
+`, u, strings.Replace(other.url("/git/repo.git"), "https://", "https://x-access-token@", 1))
 		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_GH_REAL=" + secret}, script: script, secrets: []string{secret}})
-		expectLines(t, res.result, "clone: "+canary+"*", "push: pushed *")
+		expectLines(t, res.result, "clone: "+canary+"*", "push: pushed *", "other: 128 *")
+		if v, _ := lineValue(res.stdout, "other"); !strings.Contains(v, "403") {
+			t.Errorf("other: want the proxy's 403 in git's error, got %q", v)
+		}
+		for _, l := range otherSeen.all() {
+			if f := strings.SplitN(l, " ", 3); f[2] != "" {
+				t.Errorf("the unbound git host received a password (%s) in %s %s", who(f[2], secret, ""), f[0], f[1])
+			}
+		}
 		ph, _ := lineValue(res.stdout, "ph")
 		if ph == "" || ph == secret {
 			t.Fatalf("GH_TOKEN inside is %q, want a placeholder\n%s", who(ph, secret, ""), res.result)
@@ -173,7 +190,8 @@ func credMismatch(t *testing.T, res result, label, name, host string) {
 // The same placeholder sent to another allowed, inspected host (not
 // bound) is refused 403 "credential mismatch" (on_mismatch: deny, the
 // default) and that host receives nothing; in an unbound header or the
-// query of the bound host it is refused too; in a body it is data and
+// query of the bound host, or outside the bound path, it is refused
+// too; in a body it is data and
 // goes as it is. A second credential with on_mismatch: forward, read
 // from its exposed file, reaches the unbound host as the literal
 // placeholder. Every mismatch is a finding naming the credential and
@@ -229,7 +247,8 @@ req cookie --http1.1 -H "Cookie: k=$API_TOKEN" %[1]s/cookie
 req body --http2 -d "my transcript quotes $API_TOKEN" %[1]s/body
 req fwd --http2 -H "Authorization: Bearer $(cat /run/secrets/fwd)" %[2]s/fwd
 req fwdok --http1.1 -H "Authorization: Bearer $FWD_TOKEN" %[1]s/fwdok
-`, A, B)
+req outpath --http2 -H "Authorization: Bearer $API_TOKEN" %[3]s
+`, A, B, a.url("/other/x"))
 	res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_API_REAL=" + apiReal, "E2E_FWD_REAL=" + fwdReal},
 		flags: append([]string{"-v"}, flags...), script: script, secrets: []string{apiReal, fwdReal}})
 	ph, _ := lineValue(res.stdout, "ph")
@@ -246,11 +265,12 @@ req fwdok --http1.1 -H "Authorization: Bearer $FWD_TOKEN" %[1]s/fwdok
 		"hdr: 403 2 {*", "query: 403 2 {*", "cookie: 403 1.1 {*",
 		"body: 200 2 bearer-ok auth=other HTTP/2.0",
 		"fwd: 200 2 bearer-ok auth=other HTTP/2.0",
-		"fwdok: 200 1.1 bearer-ok auth=fwd HTTP/2.0")
+		"fwdok: 200 1.1 bearer-ok auth=fwd HTTP/2.0",
+		"outpath: 403 2 {*") // the bound host, outside the bound path
 	for _, l := range []string{"mis1", "mis2"} {
 		credMismatch(t, res.result, l, "api", b.name)
 	}
-	for _, l := range []string{"hdr", "query", "cookie"} {
+	for _, l := range []string{"hdr", "query", "cookie", "outpath"} {
 		credMismatch(t, res.result, l, "api", a.name)
 	}
 	// What the origins received: the value at the bound place, the
