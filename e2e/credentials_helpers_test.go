@@ -26,6 +26,15 @@ import (
 	"time"
 )
 
+// secretFile writes v to a fresh file of id's (0600), outside every
+// grant: a credential's file source.
+func secretFile(t *testing.T, id *ident, v string) string {
+	t.Helper()
+	f := filepath.Join(mkdir(t, id, "secret"), "value")
+	writeFile(t, id, f, v+"\n", 0o600)
+	return f
+}
+
 // realValue is a fresh secret: prefix and 32 hex digits.
 func realValue(prefix string) string {
 	var b [16]byte
@@ -122,13 +131,14 @@ func (s *seenLog) get(label string) (string, bool) {
 
 // credRun is one corral run of a credential test.
 type credRun struct {
-	id     *ident
-	net    string   // the network lines (qualify.InspectNet)
-	creds  string   // the credentials section's lines
-	env    []string // corral's environment: the sources' variables
-	ro     []string
-	flags  []string
-	script string
+	id      *ident
+	net     string   // the network lines (qualify.InspectNet)
+	creds   string   // the credentials section's lines
+	env     []string // corral's environment: the sources' variables
+	ro      []string
+	envPass []string // process.env.pass (nil: the default)
+	flags   []string
+	script  string
 	// secrets are the real values: no form of one may reach the
 	// sandbox's output or workdir, corral's stderr or the audit log.
 	secrets []string
@@ -157,7 +167,7 @@ func runCred(t *testing.T, c credRun) credResult {
 		}
 	}
 	logf := filepath.Join(mkdir(t, c.id, "cred-audit"), "audit.jsonl")
-	pol := writePolicy(t, c.id, policy{RO: c.ro, Network: "proxy", NetRules: c.net, Credentials: c.creds})
+	pol := writePolicy(t, c.id, policy{RO: c.ro, Network: "proxy", NetRules: c.net, Credentials: c.creds, EnvPass: c.envPass})
 	if c.timeout == 0 {
 		c.timeout = 120 * time.Second
 	}

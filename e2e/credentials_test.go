@@ -376,8 +376,8 @@ func chatOrigin(o *origin, secret string, log *seenLog) {
 // chatRun runs a chat client (the script text client, saved as name and
 // run by cmd(its path, the stand-in's base URL)) as id against a
 // chatOrigin on ip, with the credential openai: source corral's
-// OPENAI_API_KEY, exposed as the sandbox's OPENAI_API_KEY, shaped as
-// OpenAI's keys, bound to /v1/. It returns the run and what the stand-in
+// OPENAI_API_KEY, exposed as the sandbox's OPENAI_API_KEY (which
+// process.env.pass names too), shaped as OpenAI's keys, bound to /v1/. It returns the run and what the stand-in
 // saw.
 func chatRun(t *testing.T, id *ident, ip, name, client string, cmd func(client, base string) string) (credResult, *seenLog) {
 	t.Helper()
@@ -397,7 +397,8 @@ func chatRun(t *testing.T, id *ident, ip, name, client string, cmd func(client, 
 	dir := mkdir(t, id, "chat")
 	writeFile(t, id, filepath.Join(dir, name), client, 0o644)
 	return runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"OPENAI_API_KEY=" + secret}, ro: []string{dir},
-		script: cmd(filepath.Join(dir, name), o.url("")), secrets: []string{secret}}), seen
+		envPass: []string{"PATH", "LANG", "OPENAI_API_KEY"}, // passed and exposed: the sandbox's is the placeholder
+		script:  cmd(filepath.Join(dir, name), o.url("")), secrets: []string{secret}}), seen
 }
 
 const pyChat = `import json, os, sys, urllib.request
@@ -524,7 +525,9 @@ ws.onerror = e => console.log('node-wsauth: error ' + (e.message || e.error));
 // TestCredentialWebSocket: a WebSocket handshake carries the placeholder
 // in its Authorization header (the Go client, and Node 24's WebSocket
 // with its headers option); the origin accepts the upgrade only with the
-// real value, and the echo comes back.
+// real value, and the echo comes back. The value is read from a file
+// of the caller's (a file source, its trailing newline trimmed); the
+// placeholder is exposed as a file only.
 func TestCredentialWebSocket(t *testing.T) {
 	dir, bin := inspectClient(t)
 	node, version, why := nodeWithEnvProxy(t)
@@ -549,11 +552,11 @@ func TestCredentialWebSocket(t *testing.T) {
 		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: /ws-auth}]`))
 		creds := fmt.Sprintf(`credentials:
   - name: wstoken
-    source: {env: E2E_WS_REAL}
+    source: {file: %q}
     expose: {file: /run/secrets/ws}
     endpoints:
       - {host: api.allowed.test, ports: [%d], path: /ws-auth}
-`, o.port)
+`, secretFile(t, id, secret), o.port)
 		wss := "wss" + strings.TrimPrefix(o.url("/ws-auth"), "https")
 		script := fmt.Sprintf(`%s wsauth %s "Bearer $(cat /run/secrets/ws)"`, bin, wss)
 		ro := []string{dir}
@@ -567,7 +570,7 @@ func TestCredentialWebSocket(t *testing.T) {
 			lines = append(lines, "node-wsauth: echo node-wsauth")
 			want = append(want, "auth real")
 		}
-		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_WS_REAL=" + secret}, ro: ro, script: script, secrets: []string{secret}})
+		res := runCred(t, credRun{id: id, net: n, creds: creds, ro: ro, script: script, secrets: []string{secret}})
 		expectLines(t, res.result, lines...)
 		if got := seen.all(); strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("the origin saw %q, want %q", got, want)
@@ -656,7 +659,8 @@ func reflectOrigin(o *origin, sent *seenLog) {
 // long as what the origin sent (masked, not cut), and the audit log has
 // a reflection finding naming the credential, without the value. The
 // value has characters that every encoding changes ('/', '+', '=', '"',
-// '\', '<'), so that a scan of the raw form alone misses the others.
+// '\', '<'), so that a scan of the raw form alone misses the others;
+// it comes from a command source (cat of a file of the caller's).
 func TestCredentialReflection(t *testing.T) {
 	needTool(t, "curl")
 	eachIdent(t, func(t *testing.T, id *ident) {
@@ -667,11 +671,11 @@ func TestCredentialReflection(t *testing.T) {
 		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
 		creds := fmt.Sprintf(`credentials:
   - name: reflected
-    source: {env: E2E_REFLECT_REAL}
+    source: {command: [/bin/cat, %q], timeout: 5s}
     expose: {env: TOKEN}
     endpoints:
       - {host: api.allowed.test, ports: [%d]}
-`, o.port)
+`, secretFile(t, id, secret), o.port)
 		forms := []string{"raw", "b64", "b64url", "pct", "json", "header", "split", "sse", "gzip"}
 		var script strings.Builder
 		for _, proto := range []string{"http2", "http1.1"} {
@@ -680,7 +684,7 @@ func TestCredentialReflection(t *testing.T) {
 					proto, f, o.url("/reflect/"+f))
 			}
 		}
-		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_REFLECT_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
+		res := runCred(t, credRun{id: id, net: n, creds: creds, script: script.String(), secrets: []string{secret}})
 		for _, proto := range []string{"http2", "http1.1"} {
 			for _, f := range forms {
 				label := f + "-" + proto
