@@ -598,15 +598,22 @@ var reflectEncodings = map[string]func(string) string{
 	"split":  func(v string) string { return v },
 	"sse":    jsonEscaped,
 	"gzip":   func(v string) string { return v },
+	"big":    func(v string) string { return v },
 }
+
+// bigAt are the offsets of the value in the big echo's 4 MiB: the start,
+// across HTTP/2's 16 KiB frames and a 64 KiB buffer, across the first
+// MiB, and the very end.
+var bigAt = []int{0, 16384 - 7, 65536 - 3, 1<<20 - 1, 4<<20 - 1}
 
 // reflectOrigin serves, under /reflect/FORM, an echo of the
 // Authorization header's bearer value encoded as reflectEncodings[FORM]:
 // in the body "FORM ENCODED\n", except header (in the response header
 // X-Echo, the body "header\n"), json (a JSON object quoting the header),
 // split (two flushed writes cut in the middle of the value), sse (JSON
-// events, one per flush, the value cut across two) and gzip (the body
-// compressed). It logs each body it sent, uncompressed, by path.
+// events, one per flush, the value cut across two), gzip (the body
+// compressed) and big (4 MiB of filler with the value at bigAt). It logs
+// each body it sent, uncompressed, by path.
 func reflectOrigin(o *origin, sent *seenLog) {
 	o.mux.HandleFunc("/reflect/", func(w http.ResponseWriter, r *http.Request) {
 		form := strings.TrimPrefix(r.URL.Path, "/reflect/")
@@ -627,6 +634,13 @@ func reflectOrigin(o *origin, sent *seenLog) {
 		case "split":
 			h := len(form) + 1 + len(e)/2
 			parts = []string{body[:h], body[h:]}
+		case "big":
+			b := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
+			for _, at := range bigAt {
+				at = min(at, len(b)-len(e))
+				copy(b[at:], e)
+			}
+			body = string(b)
 		case "sse":
 			w.Header().Set("Content-Type", "text/event-stream")
 			parts = []string{"data: {\"n\":1}\n\n", `data: {"echo":"` + e[:len(e)/2], e[len(e)/2:] + "\"}\n\n", "data: {\"n\":2}\n\ndata: [DONE]\n\n"}
@@ -655,8 +669,10 @@ func reflectOrigin(o *origin, sent *seenLog) {
 // the real value it received back at the sandbox (raw, base64 in both
 // alphabets, percent-encoded, JSON-escaped, in a response header, split
 // across two writes, in an SSE stream, gzip-compressed), over HTTP/2 and
-// HTTP/1.1: what the sandbox receives holds no form of the value, is as
-// long as what the origin sent (masked, not cut), and the audit log has
+// HTTP/1.1, from an origin that speaks HTTP/2 and one that speaks only
+// HTTP/1.1, and at five places of a 4 MiB body: what the sandbox
+// receives is what the origin sent with each byte of the value's form
+// masked '*' (so no form of the value, nothing cut), and the audit log has
 // a reflection finding naming the credential, without the value. The
 // value has characters that every encoding changes ('/', '+', '=', '"',
 // '\', '<'), so that a scan of the raw form alone misses the others;
@@ -664,59 +680,77 @@ func reflectOrigin(o *origin, sent *seenLog) {
 func TestCredentialReflection(t *testing.T) {
 	needTool(t, "curl")
 	eachIdent(t, func(t *testing.T, id *ident) {
-		o := newOrigin(t, "api.allowed.test", "127.0.0.77", true)
+		// Both legs HTTP/2, and an HTTP/1.1-only origin (chunked or
+		// sized bodies on the proxy's upstream leg).
+		origins := []*origin{newOrigin(t, "api.allowed.test", "127.0.0.77", true), newOrigin(t, "tls.allowed.test", "127.0.0.80", false)}
+		sent := []*seenLog{{}, {}}
 		secret := realValue(`rv/+=`) + `"\<x`
-		var sent seenLog
-		reflectOrigin(o, &sent)
-		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		for i, o := range origins {
+			reflectOrigin(o, sent[i])
+		}
+		n := qualify.InspectNet(upstreamCAFile(t, id), origins[0].inspected("access: read-only"), origins[1].inspected("access: read-only"))
 		creds := fmt.Sprintf(`credentials:
   - name: reflected
     source: {command: [/bin/cat, %q], timeout: 5s}
     expose: {env: TOKEN}
     endpoints:
       - {host: api.allowed.test, ports: [%d]}
-`, secretFile(t, id, secret), o.port)
-		forms := []string{"raw", "b64", "b64url", "pct", "json", "header", "split", "sse", "gzip"}
+      - {host: tls.allowed.test, ports: [%d]}
+`, secretFile(t, id, secret), origins[0].port, origins[1].port)
+		forms := []string{"raw", "b64", "b64url", "pct", "json", "header", "split", "sse", "gzip", "big"}
+		label := func(o int, proto, f string) string { return fmt.Sprintf("%s-%s-%d", f, proto, o) }
 		var script strings.Builder
-		for _, proto := range []string{"http2", "http1.1"} {
-			for _, f := range forms {
-				fmt.Fprintf(&script, `curl -sS -m 20 --%[1]s --compressed -D %[2]s-%[1]s.hdr -o %[2]s-%[1]s.body -H "Authorization: Bearer $TOKEN" %[3]s; echo "%[2]s-%[1]s: $?"`+"\n",
-					proto, f, o.url("/reflect/"+f))
-			}
-		}
-		res := runCred(t, credRun{id: id, net: n, creds: creds, script: script.String(), secrets: []string{secret}})
-		for _, proto := range []string{"http2", "http1.1"} {
-			for _, f := range forms {
-				label := f + "-" + proto
-				expectLines(t, res.result, label+": 0")
-				got, err := os.ReadFile(filepath.Join(res.wd, label+".body"))
-				if err != nil {
-					continue
-				}
-				// Masked in place: each byte of the encoded value a '*'
-				// (in base64, the last characters, which also carry the
-				// padding's bits and depend on what follows, may stay).
-				e := reflectEncodings[f](secret)
-				stars := strings.Repeat("*", len(e))
-				sentBody, _ := sent.get("/reflect/" + f)
-				want := strings.ReplaceAll(sentBody, e, stars)
-				if strings.HasPrefix(f, "b64") && string(got) != want {
-					for k := 1; k <= 3 && string(got) != want; k++ {
-						want = strings.ReplaceAll(sentBody, e, stars[k:]+e[len(e)-k:])
-					}
-				}
-				if string(got) != want {
-					t.Errorf("%s: the sandbox received %q, want %q (what the origin sent, the value masked)", label, got, want)
-				}
-				if f == "header" {
-					hdr, _ := os.ReadFile(filepath.Join(res.wd, label+".hdr"))
-					if !regexp.MustCompile(`(?mi)^x-echo: ` + regexp.QuoteMeta(stars) + `\r?$`).Match(hdr) {
-						t.Errorf("%s: want the response header X-Echo: %s, got:\n%s", label, stars, hdr)
-					}
+		for i, o := range origins {
+			for _, proto := range []string{"http2", "http1.1"} {
+				for _, f := range forms {
+					l := label(i, proto, f)
+					fmt.Fprintf(&script, `curl -sS -m 30 --%s --compressed -D %s.hdr -o %s.body -H "Authorization: Bearer $TOKEN" %s; echo "%s: $?"`+"\n",
+						proto, l, l, o.url("/reflect/"+f), l)
 				}
 			}
 		}
-		wantFinding(t, credFindings(t, res.audit), "reflected", "reflection", "api.allowed.test", secret, "")
+		res := runCred(t, credRun{id: id, net: n, creds: creds, script: script.String(), secrets: []string{secret}, timeout: 180 * time.Second})
+		for i := range origins {
+			for _, proto := range []string{"http2", "http1.1"} {
+				for _, f := range forms {
+					l := label(i, proto, f)
+					expectLines(t, res.result, l+": 0")
+					got, err := os.ReadFile(filepath.Join(res.wd, l+".body"))
+					if err != nil {
+						continue
+					}
+					// Masked in place: each byte of the encoded value a '*'
+					// (in base64, the last characters, which also carry the
+					// padding's bits and depend on what follows, may stay).
+					e := reflectEncodings[f](secret)
+					stars := strings.Repeat("*", len(e))
+					sentBody, _ := sent[i].get("/reflect/" + f)
+					want := strings.ReplaceAll(sentBody, e, stars)
+					if strings.HasPrefix(f, "b64") && string(got) != want {
+						for k := 1; k <= 3 && string(got) != want; k++ {
+							want = strings.ReplaceAll(sentBody, e, stars[k:]+e[len(e)-k:])
+						}
+					}
+					if string(got) != want {
+						if len(want) > 1000 {
+							t.Errorf("%s: the sandbox received %d bytes, %d of them masked, want the %d the origin sent with %d masked", l, len(got), bytes.Count(got, []byte("*")), len(want), strings.Count(want, "*"))
+						} else {
+							t.Errorf("%s: the sandbox received %q, want %q (what the origin sent, the value masked)", l, got, want)
+						}
+					}
+					if f == "header" {
+						hdr, _ := os.ReadFile(filepath.Join(res.wd, l+".hdr"))
+						if !regexp.MustCompile(`(?mi)^x-echo: ` + regexp.QuoteMeta(stars) + `\r?$`).Match(hdr) {
+							t.Errorf("%s: want the response header X-Echo: %s, got:\n%s", l, stars, hdr)
+						}
+					}
+				}
+			}
+		}
+		fs := credFindings(t, res.audit)
+		for _, o := range origins {
+			wantFinding(t, fs, "reflected", "reflection", o.name, secret, "")
+		}
 	})
 }
 
