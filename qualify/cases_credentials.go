@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/websocket"
 )
 
 func init() {
@@ -278,6 +280,10 @@ func (e *Env) newCredOrigin(ip string) (*credOrigin, string, error) {
 	o := &credOrigin{Upstream: u}
 	u.Mux.HandleFunc("/p30/", func(w http.ResponseWriter, r *http.Request) {
 		o.record(r)
+		if path.Base(r.URL.Path) == "ws" {
+			wsServer(func(m string) string { return m }).ServeHTTP(w, r)
+			return
+		}
 		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
 	})
 	u.Mux.HandleFunc("/p31/", o.echo)
@@ -413,6 +419,9 @@ func (o *credOrigin) echo(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Encoding", "gzip")
 		w.Header().Set("Content-Length", strconv.Itoa(zb.Len()))
 		_, _ = w.Write(zb.Bytes())
+	case "ws":
+		// The value in a message on a WebSocket the bound header opened.
+		wsServer(func(string) string { return "your key: " + v + end }).ServeHTTP(w, r)
 	case "trailer":
 		w.Header().Set("Trailer", "X-Echo")
 		fmt.Fprint(w, "trailer"+end)
@@ -420,6 +429,23 @@ func (o *credOrigin) echo(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Echo", v)
 	default:
 		http.NotFound(w, r)
+	}
+}
+
+// wsServer is a WebSocket server (any Origin, or none) answering each
+// text message m with reply(m).
+func wsServer(reply func(string) string) websocket.Server {
+	return websocket.Server{
+		Handshake: func(*websocket.Config, *http.Request) error { return nil },
+		Handler: func(c *websocket.Conn) {
+			defer c.Close()
+			for {
+				var m string
+				if websocket.Message.Receive(c, &m) != nil || websocket.Message.Send(c, reply(m)) != nil {
+					return
+				}
+			}
+		},
 	}
 }
 
@@ -613,6 +639,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	add("sub", "p30", "api.a.test: h2 Authorization: Bearer split across CONTINUATION frames (bound)", a, "", "", "h2raw", 4, "", auth)
 	add("sub", "p30", "api.a.test: authorization: bearer, lower case (bound)", a, "", "h1", "", 0, "", "authorization: bearer "+P)
 	add("sub", "p30fwd", "api.a.test: X-Api-Key under /p30/fwd/ (bound, on_mismatch: forward)", a, "fwd/", "h1", "", 0, "", "X-Api-Key: "+F)
+	add("sub", "p30", "api.a.test: a WebSocket handshake with Authorization: Bearer (bound)", a, "ws", "", "ws", 0, "", auth)
 	// api.b.test: allowed and inspected, bound to nothing.
 	add("deny", "p30", "api.b.test: Authorization: Bearer", b, "", "h1", "", 0, "", auth)
 	add("deny", "p30", "api.b.test: h2 Authorization: Bearer", b, "", "h2", "", 0, "", auth)
@@ -626,6 +653,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	add("deny", "p30", "api.b.test: Authorization: Bearer in 3-byte writes", b, "", "", "h1raw", 3, "", auth)
 	add("deny", "p30", "api.b.test: h2 Authorization: Bearer split across CONTINUATION frames", b, "", "", "h2raw", 4, "", auth)
 	add("deny", "p30", "api.b.test: in the path", b, P, "h1", "", 0, "")
+	add("deny", "p30", "api.b.test: a WebSocket handshake with Authorization: Bearer", b, "ws", "", "ws", 0, "", auth)
 	add("literal", "p30", "api.b.test: in a JSON body (a transcript)", b, "", "h1", "", 0, `{"messages":[{"role":"user","content":"my key is `+P+`"}]}`)
 	add("literal", "p30", "api.b.test: JSON-escaped in a body", b, "", "h2", "", 0, `{"content":"{{P30_TOKEN.json}}"}`)
 	add("literal", "p30", "api.b.test: base64 in a body", b, "", "h1", "", 0, "k={{P30_TOKEN.b64}}")
@@ -748,6 +776,14 @@ func checkP30(e *Env, r *Result, sec *secrets, vars map[string]string, q credReq
 	switch {
 	case x.Leaf != "" && !(x.Verified && strings.Contains(x.Issuer, sandboxCAName)):
 		fail("the connection was not intercepted by the sandbox's CA (the leaf does not verify inside)")
+	case q.Kind == "ws" && q.want == "deny":
+		// The handshake's refusal ends the client's handshake: no 101.
+		if x.Status == http.StatusSwitchingProtocols || !strings.Contains(x.Err, "handshake") {
+			fail(fmt.Sprintf("status %d (%s), want the handshake refused", x.Status, x.Err))
+		}
+		if len(got) > 0 {
+			fail("refused inside, yet the origin received it")
+		}
 	case q.want == "deny":
 		var d struct{ Error, Reason string }
 		_ = json.Unmarshal([]byte(x.Body), &d)
@@ -758,7 +794,11 @@ func checkP30(e *Env, r *Result, sec *secrets, vars map[string]string, q credReq
 			fail("refused inside, yet the origin received it")
 		}
 	default:
-		if x.Status != http.StatusOK || !strings.HasPrefix(x.Body, "upstream-ok") {
+		if q.Kind == "ws" && (x.Status != http.StatusSwitchingProtocols || x.Err != "") {
+			fail(fmt.Sprintf("status %d (%s), want the WebSocket open and its message echoed", x.Status, x.Err))
+			break
+		}
+		if q.Kind != "ws" && (x.Status != http.StatusOK || !strings.HasPrefix(x.Body, "upstream-ok")) {
 			fail(fmt.Sprintf("status %d, want 200 from the origin", x.Status))
 			break
 		}
@@ -855,11 +895,12 @@ func runP31(ctx context.Context, e *Env) Result {
 	addEcho := func(kind, proto string, headers ...string) {
 		n := fmt.Sprintf("%02d", len(echoes)+1)
 		pfx := "/p31/" + n + "/"
-		st := http.StatusOK
-		if kind == "pct" {
-			st = http.StatusFound
+		st := map[string]int{"pct": http.StatusFound, "ws": http.StatusSwitchingProtocols}[kind]
+		if st == 0 {
+			st = http.StatusOK
 		}
-		echoes = append(echoes, echo{FetchRequest{Label: n + " " + kind + " (" + proto + ")", URL: echoHost + pfx + kind, Proto: proto, Full: true, Conn: "echo",
+		k := map[bool]string{true: "ws"}[kind == "ws"]
+		echoes = append(echoes, echo{FetchRequest{Label: n + " " + kind + " (" + proto + ")", Kind: k, URL: echoHost + pfx + kind, Proto: proto, Full: true, Conn: "echo",
 			Headers: append(slices.Clone(echoAuth), headers...)}, pfx, st})
 	}
 	addEcho("header", "h1")
@@ -880,6 +921,7 @@ func runP31(ctx context.Context, e *Env) Result {
 	addEcho("gzip", "h2", "Accept-Encoding: gzip")
 	addEcho("trailer", "h1")
 	addEcho("trailer", "h2")
+	addEcho("ws", "h1")
 	spec := FetchSpec{Record: true, Vars: []string{"P31_TOKEN"}, Requests: []FetchRequest{
 		{Label: "control: api.a.test: Authorization: Bearer (bound)", URL: a + "/p31/00/prime", Headers: []string{"Authorization: Bearer {{P31_TOKEN}}"}, Full: true},
 		{Label: "control: api.a.test: an event stream still streams", Kind: "sse", URL: a + OriginSSE, Headers: []string{"Authorization: Bearer {{P31_TOKEN}}"}},
@@ -932,7 +974,7 @@ func runP31(ctx context.Context, e *Env) Result {
 				fail("the origin did not receive the value (not substituted): the echo tests nothing")
 			}
 		}
-		all := res.Head + "\n" + res.Body + "\n" + res.Decoded + "\n" + res.Err + "\n" + res.Event
+		all := res.Head + "\n" + res.Body + "\n" + res.Decoded + "\n" + res.Err + "\n" + res.Event + "\n" + res.Echo
 		if leak := sec.find(all); leak != "" {
 			fail("the sandbox received " + leak)
 		}
@@ -940,10 +982,13 @@ func runP31(ctx context.Context, e *Env) Result {
 		if res.Decoded != "" {
 			whole = res.Decoded
 		}
+		if x.Kind == "ws" {
+			whole = res.Echo
+		}
 		if res.Status != x.status || !strings.Contains(whole, p31End) {
 			fail(fmt.Sprintf("status %d, want %d and the whole body (masked, not cut off)", res.Status, x.status))
 		}
-		sec.check(e, &r, x.Label, ev+"; head: "+clip(res.Head, 400)+"; decoded: "+clip(res.Decoded, 200), ok, why)
+		sec.check(e, &r, x.Label, ev+"; head: "+clip(res.Head, 400)+"; decoded: "+clip(res.Decoded, 200)+"; message: "+clip(res.Echo, 200), ok, why)
 		fd := findingFor(findings, "p31", credHostA, x.path, "reflect")
 		sec.check(e, &r, x.Label+": finding", map[bool]string{true: "none", false: clip(fd, 600)}[fd == ""], fd != "",
 			x.Label+": no Detection Finding naming the credential p31, "+credHostA+" and "+x.path+" as a reflection")
