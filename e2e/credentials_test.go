@@ -171,17 +171,21 @@ func bearer(r *http.Request) string {
 
 // credMismatch checks the "label: 403 ... {json}" line is the proxy's
 // refusal of a misplaced placeholder: its JSON denial, saying "credential
-// mismatch" and naming the credential and the host.
-func credMismatch(t *testing.T, res result, label, name, host string) {
+// mismatch", naming the credential, the host and (in its hint) where the
+// credential is bound, and not quoting the placeholder.
+func credMismatch(t *testing.T, res result, label, name, host, bound, placeholder string) {
 	t.Helper()
 	v, _ := lineValue(res.stdout, label)
+	if strings.Contains(v, placeholder) {
+		t.Errorf("%s: the refusal quotes the placeholder: %s", label, v)
+	}
 	var b denialBody
 	if i := strings.Index(v, "{"); i < 0 || json.Unmarshal([]byte(v[i:]), &b) != nil {
 		t.Errorf("%s: no JSON refusal in %q", label, v)
 		return
 	}
-	if !strings.Contains(b.Error+" "+b.Reason, "credential mismatch") || !strings.Contains(b.Reason, "credential "+name) || b.Host != host {
-		t.Errorf("%s: refusal %q: want a credential mismatch naming credential %q and host %s", label, v, name, host)
+	if !strings.Contains(b.Error+" "+b.Reason, "credential mismatch") || !strings.Contains(b.Reason, "credential "+name) || b.Host != host || !strings.Contains(b.Hint, bound) {
+		t.Errorf("%s: refusal %q: want a credential mismatch naming credential %q and host %s, its hint where it is bound (%s)", label, v, name, host, bound)
 	}
 }
 
@@ -268,10 +272,15 @@ req outpath --http2 -H "Authorization: Bearer $API_TOKEN" %[3]s
 		"fwdok: 200 1.1 bearer-ok auth=fwd HTTP/2.0",
 		"outpath: 403 2 {*") // the bound host, outside the bound path
 	for _, l := range []string{"mis1", "mis2"} {
-		credMismatch(t, res.result, l, "api", b.name)
+		credMismatch(t, res.result, l, "api", b.name, a.name+"/bearer/", ph)
 	}
 	for _, l := range []string{"hdr", "query", "cookie", "outpath"} {
-		credMismatch(t, res.result, l, "api", a.name)
+		credMismatch(t, res.result, l, "api", a.name, a.name+"/bearer/", ph)
+	}
+	// -v counts the findings: the eight mismatches (mis1, mis2, hdr,
+	// query, cookie, outpath denied; body, fwd forwarded).
+	if m := regexp.MustCompile(`(\d+) credential findings`).FindStringSubmatch(res.stderr); m == nil || m[1] != "8" {
+		t.Errorf("-v: want \"8 credential findings\" in the egress summary:\n%s", res.stderr)
 	}
 	// What the origins received: the value at the bound place, the
 	// placeholder as data in the body and where forward sends it, and
@@ -788,6 +797,8 @@ func TestCredentialBadInput(t *testing.T) {
 		cases := []badCred{
 			{name: "env-unset", creds: cred("{env: E2E_NEVER_SET}", ep), want: []string{"E2E_NEVER_SET"}},
 			{name: "env-empty", creds: cred("{env: E2E_EMPTY}", ep), env: []string{"E2E_EMPTY="}, want: []string{"empty"}},
+			{name: "short", creds: cred("{env: E2E_SHORT}", ep), env: []string{"E2E_SHORT=abc"}, want: []string{"8"}},
+			{name: "two-lines", creds: cred("{command: [printf, 'line-one-xx\\nline-two-xx']}", ep), want: []string{"line"}},
 			{name: "file-absent", creds: cred("{file: "+strconv.Quote(filepath.Join(baseDir, "no-such-secret"))+"}", ep), want: []string{"no-such-secret"}},
 			{name: "command-fails", creds: cred(`{command: [/bin/sh, -c, "echo `+stdoutSecret+`; echo broken >&2; exit 3"]}`, ep), want: []string{"exit"}},
 			{name: "command-timeout", creds: cred(`{command: [sleep, "`+sleep+`"], timeout: 1s}`, ep), want: []string{"time"}},
