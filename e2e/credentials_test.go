@@ -16,6 +16,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/corral-sandbox/corral/qualify"
 )
@@ -534,7 +537,8 @@ ws.onerror = e => console.log('node-wsauth: error ' + (e.message || e.error));
 // TestCredentialWebSocket: a WebSocket handshake carries the placeholder
 // in its Authorization header (the Go client, and Node 24's WebSocket
 // with its headers option); the origin accepts the upgrade only with the
-// real value, and the echo comes back. The value is read from a file
+// real value, and the echo comes back; an origin that writes the value
+// back in a message has it masked. The value is read from a file
 // of the caller's (a file source, its trailing newline trimmed); the
 // placeholder is exposed as a file only.
 func TestCredentialWebSocket(t *testing.T) {
@@ -549,28 +553,43 @@ func TestCredentialWebSocket(t *testing.T) {
 		o := newOrigin(t, "api.allowed.test", "127.0.0.76", true)
 		secret := realValue("ws_")
 		var seen seenLog
-		o.mux.HandleFunc("/ws-auth", func(w http.ResponseWriter, r *http.Request) {
+		o.mux.HandleFunc("/ws/", func(w http.ResponseWriter, r *http.Request) {
 			v := bearer(r)
 			seen.add("auth", who(v, secret, ""))
 			if v != secret {
 				http.Error(w, "bad token", http.StatusUnauthorized)
 				return
 			}
-			wsEchoHandler(w, r)
+			if r.URL.Path != "/ws/reflect" {
+				wsEchoHandler(w, r)
+				return
+			}
+			// The value the handshake carried, back in a message.
+			c, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.CloseNow()
+			ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+			defer cancel()
+			if typ, b, err := c.Read(ctx); err == nil && c.Write(ctx, typ, []byte("echo "+string(b)+" auth="+v)) == nil {
+				c.Close(websocket.StatusNormalClosure, "")
+			}
 		})
-		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: /ws-auth}]`))
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected(`rules: [{method: GET, path: "/ws/*"}]`))
 		creds := fmt.Sprintf(`credentials:
   - name: wstoken
     source: {file: %q}
     expose: {file: /run/secrets/ws}
     endpoints:
-      - {host: api.allowed.test, ports: [%d], path: /ws-auth}
+      - {host: api.allowed.test, ports: [%d], path: /ws/}
 `, secretFile(t, id, secret), o.port)
-		wss := "wss" + strings.TrimPrefix(o.url("/ws-auth"), "https")
-		script := fmt.Sprintf(`%s wsauth %s "Bearer $(cat /run/secrets/ws)"`, bin, wss)
+		wss := "wss" + strings.TrimPrefix(o.url("/ws/auth"), "https")
+		script := fmt.Sprintf(`%s wsauth %s "Bearer $(cat /run/secrets/ws)"
+%s wsauth %s "Bearer $(cat /run/secrets/ws)" | sed 's/^wsauth:/wsreflect:/'`, bin, wss, bin, strings.Replace(wss, "/ws/auth", "/ws/reflect", 1))
 		ro := []string{dir}
-		lines := []string{"wsauth: 101 MessageText echo corral-wsauth"}
-		want := []string{"auth real"}
+		lines := []string{"wsauth: 101 MessageText echo corral-wsauth", "wsreflect: 101 MessageText echo corral-wsauth auth=" + strings.Repeat("*", len(secret))}
+		want := []string{"auth real", "auth real"}
 		if node != "" {
 			js := mkdir(t, id, "nodewsauth")
 			writeFile(t, id, filepath.Join(js, "ws.js"), nodeWSAuth, 0o644)
