@@ -573,6 +573,15 @@ func TestResolveCredentialExposeFile(t *testing.T) {
 			t.Errorf("%s: %v; want credentials[0].expose.file at %d:%d containing %q", c.file, err, line, col, c.msg)
 		}
 	}
+	// Grants are canonical: a home behind a link is compared as its target.
+	link := filepath.Join(filepath.Dir(e.home), "homelink")
+	if err := os.Symlink(e.home, link); err != nil {
+		t.Fatal(err)
+	}
+	ctx := Context{Home: link, Workdir: e.work, WritableHome: true}
+	if _, err := resolveCreds(t, e, ctx, entry("~/key"), ""); err == nil || !strings.Contains(err.Error(), "inside the grant "+e.home+" (service home)") {
+		t.Errorf("home behind a link: %v", err)
+	}
 	// The same file written two ways.
 	two := entry("~/key") + "  - {name: y, source: {env: K}, expose: {file: \"" + filepath.Join(e.home, "key") + "\"}, endpoints: [{host: api.a.test}]}\n"
 	if _, err := resolveCreds(t, e, e.ctx(), two, ""); err == nil || !strings.Contains(err.Error(), "credentials[0] exposes "+filepath.Join(e.home, "key")+" too") {
