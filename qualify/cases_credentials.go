@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"golang.org/x/net/websocket"
+
+	"github.com/corral-sandbox/corral/internal/testcert"
 )
 
 func init() {
@@ -241,7 +243,10 @@ func (s *secrets) check(e *Env, r *Result, attempt, got string, ok bool, why str
 // and answers /p31/ with the value its request carried (P31's echoes).
 type credOrigin struct {
 	*Upstream
-	mu     sync.Mutex
+	// alt is the same over TLS on another port, plain the same over
+	// plain HTTP on a third (P30's port and plain-HTTP requests).
+	alt, plain *Upstream
+	mu         sync.Mutex
 	reqs   []originReq
 	primed string // the bearer value /p31/.../prime carried
 }
@@ -249,13 +254,14 @@ type credOrigin struct {
 // originReq is one request as the origin read it.
 type originReq struct {
 	Host, Method, URI, Proto string
+	Port                     int // the origin's port it came to
 	Header                   http.Header
 	Body                     string
 }
 
 func (q originReq) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s (%s)", q.Method, q.Host, q.URI, q.Proto)
+	fmt.Fprintf(&b, "%s %s:%d %s (%s)", q.Method, q.Host, q.Port, q.URI, q.Proto)
 	for _, k := range slices.Sorted(maps.Keys(q.Header)) {
 		if k == "Accept-Encoding" || k == "User-Agent" || k == "Content-Length" {
 			continue
@@ -273,21 +279,40 @@ func (q originReq) String() string {
 // newCredOrigin starts a credOrigin on ip for the three hosts, with a
 // certificate of the case's test CA (whose PEM file it returns).
 func (e *Env) newCredOrigin(ip string) (*credOrigin, string, error) {
-	u, caFile, err := e.testOrigin(ip, credHostA, credHostB, credHostC)
+	caFile := filepath.Join(e.Dir, "upstream-ca.pem")
+	leaf, err := testcert.Issue(caFile, credHostA, credHostB, credHostC)
 	if err != nil {
 		return nil, "", err
 	}
-	o := &credOrigin{Upstream: u}
-	u.Mux.HandleFunc("/p30/", func(w http.ResponseWriter, r *http.Request) {
-		o.record(r)
-		if path.Base(r.URL.Path) == "ws" {
-			wsServer(func(m string) string { return m }).ServeHTTP(w, r)
-			return
+	o := &credOrigin{}
+	for _, u := range []**Upstream{&o.Upstream, &o.alt, &o.plain} {
+		cert := &leaf
+		if u == &o.plain {
+			cert = nil
 		}
-		fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
-	})
-	u.Mux.HandleFunc("/p31/", o.echo)
+		if *u, err = startUpstream(ip, 0, cert, []string{"h2", "http/1.1"}); err != nil {
+			o.Close()
+			return nil, "", err
+		}
+		(*u).Mux.HandleFunc("/p30/", func(w http.ResponseWriter, r *http.Request) {
+			o.record(r)
+			if path.Base(r.URL.Path) == "ws" {
+				wsServer(func(m string) string { return m }).ServeHTTP(w, r)
+				return
+			}
+			fmt.Fprintf(w, "upstream-ok %s %s\n", r.Host, r.URL.Path)
+		})
+		(*u).Mux.HandleFunc("/p31/", o.echo)
+	}
+	o.Mux.HandleFunc(OriginSSE, originSSE)
 	return o, caFile, nil
+}
+
+// Close stops the origin's servers.
+func (o *credOrigin) Close() {
+	o.Upstream.Close()
+	o.alt.Close()
+	o.plain.Close()
 }
 
 func (o *credOrigin) record(r *http.Request) originReq {
@@ -297,6 +322,11 @@ func (o *credOrigin) record(r *http.Request) originReq {
 		host = r.Host
 	}
 	q := originReq{Host: host, Method: r.Method, URI: r.RequestURI, Proto: r.Proto, Header: r.Header.Clone(), Body: string(b)}
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ta, ok := a.(*net.TCPAddr); ok {
+			q.Port = ta.Port
+		}
+	}
 	o.mu.Lock()
 	o.reqs = append(o.reqs, q)
 	o.mu.Unlock()
@@ -450,10 +480,11 @@ func wsServer(reply func(string) string) websocket.Server {
 }
 
 // credPolicy is the proxy-mode policy of a credential case: hosts
-// allowed on the origin, every one inspected (tls: inspect), and the
-// credentials section creds (YAML lines, starting "credentials:").
+// allowed on the origin, and api.a.test on its other two ports, every
+// one inspected (tls: inspect); and the credentials section creds (YAML
+// lines, starting "credentials:").
 func (e *Env) credPolicy(o *credOrigin, caFile, creds string, hosts ...string) string {
-	var hs []Inspected
+	hs := []Inspected{{credHostA, o.IP, o.alt.Port, "tls: inspect"}, {credHostA, o.IP, o.plain.Port, "tls: inspect"}}
 	for _, h := range hosts {
 		hs = append(hs, Inspected{h, o.IP, o.Port, "tls: inspect"})
 	}
@@ -593,7 +624,9 @@ func runP30(ctx context.Context, e *Env) Result {
 		return r
 	}
 	p := strconv.Itoa(o.Port)
-	endpoints := fmt.Sprintf("      - {host: %s, ports: [%s], header: \"Authorization: Bearer {}\"}\n", credHostA, p)
+	// Bound on the origin's port and on its plain-HTTP one (a plain
+	// request must never get the value all the same); not on alt.
+	endpoints := fmt.Sprintf("      - {host: %s, ports: [%s, %d], header: \"Authorization: Bearer {}\"}\n", credHostA, p, o.plain.Port)
 	if credMisbound {
 		endpoints = ""
 		for _, h := range []string{credHostA, credHostB} {
@@ -668,6 +701,8 @@ func runP30(ctx context.Context, e *Env) Result {
 	add("deny", "p30", "api.a.test: Authorization: Basic, the password (base64)", a, "", "h1", "", 0, "", "Authorization: Basic {{P30_TOKEN.basic-pw}}")
 	add("deny", "p30", "api.a.test: Authorization: Token (another scheme)", a, "", "h1", "", 0, "", "Authorization: Token "+P)
 	add("deny", "p30", "api.a.test: h2 the bound header and ?key= at once", a, "?key="+P, "h2", "", 0, "", auth)
+	add("deny", "p30", "api.a.test on a port the binding does not name: Authorization: Bearer", "https://"+o.alt.HostPort(credHostA), "", "h1", "", 0, "", auth)
+	add("deny", "p30", "api.a.test in plain HTTP on a bound port: Authorization: Bearer", "http://"+o.plain.HostPort(credHostA), "", "h1", "", 0, "", auth)
 	add("literal", "p30", "api.a.test: in a body, no header", a, "", "h1", "", 0, `{"content":"`+P+`"}`)
 	add("literal", "p30fwd", "api.a.test: X-Api-Key outside /p30/fwd/ (on_mismatch: forward)", a, "", "h1", "", 0, "", "X-Api-Key: "+F)
 	add("sub+literal", "p30", "api.a.test: the bound header and the placeholder in the body (a transcript)", a, "", "h2", "", 0, `{"content":"earlier I used `+P+`"}`, auth)
@@ -704,7 +739,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	// The values anywhere else at the origin.
 	var stray []string
 	for _, g := range o.got("/p30/") {
-		for _, w := range valueAt(&sec, g, val, fwdVal) {
+		for _, w := range valueAt(&sec, g, o.Port, val, fwdVal) {
 			stray = append(stray, w+" in "+g.String())
 		}
 	}
@@ -727,15 +762,15 @@ func ptr[T any](v T) *T { return &v }
 
 // valueAt lists where a secret is in what the origin received, leaving
 // out the bound places: api.a.test's Authorization as "Bearer VALUE" for
-// p30 and its X-Api-Key under /p30/fwd/ for p30fwd.
-func valueAt(sec *secrets, g originReq, val, fwdVal string) []string {
+// p30 and its X-Api-Key under /p30/fwd/ for p30fwd, over TLS on port.
+func valueAt(sec *secrets, g originReq, port int, val, fwdVal string) []string {
 	var out []string
 	if w := sec.find(g.URI); w != "" {
 		out = append(out, w+" (URL)")
 	}
 	for k, vs := range g.Header {
 		for _, v := range vs {
-			if g.Host == credHostA {
+			if g.Host == credHostA && g.Port == port {
 				if b, ok := bearer(v); ok && b == val && k == "Authorization" {
 					continue
 				}

@@ -124,7 +124,7 @@ type FetchRequest struct {
 	// Chunk bytes, the body in DATA frames of Chunk bytes).
 	Kind   string `json:"kind,omitempty"`
 	Method string `json:"method,omitempty"` // default GET
-	URL    string `json:"url"`              // https://host:port/path
+	URL    string `json:"url"`              // https://host:port/path (http:// for a plain request)
 	// Host, when set, is the Host header (HTTP/1.1) or :authority
 	// (HTTP/2) instead of the URL's; the tunnel and SNI still name the
 	// URL's host.
@@ -203,7 +203,9 @@ func Fetch(s FetchSpec) FetchReport {
 		q = q.expand(rep.Vars)
 		r := FetchResult{Label: q.Label}
 		u, err := url.Parse(q.URL)
-		if err != nil || u.Scheme != "https" {
+		// http:// only as a plain request through the proxy (absolute
+		// form): a check that nothing is substituted there.
+		if err != nil || u.Scheme != "https" && (u.Scheme != "http" || q.Kind != "") {
 			r.Err = fmt.Sprintf("bad url %q", q.URL)
 			rep.Results = append(rep.Results, r)
 			continue

@@ -39,18 +39,7 @@ func NewOrigin(ip string, port int, cert *tls.Certificate) (*Upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u.Mux.HandleFunc(OriginSSE, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-		fmt.Fprint(w, "data: first\n\n")
-		_ = http.NewResponseController(w).Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(OriginSSEHold):
-		}
-		fmt.Fprint(w, "data: last\n\n")
-	})
+	u.Mux.HandleFunc(OriginSSE, originSSE)
 	// Any Origin header, or none: the clients here are not browsers.
 	u.Mux.Handle(OriginWS, websocket.Server{
 		Handshake: func(*websocket.Config, *http.Request) error { return nil },
@@ -65,6 +54,20 @@ func NewOrigin(ip string, port int, cert *tls.Certificate) (*Upstream, error) {
 		},
 	})
 	return u, nil
+}
+
+// originSSE serves OriginSSE.
+func originSSE(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	fmt.Fprint(w, "data: first\n\n")
+	_ = http.NewResponseController(w).Flush()
+	select {
+	case <-r.Context().Done():
+		return
+	case <-time.After(OriginSSEHold):
+	}
+	fmt.Fprint(w, "data: last\n\n")
 }
 
 // wsFrame is one WebSocket message and its frame type (text or binary),
