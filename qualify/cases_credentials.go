@@ -247,8 +247,8 @@ type credOrigin struct {
 	// plain HTTP on a third (P30's port and plain-HTTP requests).
 	alt, plain *Upstream
 	mu         sync.Mutex
-	reqs   []originReq
-	primed string // the bearer value /p31/.../prime carried
+	reqs       []originReq
+	primed     string // the bearer value /p31/.../prime carried
 }
 
 // originReq is one request as the origin read it.
