@@ -782,6 +782,93 @@ func TestCredentialReflection(t *testing.T) {
 	})
 }
 
+// TestCredentialReflectionHead: the value reflected in the parts of a
+// response around its body, from a bound origin (HTTP/2 and an
+// HTTP/1.1-only one, each over both client protocols): a 103 Early
+// Hints' header, a header's name, a redirect's Location, a cookie, a
+// trailer, an HTTP/1.1 reason phrase. Nothing the sandbox receives holds
+// the value in any form (runCred's check of the workdir, where curl
+// writes the heads and bodies).
+func TestCredentialReflectionHead(t *testing.T) {
+	needTool(t, "curl")
+	eachIdent(t, func(t *testing.T, id *ident) {
+		origins := []*origin{newOrigin(t, "api.allowed.test", "127.0.0.82", true), newOrigin(t, "tls.allowed.test", "127.0.0.83", false)}
+		secret := realValue("hv")
+		for _, o := range origins {
+			o.mux.HandleFunc("/head/", func(w http.ResponseWriter, r *http.Request) {
+				v := bearer(r)
+				switch strings.TrimPrefix(r.URL.Path, "/head/") {
+				case "hints":
+					w.Header().Set("Link", "</style.css?k="+v+">; rel=preload")
+					w.WriteHeader(http.StatusEarlyHints)
+					w.Header().Del("Link")
+				case "name":
+					w.Header().Set("X-"+v, "1")
+				case "location":
+					w.Header().Set("Location", "/next?token="+v)
+					w.WriteHeader(http.StatusFound)
+					return
+				case "cookie":
+					http.SetCookie(w, &http.Cookie{Name: "session", Value: v})
+					http.SetCookie(w, &http.Cookie{Name: "other", Value: "x"})
+				case "trailer":
+					w.Header().Set("Trailer", "X-Checksum")
+					io.WriteString(w, "body\n")
+					w.(http.Flusher).Flush()
+					w.Header().Set("X-Checksum", v)
+					return
+				case "reason":
+					if r.ProtoMajor == 1 {
+						c, brw, err := http.NewResponseController(w).Hijack()
+						if err == nil {
+							fmt.Fprintf(brw, "HTTP/1.1 200 %s\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbody\n", v)
+							brw.Flush()
+							c.Close()
+						}
+						return
+					}
+				}
+				io.WriteString(w, "body\n")
+			})
+		}
+		n := qualify.InspectNet(upstreamCAFile(t, id), origins[0].inspected("access: read-only"), origins[1].inspected("access: read-only"))
+		creds := fmt.Sprintf(`credentials:
+  - name: heads
+    source: {env: E2E_HEAD_REAL}
+    expose: {env: TOKEN}
+    endpoints:
+      - {host: api.allowed.test, ports: [%d]}
+      - {host: tls.allowed.test, ports: [%d]}
+`, origins[0].port, origins[1].port)
+		var script strings.Builder
+		var labels []string
+		for i, o := range origins {
+			for _, proto := range []string{"http2", "http1.1"} {
+				for _, f := range []string{"hints", "name", "location", "cookie", "trailer", "reason"} {
+					l := fmt.Sprintf("%s-%s-%d", f, proto, i)
+					labels = append(labels, l)
+					fmt.Fprintf(&script, `curl -sS -m 20 --%s -D %s.hdr -o %s.body -H "Authorization: Bearer $TOKEN" %s 2>%s.err; echo "%s: $? $(cat %s.body)"`+"\n",
+						proto, l, l, o.url("/head/"+f), l, l, l)
+				}
+			}
+		}
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_HEAD_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
+		for _, l := range labels {
+			if v, _ := lineValue(res.stdout, l); v != "0" && !strings.HasPrefix(v, "0 ") {
+				t.Errorf("%s: curl: %q", l, v)
+			}
+		}
+		if t.Failed() {
+			t.Logf("the run:\n%s", res.result)
+			for _, l := range labels {
+				if b, _ := os.ReadFile(filepath.Join(res.wd, l+".hdr")); leakIn(string(b), secret) != "" {
+					t.Logf("%s.hdr:\n%s", l, b)
+				}
+			}
+		}
+	})
+}
+
 // badCred is one bad credential for TestCredentialBadInput.
 type badCred struct {
 	name  string
