@@ -4,10 +4,10 @@ package qualify
 
 // Credential cases: P30 credential binding, P31 reflection. A credential
 // is bound to api.a.test's Authorization header; the sandbox sees only
-// its placeholder. The upstream is one origin (NewOrigin, h2 and
-// http/1.1, its certificate from the case's own test CA) serving
-// api.a.test, api.b.test and api.c.test, every one allowed and inspected;
-// it records each request whole. The real value is made on the host,
+// its placeholder. The upstream is one origin (h2 and http/1.1, its
+// certificate from the case's own test CA; two more ports, TLS and plain)
+// serving api.a.test, api.b.test and api.c.test, every one allowed and
+// inspected; it records each request whole. The real value is made on the host,
 // given to corral through its environment (source: {env}) or a file
 // (source: {file}) outside every grant, and never enters the sandbox:
 // the in-sandbox client (ClientArg) reads the placeholders from its
@@ -81,7 +81,7 @@ func credSecret() string {
 		}
 		return string(b)
 	}
-	return "qv-" + r(20) + "/" + r(12) + "+" + r(8)
+	return credPrefix + r(20) + "/" + r(12) + "+" + r(8)
 }
 
 // credPrefix is the public prefix of every credSecret.
@@ -97,8 +97,10 @@ var pctHex = regexp.MustCompile(`%[0-9A-F]{2}`)
 // encoding of v behind 0, 1 or 2 other bytes that does not depend on
 // them, so that base64 of "git:"+v is found too); percent-encoded (query
 // and path escaping and every byte, upper and lower case hex); JSON
-// escapes ("\/", and \u00xx for every character or every one but letters
-// and digits, lower and upper case hex).
+// escapes ("\/"; \u00xx for "+" alone, as System.Text.Json writes it, for
+// every character but letters and digits, and for every character; lower
+// and upper case hex). find reads the escapes undone too; the spellings
+// are what redact masks.
 func secretForms(v string) []form {
 	fs := []form{{"raw", v}}
 	for _, enc := range []struct {
@@ -131,6 +133,7 @@ func secretForms(v string) []form {
 		fs = append(fs, p, form{p.name + ", lower case", lower(p.s)})
 	}
 	fs = append(fs, form{`json-escaped (\/)`, strings.ReplaceAll(v, "/", `\/`)},
+		form{`json-escaped (\u002B)`, strings.ReplaceAll(v, "+", `\u002B`)}, form{`json-escaped (\u002b)`, strings.ReplaceAll(v, "+", `\u002b`)},
 		form{`json-escaped (\u)`, notAlnum.String()}, form{`json-escaped (\u, upper case)`, upperU(notAlnum.String())},
 		form{`json-escaped (\u every character)`, every2.String()}, form{`json-escaped (\u every character, upper case)`, upperU(every2.String())})
 	// Distinct spellings only, longest first (redact replaces in order).
