@@ -29,42 +29,54 @@ type CredentialFile struct {
 }
 
 // CredentialFiles are r's credentials' placeholder files, in the
-// policy's order; an error for a path inside that is not absolute and
-// clean, or a placeholder that is empty (nothing would replace it).
+// policy's order; an error (naming the credential's field) for a path
+// inside that is not absolute and clean, a name that could name another
+// file, or an empty placeholder.
 func CredentialFiles(r *policy.Resolved) ([]CredentialFile, error) {
 	var out []CredentialFile
 	for _, c := range r.Credentials {
 		if c.File == "" {
 			continue
 		}
-		if !path.IsAbs(c.File) || path.Clean(c.File) != c.File || c.File == "/" {
-			return nil, fmt.Errorf("%s.expose.file: %q is not an absolute, clean path of a file inside the sandbox", c.Field, c.File)
+		f, err := credentialFile(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s.expose.file: %w", c.Field, err)
 		}
-		// The name is the policy's [a-z0-9][a-z0-9_-]*; anything else
-		// could name another path.
-		if c.Name == "" || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
-			return nil, fmt.Errorf("%s: credential name %q is not of the form [a-z0-9][a-z0-9_-]*", c.Field, c.Name)
-		}
-		if c.Placeholder == "" {
-			return nil, fmt.Errorf("%s: credential %q has no placeholder", c.Field, c.Name)
-		}
-		out = append(out, CredentialFile{Credential: c.Name, Field: c.Field, Name: "credential-" + c.Name, Path: c.File, Data: []byte(c.Placeholder)})
+		out = append(out, f)
 	}
 	return out, nil
 }
 
-// CredentialLoss is what Map says of r's credential files: where each
-// goes (info; never the placeholder), or the error CredentialFiles
-// gives.
-func CredentialLoss(r *policy.Resolved) LossReport {
-	files, err := CredentialFiles(r)
-	if err != nil {
-		return LossReport{{Severity: SeverityError, Area: "credentials", Field: "credentials", Message: err.Error()}}
+func credentialFile(c policy.ResolvedCredential) (CredentialFile, error) {
+	if !path.IsAbs(c.File) || path.Clean(c.File) != c.File || c.File == "/" {
+		return CredentialFile{}, fmt.Errorf("%q is not an absolute, clean path of a file inside the sandbox", c.File)
 	}
+	// The name is the policy's [a-z0-9][a-z0-9_-]*; anything else could
+	// name another file of the state directory.
+	if c.Name == "" || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+		return CredentialFile{}, fmt.Errorf("credential name %q is not of the form [a-z0-9][a-z0-9_-]*", c.Name)
+	}
+	if c.Placeholder == "" {
+		return CredentialFile{}, fmt.Errorf("credential %q has no placeholder", c.Name)
+	}
+	return CredentialFile{Credential: c.Name, Field: c.Field, Name: "credential-" + c.Name, Path: c.File, Data: []byte(c.Placeholder)}, nil
+}
+
+// CredentialLoss is what Map says of r's credential files: where each
+// goes (info; never the placeholder), or why it cannot (an error).
+func CredentialLoss(r *policy.Resolved) LossReport {
 	var out LossReport
-	for _, f := range files {
-		out = append(out, Loss{Severity: SeverityInfo, Area: "credentials", Field: f.Field + ".expose.file",
-			Message: fmt.Sprintf("credential %q: a read-only file holding its placeholder (not the value, which stays with corral) is bound at %s; the directories above it that the sandbox lacks are made in the sandbox's own tree", f.Credential, f.Path)})
+	for _, c := range r.Credentials {
+		if c.File == "" {
+			continue
+		}
+		field := c.Field + ".expose.file"
+		if _, err := credentialFile(c); err != nil {
+			out = append(out, Loss{Severity: SeverityError, Area: "credentials", Field: field, Message: err.Error()})
+			continue
+		}
+		out = append(out, Loss{Severity: SeverityInfo, Area: "credentials", Field: field,
+			Message: fmt.Sprintf("credential %q: a read-only file holding its placeholder (not the value, which stays with corral) is bound at %s; the directories above it that the sandbox lacks are made in the sandbox's own tree", c.Name, c.File)})
 	}
 	return out
 }

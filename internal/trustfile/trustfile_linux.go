@@ -1,5 +1,6 @@
 // Package trustfile writes the files a sandbox is given to trust (its CA
-// bundle and Java trust store) on the host, for the providers to bind
+// bundle and Java trust store) and its credentials' placeholder files
+// (provider.CredentialFiles) on the host, for the providers to bind
 // read-only inside. The files live in a state directory of corral's
 // that no grant reaches; they are created only if absent and rewritten
 // only in place, never through a symlink or another link, so nothing

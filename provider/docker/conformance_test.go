@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == providertest.ProbeArg {
 		providertest.ProbeMain(os.Args[2:])
+	}
+	if len(os.Args) > 1 && os.Args[1] == providertest.CredentialProbeArg {
+		providertest.CredentialProbeMain(os.Args[2:])
 	}
 	os.Exit(m.Run())
 }
@@ -74,8 +78,15 @@ func TestInspected(t *testing.T) {
 }
 
 func TestInspectedUnprivileged(t *testing.T) {
+	asTestUser(t, "^(TestInspected|TestTrustJava)$", "TestInspected", "TestTrustJava")
+}
+
+// asTestUser runs this binary's tests that match pattern as corral-test
+// (in the docker group) and fails unless each of want passed.
+func asTestUser(t *testing.T, pattern string, want ...string) {
+	t.Helper()
 	if os.Getenv(unprivilegedEnv) != "" || os.Geteuid() != 0 {
-		t.Skip("not root: TestInspected itself runs unprivileged")
+		t.Skip("not root: the tests themselves run unprivileged")
 	}
 	needSandboxes(t)
 	u, err := user.Lookup("corral-test")
@@ -94,13 +105,14 @@ func TestInspectedUnprivileged(t *testing.T) {
 		t.Skipf("no group docker: %v", err)
 	}
 	dgid, _ := strconv.Atoi(docker.Gid)
-	cmd := exec.Command(bin, "-test.run=^(TestInspected|TestTrustJava)$", "-test.count=1", "-test.v")
+	cmd := exec.Command(bin, "-test.run="+pattern, "-test.count=1", "-test.v")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + policy.DefaultPATH, "HOME=" + u.HomeDir, "LANG=C", unprivilegedEnv + "=1", "CORRAL_TEST_DOCKER=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{uint32(dgid)}}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestInspected ") || !strings.Contains(string(out), "--- PASS: TestTrustJava ") {
-		t.Fatalf("TestInspected as corral-test (uid %d): %v\n%s", uid, err, out)
+	passed := !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(string(out), "--- PASS: "+w+" ") })
+	if err != nil || !passed {
+		t.Fatalf("%s as corral-test (uid %d): %v\n%s", pattern, uid, err, out)
 	}
 }
 

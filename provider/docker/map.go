@@ -134,6 +134,10 @@ type Spec struct {
 	// and TrustStore, added by Provision).
 	Trust *Trust `json:"trust,omitempty"`
 	Store *Trust `json:"store,omitempty"`
+	// Credentials are the binds of the credentials' placeholder files
+	// (provider.CredentialFiles), in their order: each one target, where
+	// Map found it can go (mapCredentials); Source added by Provision.
+	Credentials []Trust `json:"credentials,omitempty"`
 }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).
@@ -261,6 +265,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.Shim.DenyUnixSockets = r.UnixSockets() == policy.UnixSocketsDeny
 	loss = append(loss, provider.UnixSocketsLoss(r, spec.Shim.Seccomp, h.landlockABI))
 	p.mapTrust(ctx, r, spec, add)
+	p.mapCredentials(ctx, r, spec, add)
 	for _, base := range []string{stateBase(), managedBase()} {
 		if l := stateExposed(r, base); l != nil {
 			loss = append(loss, *l)

@@ -189,7 +189,8 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 }
 
 // prepareState makes the state dir: the CA bundle and Java store (trust
-// and store, when the policy inspects egress: addTrust), the empty mask
+// and store, when the policy inspects egress: addTrust), the credentials'
+// files (addCredentials), the empty mask
 // sources and the
 // listening sockets. The dir is 0755 and its sockets 0666 so the workload's
 // uid reaches them through the container's read-only bind; who connects is
@@ -217,6 +218,9 @@ func (s *Sandbox) prepareState(trust, store []byte) error {
 		if err := s.addTrust(trust, store); err != nil {
 			return err
 		}
+	}
+	if err := s.addCredentials(); err != nil {
+		return err
 	}
 	if s.spec.Persistent { // for Recover, by a later process
 		data, err := json.Marshal(savedPlan{Spec: s.spec, Layers: s.plan.Layers})
@@ -374,9 +378,16 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: b.Target, ReadOnly: b.ReadOnly,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
 	}
-	for _, tr := range []*Trust{sp.Trust, sp.Store} {
+	ours := []*Trust{sp.Trust, sp.Store}
+	for i := range sp.Credentials {
+		ours = append(ours, &sp.Credentials[i])
+	}
+	for _, tr := range ours {
 		if tr == nil {
 			continue
+		}
+		if tr.Source == "" {
+			return nil, nil, provider.Errorf(provider.CodeInternal, "docker: the file for %v was not written", tr.Targets)
 		}
 		for _, t := range tr.Targets {
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: tr.Source, Target: t, ReadOnly: true,

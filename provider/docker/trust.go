@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -34,8 +35,8 @@ import (
 // of each be read. Start verifies each from outside (verifyTrust).
 // SetTrust rewrites the same inodes, which every bind shows at once.
 
-// Trust is where one of a container's trust files is bound (Spec.Trust,
-// Spec.Store).
+// Trust is where one of a container's trust files (Spec.Trust,
+// Spec.Store) or credential files (Spec.Credentials) is bound.
 type Trust struct {
 	Source  string   `json:"source"`  // the host file, in the state dir
 	Targets []string `json:"targets"` // inside, each read-only; WithTrustEnv names the first
@@ -127,29 +128,38 @@ type imagePath struct {
 	err    error
 }
 
-// imagePaths resolves the paths of every trust kind in image (an image
-// id, whose files never change) with imageResolver, once per image in
-// this process.
-func (p *Provider) imagePaths(ctx context.Context, image string) (map[string]imagePath, error) {
+// imagePaths resolves, with imageResolver, the paths of every trust kind
+// and extra in image (an image id, whose files never change), each once
+// per image in this process: a map that is never changed once returned
+// (more paths make a new one).
+func (p *Provider) imagePaths(ctx context.Context, image string, extra ...string) (map[string]imagePath, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m, ok := p.images[image]; ok {
-		return m, nil
+	want := slices.Clone(extra)
+	for _, k := range trustKinds {
+		want = append(want, k.Path)
+		want = append(want, k.Over...)
+	}
+	old := p.images[image]
+	missing := slices.DeleteFunc(want, func(x string) bool { _, ok := old[x]; return ok })
+	if len(missing) == 0 {
+		return old, nil
 	}
 	resolve, done, err := p.imageResolver(ctx, image)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	m := map[string]imagePath{}
-	for _, k := range trustKinds {
-		for _, x := range append([]string{k.Path}, k.Over...) {
-			r := resolve(x)
-			if r.err != nil && !errors.Is(r.err, errNotFile) {
-				return nil, r.err // the daemon's: nothing is known, nothing kept
-			}
-			m[x] = r
+	m := maps.Clone(old)
+	if m == nil {
+		m = map[string]imagePath{}
+	}
+	for _, x := range missing {
+		r := resolve(x)
+		if r.err != nil && !errors.Is(r.err, errNotFile) {
+			return nil, r.err // the daemon's: nothing is known, nothing kept
 		}
+		m[x] = r
 	}
 	if p.images == nil {
 		p.images = map[string]map[string]imagePath{}
@@ -321,8 +331,8 @@ func (s *Sandbox) SetTrust(pem, store []byte) error {
 	return nil
 }
 
-// verifyTrust checks from outside that every target of a trust file
-// resolves, in the container's root (its symlinks followed there), to
+// verifyTrust checks from outside that every target of a trust or
+// credential file resolves, in the container's root (its symlinks followed there), to
 // the file's own inode on a read-only mount.
 func verifyTrust(tr *Trust, pid int) error {
 	var want unix.Stat_t
@@ -337,7 +347,7 @@ func verifyTrust(tr *Trust, pid int) error {
 	for _, p := range tr.Targets {
 		fd, err := unix.Openat2(root, strings.TrimPrefix(p, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
 		if err != nil {
-			return fmt.Errorf("the trust file at %s: %w", p, err)
+			return fmt.Errorf("corral's file at %s: %w", p, err)
 		}
 		var st unix.Stat_t
 		var fs unix.Statfs_t
@@ -347,13 +357,13 @@ func verifyTrust(tr *Trust, pid int) error {
 		}
 		unix.Close(fd)
 		if err != nil {
-			return fmt.Errorf("the trust file at %s in the container: %w", p, err)
+			return fmt.Errorf("corral's file at %s in the container: %w", p, err)
 		}
 		if st.Dev != want.Dev || st.Ino != want.Ino {
-			return fmt.Errorf("%s in the container is another file than the trust file %s (device %d inode %d, want %d %d)", p, tr.Source, st.Dev, st.Ino, want.Dev, want.Ino)
+			return fmt.Errorf("%s in the container is another file than corral's %s (device %d inode %d, want %d %d)", p, tr.Source, st.Dev, st.Ino, want.Dev, want.Ino)
 		}
 		if fs.Flags&unix.ST_RDONLY == 0 {
-			return fmt.Errorf("the trust file at %s is not read-only in the container", p)
+			return fmt.Errorf("corral's file at %s is not read-only in the container", p)
 		}
 	}
 	return nil

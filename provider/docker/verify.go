@@ -123,6 +123,12 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 				detail += fmt.Sprintf("; the %s at %s (each resolved in the container's root to its inode)", k.What, strings.Join(tr.Targets, ", "))
 			}
 		}
+		for i := range sp.Credentials {
+			if err := verifyTrust(&sp.Credentials[i], pid); err != nil {
+				return "", err
+			}
+			detail += fmt.Sprintf("; a credential's file at %s (resolved in the container's root to its inode)", sp.Credentials[i].Targets[0])
+		}
 		return detail, nil
 	case policy.LayerSeccomp:
 		if status["NoNewPrivs"] != "1" {

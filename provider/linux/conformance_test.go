@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == providertest.ProbeArg {
 		providertest.ProbeMain(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == providertest.CredentialProbeArg {
+		providertest.CredentialProbeMain(os.Args[2:])
+	}
 	// Persistent sandboxes of this test binary keep their state apart
 	// (census lists it), removed afterwards.
 	dir, err := os.MkdirTemp("", "linux-state-")

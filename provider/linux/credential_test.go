@@ -4,9 +4,7 @@ package linux
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/provider/providertest"
 )
 
 // A credential exposed as a file: the sandbox sees a read-only file
@@ -94,152 +93,21 @@ func credPlan(t *testing.T, extra ...policy.ResolvedCredential) *credSandbox {
 		t.Fatal(provider.Rejected(loss))
 	}
 	c.plan = plan
-	for f, ph := range c.files {
-		if !slices.ContainsFunc(loss, func(l provider.Loss) bool {
-			return l.Severity == provider.SeverityInfo && l.Area == "credentials" && strings.Contains(l.Message, f)
-		}) {
-			t.Errorf("Map says nothing of the credential file %s: %v", f, loss)
-		}
-		for _, l := range loss {
-			if strings.Contains(l.Message, ph) {
-				t.Errorf("a loss holds the placeholder %s: %+v", ph, l)
-			}
-		}
-	}
+	providertest.CheckCredentialLoss(t, loss, c.files)
 	return c
 }
 
-// credProbe is what TestCredentialProbe reports of one file.
-type credProbe struct {
-	Data     string            `json:"data"`    // what it holds, after the attacks
-	Mode     uint32            `json:"mode"`    // its permission bits, after
-	Attacks  map[string]string `json:"attacks"` // attack -> its error ("" when it succeeded)
-	Unshared string            `json:"unshared"`
-}
-
-// TestCredentialProbe is the workload's side, run inside a sandbox: for
-// each path given, it tries to write, truncate, chmod, chown, remove,
-// rename over and away, unmount (plain, detached, lazily expired) and
-// mount over the file, then reports what it holds.
-func TestCredentialProbe(t *testing.T) {
-	if len(flag.Args()) == 0 || flag.Args()[0] != "credential" {
-		t.Skip("runs inside a sandbox (credProbeArgs)")
-	}
-	out := map[string]credProbe{}
-	for _, f := range flag.Args()[1:] {
-		p := credProbe{Attacks: map[string]string{}}
-		errOf := func(err error) string {
-			if err == nil {
-				return ""
-			}
-			return err.Error()
-		}
-		try := func(name string, err error) { p.Attacks[name] = errOf(err) }
-		fd, err := unix.Open(f, unix.O_WRONLY, 0)
-		if err == nil {
-			_, err = unix.Write(fd, []byte("x"))
-			unix.Close(fd)
-		}
-		try("write", err)
-		fd, err = unix.Open(f, unix.O_WRONLY|unix.O_TRUNC, 0)
-		if err == nil {
-			unix.Close(fd)
-		}
-		try("truncate", err)
-		try("chmod", unix.Chmod(f, 0o666))
-		try("chown", unix.Chown(f, os.Getuid(), os.Getgid()))
-		try("unlink", unix.Unlink(f))
-		sib := f + ".planted"
-		if err := os.WriteFile(sib, []byte("planted"), 0o644); err == nil {
-			try("rename over", unix.Rename(sib, f))
-			os.Remove(sib)
-		} else {
-			p.Attacks["rename over"] = "no sibling: " + err.Error() // nothing to rename: the directory is read-only
-		}
-		try("rename away", unix.Rename(f, f+".moved"))
-		try("umount", unix.Unmount(f, 0))
-		try("umount detach", unix.Unmount(f, unix.MNT_DETACH))
-		try("umount expire", unix.Unmount(f, unix.MNT_EXPIRE))
-		try("mount over", unix.Mount("/dev/null", f, "", unix.MS_BIND, ""))
-		b, err := os.ReadFile(f)
-		if err != nil {
-			p.Data = "read: " + err.Error()
-		} else {
-			p.Data = string(b)
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(f, &st); err == nil {
-			p.Mode = st.Mode & 0o7777
-		}
-		out[f] = p
-	}
-	b, _ := json.Marshal(out)
-	fmt.Printf("PROBE %s\n", b)
-}
-
-// credScript is what the workload's shell checks, after the probe: the
-// variable, /proc/self/environ, the state directory, and umount in a
-// user and mount namespace of the workload's own (unshare), where the
-// mount is locked to what it covers.
-func credScript(c *credSandbox, paths []string) string {
-	var b strings.Builder
-	b.WriteString(`echo "ENV: $OPENAI_API_KEY"` + "\n")
-	b.WriteString(`echo "ENVIRON: $(tr '\0' '\n' < /proc/self/environ | grep -c '` + c.value + `')"` + "\n")
-	b.WriteString(`echo "STATE: $(ls ` + StateBase() + ` 2>&1 | head -n1)"` + "\n")
-	for _, f := range paths {
-		b.WriteString(`echo "UNSHARE ` + f + `: $(unshare -Urm sh -c 'umount ` + f + ` 2>&1; echo rc=$?; umount -l ` + f + ` 2>&1; echo rc=$?' 2>&1 | tr '\n' ' ')"` + "\n")
-	}
-	return b.String()
-}
-
-// checkInside runs the probe and the script in sb and checks what they
-// saw.
-func checkInside(t *testing.T, sb provider.Sandbox, c *credSandbox) {
+// checkInside runs the credential probe in sb (one exec: a per-run
+// sandbox runs one) and checks what it saw; the state directory, dir
+// in it and StateBase must be out of its sight.
+func checkInside(t *testing.T, sb provider.Sandbox, c *credSandbox, dir string) {
 	t.Helper()
 	paths := slices.Sorted(maps.Keys(c.files))
-	// One exec (a per-run sandbox runs one): the probe, then the shell's.
-	probe := c.bin + " -test.run=^TestCredentialProbe$ credential " + strings.Join(paths, " ")
-	r := run(t, sb, "sh", "-c", probe+"\n"+credScript(c, paths)+catEach(paths...))
+	r := run(t, sb, providertest.CredentialProbeArgs(c.bin, paths, []string{StateBase(), dir, filepath.Join(dir, "credential-openai")})...)
 	if r.err != nil || r.st.Code != 0 {
-		t.Fatalf("inside: %+v %v %s", r.st, r.err, r.stderr)
+		t.Fatalf("the probe: %+v %v %s", r.st, r.err, r.stderr)
 	}
-	var got map[string]credProbe
-	probeOut(t, r, &got)
-	for _, f := range paths {
-		p := got[f]
-		if p.Data != c.files[f] {
-			t.Errorf("%s inside holds %q, want its placeholder %q", f, p.Data, c.files[f])
-		}
-		if p.Mode != 0o444 {
-			t.Errorf("%s inside has mode %o, want 444", f, p.Mode)
-		}
-		for a, err := range p.Attacks {
-			if err == "" {
-				t.Errorf("%s inside: %s succeeded", f, a)
-			}
-		}
-		t.Logf("%s: %v", f, p.Attacks)
-	}
-	l := lines(r)
-	if l["ENV"] != c.env {
-		t.Errorf("OPENAI_API_KEY inside is %q, want the placeholder %q", l["ENV"], c.env)
-	}
-	if l["ENVIRON"] != "0" {
-		t.Errorf("the real value is in /proc/self/environ inside (%s times)", l["ENVIRON"])
-	}
-	if !strings.Contains(l["STATE"], "No such file") {
-		t.Errorf("the state directory %s is visible inside: %q", StateBase(), l["STATE"])
-	}
-	for _, f := range paths {
-		if u := l["UNSHARE "+f]; strings.Contains(u, "rc=0") {
-			t.Errorf("umount of %s in a namespace of the workload's own succeeded: %s", f, u)
-		} else {
-			t.Logf("umount of %s after unshare: %s", f, u)
-		}
-		if l[f] != c.files[f] {
-			t.Errorf("after the attacks, %s inside holds %q, want %q", f, l[f], c.files[f])
-		}
-	}
+	providertest.CheckCredentialProbe(t, r.stdout, c.files, "OPENAI_API_KEY="+c.env, c.value)
 }
 
 // hostClean fails the test if the host has any of the credential files'
@@ -340,13 +208,13 @@ func testCredentialFiles(t *testing.T, persist bool) {
 		dir = runDir(t)
 	}
 	hostFiles(t, c, dir)
-	checkInside(t, sb, c)
+	checkInside(t, sb, c, dir)
 	if persist {
 		rec, err := New().Recover(ctx, c.plan, sb.(provider.Persistent).State())
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkInside(t, rec, c)
+		checkInside(t, rec, c, dir)
 	}
 	if err := end(); err != nil {
 		t.Fatal(err)

@@ -158,11 +158,7 @@ func runSpec(t *testing.T, ctx context.Context, sb provider.Sandbox, spec provid
 // 0755 directory, which plans grant read-only with grantProbe).
 func probeBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(providertest.PublicDir(t), "probe.test")
-	if err := copyFile("/proc/self/exe", bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return providertest.ProbeBinary(t, providertest.PublicDir(t))
 }
 
 func grantProbe(bin string) func(*policy.Policy) {

@@ -201,6 +201,21 @@ func PublicDir(t *testing.T) string {
 	return d
 }
 
+// ProbeBinary is a copy of the test binary in dir (a PublicDir, which
+// a policy grants read-only), which a workload of another uid can run.
+func ProbeBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "probe")
+	b, err := os.ReadFile("/proc/self/exe")
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		t.Fatalf("copy the test binary for the probe: %v", err)
+	}
+	return bin
+}
+
 // resolve is the default policy with network mode, the harness's
 // changes and the host's missing layers optional, resolved for a fresh
 // workdir and home. As root the workdir belongs to nobody, so that the
@@ -852,14 +867,7 @@ func (s *suite) inspectedPlan(t *testing.T, o *origin) *provider.Plan {
 	t.Helper()
 	dir := PublicDir(t)
 	if s.h.Probe {
-		o.probe = filepath.Join(dir, "probe")
-		b, err := os.ReadFile("/proc/self/exe")
-		if err == nil {
-			err = os.WriteFile(o.probe, b, 0o755)
-		}
-		if err != nil {
-			t.Fatalf("copy the test binary for the probe: %v", err)
-		}
+		o.probe = ProbeBinary(t, dir)
 	}
 	if slices.Contains(s.h.Tools, "java") {
 		o.java = filepath.Join(dir, "TrustProbe.java")
