@@ -16,6 +16,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -863,6 +864,73 @@ func TestCredentialReflectionHead(t *testing.T) {
 			for _, l := range labels {
 				if b, _ := os.ReadFile(filepath.Join(res.wd, l+".hdr")); leakIn(string(b), secret) != "" {
 					t.Logf("%s.hdr:\n%s", l, b)
+				}
+			}
+		}
+	})
+}
+
+// TestCredentialReflectionCodings: a bound origin that answers in a
+// content coding the proxy did not offer, or spells one it did in
+// another way (x-gzip, GZIP, gzip applied twice, deflate), with the value
+// inside: the sandbox receives it masked or not at all (a 502), never in
+// any form (runCred's check of what curl wrote).
+func TestCredentialReflectionCodings(t *testing.T) {
+	needTool(t, "curl")
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "api.allowed.test", "127.0.0.84", true)
+		secret := realValue("cv")
+		gz := func(b []byte) []byte {
+			var out bytes.Buffer
+			z := gzip.NewWriter(&out)
+			z.Write(b)
+			z.Close()
+			return out.Bytes()
+		}
+		codings := map[string]struct {
+			header string
+			encode func([]byte) []byte
+		}{
+			"xgzip":  {"x-gzip", gz},
+			"upper":  {"GZIP", gz},
+			"twice":  {"gzip, gzip", func(b []byte) []byte { return gz(gz(b)) }},
+			"spaced": {" gzip ", gz},
+			"deflate": {"deflate", func(b []byte) []byte {
+				var out bytes.Buffer
+				z := zlib.NewWriter(&out)
+				z.Write(b)
+				z.Close()
+				return out.Bytes()
+			}},
+		}
+		o.mux.HandleFunc("/coding/", func(w http.ResponseWriter, r *http.Request) {
+			c := codings[strings.TrimPrefix(r.URL.Path, "/coding/")]
+			w.Header().Set("Content-Encoding", c.header)
+			w.Write(c.encode([]byte("value " + bearer(r) + "\n")))
+		})
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: read-only"))
+		creds := fmt.Sprintf(`credentials:
+  - name: codings
+    source: {env: E2E_CODING_REAL}
+    expose: {env: TOKEN}
+    endpoints:
+      - {host: api.allowed.test, ports: [%d]}
+`, o.port)
+		var script strings.Builder
+		for name := range codings {
+			for _, proto := range []string{"http2", "http1.1"} {
+				l := name + "-" + proto
+				fmt.Fprintf(&script, `curl -sS -m 20 --%s --compressed -D %s.hdr -o %s.body -w '%%{http_code}' -H "Authorization: Bearer $TOKEN" %s > %s.code 2>%s.err; echo "%s: $(cat %s.code) $(cat %s.body)"`+"\n",
+					proto, l, l, o.url("/coding/"+name), l, l, l, l, l)
+			}
+		}
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_CODING_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
+		masked := "value " + strings.Repeat("*", len(secret))
+		for name := range codings {
+			for _, proto := range []string{"http2", "http1.1"} {
+				l := name + "-" + proto
+				if v, _ := lineValue(res.stdout, l); v != "200 "+masked && !strings.HasPrefix(v, "502") {
+					t.Errorf("%s: got %q, want %q or a 502", l, v, "200 "+masked)
 				}
 			}
 		}
