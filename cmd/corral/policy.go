@@ -136,6 +136,12 @@ func printPlan(plan *provider.Plan) {
 			fmt.Println("  " + line)
 		}
 	}
+	if len(r.Credentials) > 0 {
+		fmt.Println("\ncredentials:")
+		for _, line := range credentialLines(r.Credentials) {
+			fmt.Println("  " + line)
+		}
+	}
 	if d, ok := plan.Details.(provider.Summarizer); ok {
 		fmt.Println("\nplan:")
 		for _, line := range d.Summary() {
@@ -197,6 +203,63 @@ func egressLines(n policy.Network) []string {
 	}
 	if len(out) == 0 {
 		out = append(out, "nothing allowed")
+	}
+	return out
+}
+
+// credentialLines describes the credentials: per credential where its
+// value is read (the kind and the name or path, never the value), what the
+// sandbox sees, on_mismatch, and each endpoint with its places.
+func credentialLines(creds []policy.ResolvedCredential) []string {
+	var out []string
+	for _, c := range creds {
+		src := c.Source
+		from := "stored by corral gateway (given at create)"
+		switch {
+		case src.Env != "":
+			from = "read from the caller's variable " + src.Env
+		case src.File != "":
+			from = "read from the file " + c.SourceFile
+		case len(src.Command) > 0:
+			// The program, not its arguments: they may say more than they should.
+			from = fmt.Sprintf("the output of %s (%d arguments; timeout %s)", src.Command[0], len(src.Command)-1, src.Timeout)
+		}
+		var sees []string
+		if c.Expose.Env != "" {
+			sees = append(sees, "$"+c.Expose.Env)
+		}
+		if c.File != "" {
+			sees = append(sees, c.File)
+		}
+		mismatch := "refused (403)"
+		if c.OnMismatch == policy.MismatchForward {
+			mismatch = "sent on as it is"
+		}
+		out = append(out, c.Name+" ("+c.Field+")",
+			"  value:    "+from+" (never in the sandbox)",
+			"  sandbox:  a placeholder shaped "+c.Shape+" in "+strings.Join(sees, " and "),
+			"  on_mismatch "+string(c.OnMismatch)+": the placeholder anywhere but the places below is "+mismatch+" (in a body: sent on); a finding either way")
+		for _, e := range c.Endpoints {
+			var places []string
+			if e.Header != "" {
+				places = append(places, fmt.Sprintf("header %q", e.Header))
+			}
+			if e.Basic != "" {
+				places = append(places, "Basic auth "+e.Basic)
+			}
+			if e.Query != "" {
+				places = append(places, "query "+e.Query)
+			}
+			if e.Body != nil {
+				places = append(places, "bodies up to "+e.Body.Max.String())
+			}
+			path := e.Path
+			if path == "" || path == "/" {
+				path = "any path"
+			}
+			ports := strings.Trim(strings.ReplaceAll(fmt.Sprint(e.Ports), " ", ","), "[]")
+			out = append(out, fmt.Sprintf("  to %s:%s %s: %s", e.Host, ports, path, strings.Join(places, ", ")))
+		}
 	}
 	return out
 }

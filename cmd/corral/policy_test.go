@@ -146,3 +146,84 @@ func FuzzPolicyRefusesWhatProxyRefuses(f *testing.F) {
 			DenyRules: []policy.HTTPRule{{Method: addr, Path: host}}}}})
 	})
 }
+
+// `corral policy explain` shows each credential: where its value is read
+// (never the value), what the sandbox sees, on_mismatch and each
+// endpoint's places; the JSON form carries no value either.
+func TestExplainCredentials(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("EXPLAIN_KEY", "real-value-never-shown")
+	file := filepath.Join(dir, "p.yaml")
+	src := `version: 1
+network:
+  mode: proxy
+  allow: [{host: api.example.com, tls: inspect}]
+credentials:
+  - name: model
+    source: {env: EXPLAIN_KEY}
+    expose: {env: MODEL_KEY, file: /run/secrets/model}
+    shape: "sk-{random}"
+    endpoints: [{host: api.example.com, path: /v1/}]
+  - name: gh
+    source: {command: [gh, auth, token, --secret-arg]}
+    expose: {env: GH_TOKEN}
+    on_mismatch: forward
+    endpoints: [{host: api.example.com, basic: password, query: t, body: {max: 1M}}]
+`
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := loadPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := resolvePolicy(p, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(credentialLines(r.Credentials), "\n")
+	for _, want := range []string{
+		"model (credentials[0])",
+		"value:    read from the caller's variable EXPLAIN_KEY (never in the sandbox)",
+		"a placeholder shaped sk-{random} in $MODEL_KEY and /run/secrets/model",
+		"on_mismatch deny: the placeholder anywhere but the places below is refused (403)",
+		`to api.example.com:443 /v1/: header "Authorization: Bearer {}"`,
+		"value:    the output of gh (3 arguments; timeout 10s)",
+		"on_mismatch forward:",
+		"to api.example.com:443 any path: Basic auth password, query t, bodies up to 1M",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("explain lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "--secret-arg") {
+		t.Errorf("explain shows a command's arguments:\n%s", got)
+	}
+	// The command as run: text and JSON, when a provider can map the policy here.
+	for _, args := range [][]string{{"explain", "-C", dir, file}, {"explain", "-o", "json", "-C", dir, file}} {
+		out := filepath.Join(dir, "out")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout := os.Stdout
+		os.Stdout = f
+		cmd := newPolicyCmd()
+		cmd.SetArgs(args)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err = cmd.Execute()
+		os.Stdout = stdout
+		f.Close()
+		text, _ := os.ReadFile(out)
+		if len(text) == 0 {
+			t.Logf("%v: no plan here (%v)", args, err)
+			continue
+		}
+		if strings.Contains(string(text), "real-value-never-shown") {
+			t.Errorf("%v shows the value:\n%s", args, text)
+		}
+		if args[1] != "-o" && !strings.Contains(string(text), "\ncredentials:\n  model (credentials[0])") {
+			t.Errorf("%v has no credentials section:\n%s", args, text)
+		}
+	}
+}
