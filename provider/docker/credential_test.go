@@ -5,7 +5,6 @@ package docker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -31,10 +30,9 @@ import (
 // inside. TestCredentialUnprivileged runs them again as corral-test.
 
 // credPolicy resolves a policy that inspects egress, granting dir
-// read-only (the probe's), for a fresh workdir and home, with
-// credentials made as policy.Resolve makes them: the placeholder in
-// Env for one, each file's path absolute.
-func credPolicy(t *testing.T, dir string, adjust func(pol *policy.Policy, wd string), files map[string]string) (*policy.Resolved, string) {
+// read-only (the probe's), changed by adjust, for a fresh workdir and
+// home, in the caller's environment environ (PATH too).
+func credPolicy(t *testing.T, dir string, adjust func(pol *policy.Policy, wd string), environ ...string) (*policy.Resolved, string) {
 	t.Helper()
 	wd := providertest.PublicDir(t)
 	if os.Geteuid() == 0 {
@@ -49,14 +47,9 @@ func credPolicy(t *testing.T, dir string, adjust func(pol *policy.Policy, wd str
 	if adjust != nil {
 		adjust(pol, wd)
 	}
-	r, err := pol.Resolve(policy.Context{Home: providertest.PublicDir(t), Workdir: wd, Environ: []string{"PATH=" + policy.DefaultPATH}})
+	r, err := pol.Resolve(policy.Context{Home: providertest.PublicDir(t), Workdir: wd, Environ: append([]string{"PATH=" + policy.DefaultPATH}, environ...)})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for i, f := range slices.Sorted(maps.Keys(files)) {
-		name := fmt.Sprintf("c%d", i)
-		r.Credentials = append(r.Credentials, policy.ResolvedCredential{Credential: policy.Credential{Name: name, Expose: policy.CredentialExpose{File: f}},
-			Field: fmt.Sprintf("credentials[%d]", i), Placeholder: files[f], File: f})
 	}
 	return r, wd
 }
@@ -83,16 +76,20 @@ func testCredentialFiles(t *testing.T, persist bool) {
 	value := "real-value-" + id
 	t.Setenv("OPENAI_API_KEY", value) // the caller's; nothing may take it inside
 	top := "/run/corral-cred-" + id
-	files := map[string]string{
-		top + "/secrets/openai":  "corral-openai-" + id, // in the image's tree, absent there
-		"/tmp/cred-" + id + "/x": "corral-tmp-" + id,    // on the private /tmp
+	// In the image's tree, absent there; on the private /tmp; on the
+	// private home, and in the variable the value is read from.
+	r, wd := credPolicy(t, dir, func(pol *policy.Policy, _ string) {
+		for name, x := range map[string]policy.CredentialExpose{"openai": {File: top + "/secrets/openai"}, "tmp": {File: "/tmp/cred-" + id + "/x"},
+			"home": {File: "~/.config/gh/token", Env: "OPENAI_API_KEY"}} {
+			pol.Credentials = append(pol.Credentials, policy.Credential{Name: name, Source: policy.CredentialSource{Env: "OPENAI_API_KEY"},
+				Expose: x, Endpoints: []policy.CredentialEndpoint{{Host: "api.allowed.test"}}})
+		}
+	}, "OPENAI_API_KEY="+value)
+	home := filepath.Join(r.Home, ".config/gh/token")
+	files := map[string]string{} // path inside -> placeholder
+	for _, c := range r.Credentials {
+		files[c.File] = c.Placeholder
 	}
-	r, wd := credPolicy(t, dir, nil, files)
-	home := filepath.Join(r.Home, ".config/gh/token") // on the private home
-	files[home] = "corral-home-" + id
-	r.Credentials = append(r.Credentials, policy.ResolvedCredential{Credential: policy.Credential{Name: "home", Expose: policy.CredentialExpose{Env: "OPENAI_API_KEY", File: home}},
-		Field: "credentials[2]", Placeholder: files[home], File: home})
-	r.Env = provider.WithEnv(r.Env, []string{"OPENAI_API_KEY=" + files[home]})
 	plan, loss := p.Map(ctx, r)
 	if loss.HasErrors() {
 		t.Fatal(provider.Rejected(loss))
@@ -215,7 +212,7 @@ func TestCredentialRefused(t *testing.T) {
 					t.Fatal(err)
 				}
 				pol.Filesystem.Deny = append(pol.Filesystem.Deny, policy.PathRule{Path: filepath.Join(wd, "denied")})
-			}, nil)
+			})
 			file := strings.Replace(c.file, "WD", wd, 1)
 			r.Credentials = []policy.ResolvedCredential{{Credential: policy.Credential{Name: "bad", Expose: policy.CredentialExpose{File: file}},
 				Field: "credentials[3]", Placeholder: "corral-bad", File: file}}

@@ -45,13 +45,14 @@ type credSandbox struct {
 	home   string
 }
 
-// credPlan maps a policy that inspects egress, with three credentials
-// made as policy.Resolve makes them (placeholder in Env, File absolute):
-// one below /run, absent in the sandbox's tree, one in the private home,
-// one in /tmp, each in directories the sandbox lacks; plus extra, whose
-// placeholders the test does not check. The real value is put in this
-// process's environment, where nothing may take it from.
-func credPlan(t *testing.T, extra ...policy.ResolvedCredential) *credSandbox {
+// credPlan maps a policy that inspects egress with three credentials
+// exposed as files, as policy.Resolve makes them: one below /run, absent
+// in the sandbox's tree, one in the private home (~), one in /tmp, each
+// in directories the sandbox lacks; openai's also in OPENAI_API_KEY,
+// the variable its value is read from. The real value is in the
+// caller's environment (and this process's), where nothing may take it
+// from.
+func credPlan(t *testing.T) *credSandbox {
 	t.Helper()
 	wd, home := workdirs(t, 65534)
 	bin := probeBinary(t)
@@ -67,27 +68,23 @@ func credPlan(t *testing.T, extra ...policy.ResolvedCredential) *credSandbox {
 	}
 	inspecting(pol)
 	grantProbe(bin)(pol)
+	for _, f := range []struct{ name, file, env string }{
+		{"openai", c.top + "/secrets/openai", "OPENAI_API_KEY"},
+		{"github", "~/.config/gh/token", ""},
+		{"npm", "/tmp/cred-" + id + "/npm", ""},
+	} {
+		pol.Credentials = append(pol.Credentials, policy.Credential{Name: f.name, Source: policy.CredentialSource{Env: "OPENAI_API_KEY"},
+			Expose: policy.CredentialExpose{Env: f.env, File: f.file}, Endpoints: []policy.CredentialEndpoint{{Host: "api.allowed.test"}}})
+	}
 	r, err := pol.Resolve(policy.Context{Home: home, Workdir: wd, Environ: []string{"PATH=" + policy.DefaultPATH, "LANG=C", "OPENAI_API_KEY=" + c.value}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range []struct{ name, file, env string }{
-		{"openai", c.top + "/secrets/openai", "OPENAI_API_KEY"},
-		{"github", filepath.Join(home, ".config/gh/token"), ""},
-		{"npm", "/tmp/cred-" + id + "/npm", ""},
-	} {
-		ph := fmt.Sprintf("corral-%s-%s", f.name, id)
-		rc := policy.ResolvedCredential{Credential: policy.Credential{Name: f.name, Expose: policy.CredentialExpose{Env: f.env, File: f.file}},
-			Field: fmt.Sprintf("credentials[%d]", i), Placeholder: ph, File: f.file}
-		r.Credentials = append(r.Credentials, rc)
-		c.files[f.file] = ph
-		c.byName[f.name] = ph
-		if f.env != "" {
-			r.Env = provider.WithEnv(r.Env, []string{f.env + "=" + ph})
-			c.env = ph
-		}
+	for _, rc := range r.Credentials {
+		c.files[rc.File] = rc.Placeholder
+		c.byName[rc.Name] = rc.Placeholder
 	}
-	r.Credentials = append(r.Credentials, extra...)
+	c.env = c.byName["openai"]
 	plan, loss := New().Map(context.Background(), r)
 	if loss.HasErrors() {
 		t.Fatal(provider.Rejected(loss))
