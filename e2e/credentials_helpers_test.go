@@ -42,34 +42,41 @@ func realValue(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// valueForms are the encodings of v a leak could take: raw, base64 (both
-// alphabets, padded or not), percent-encoded (query and path) and
-// JSON-escaped (Go's encoder, with and without HTML escaping).
-func valueForms(v string) map[string]string {
-	forms := map[string]string{
-		"raw":        v,
-		"base64":     base64.StdEncoding.EncodeToString([]byte(v)),
-		"base64-raw": base64.RawStdEncoding.EncodeToString([]byte(v)),
-		"base64url":  base64.RawURLEncoding.EncodeToString([]byte(v)),
-		"percent":    url.QueryEscape(v),
-		"path":       url.PathEscape(v),
-	}
+// valueForms are the encodings of v a leak could take, raw first:
+// base64 (both alphabets, padded or not), percent-encoded (query and
+// path) and JSON-escaped (Go's encoder, with and without HTML escaping).
+// Forms equal to an earlier one are left out.
+func valueForms(v string) [][2]string {
 	j, _ := json.Marshal(v)
-	forms["json"] = string(j[1 : len(j)-1])
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
-	forms["json-nohtml"] = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(b.String()), `"`), `"`)
-	return forms
+	all := [][2]string{
+		{"raw", v},
+		{"base64", base64.StdEncoding.EncodeToString([]byte(v))},
+		{"base64-raw", base64.RawStdEncoding.EncodeToString([]byte(v))},
+		{"base64url", base64.RawURLEncoding.EncodeToString([]byte(v))},
+		{"percent", url.QueryEscape(v)},
+		{"path", url.PathEscape(v)},
+		{"json", string(j[1 : len(j)-1])},
+		{"json-nohtml", strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(b.String()), `"`), `"`)},
+	}
+	var out [][2]string
+	for _, f := range all {
+		if !slices.ContainsFunc(out, func(o [2]string) bool { return o[1] == f[1] }) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // leakIn returns the name of the first form of a secret in s ("" none).
 func leakIn(s string, secrets ...string) string {
 	for i, v := range secrets {
-		for name, f := range valueForms(v) {
-			if f != "" && strings.Contains(s, f) {
-				return fmt.Sprintf("secret %d (%s)", i, name)
+		for _, f := range valueForms(v) {
+			if f[1] != "" && strings.Contains(s, f[1]) {
+				return fmt.Sprintf("secret %d (%s)", i, f[0])
 			}
 		}
 	}
