@@ -317,7 +317,7 @@ func (p *Policy) validateCredentialEndpoint(ef string, e CredentialEndpoint) []*
 	}
 	if e.Path != "" {
 		if msg := checkBindingPath(e.Path); msg != "" {
-			add(ef+".path", msg, `write a canonical path prefix such as /v1/ (a prefix ends in "/"; other paths match whole), decoded, without query`)
+			add(ef+".path", msg, `write a path prefix such as /v1/ (whole segments: it matches /v1 and /v1/x, not /v10), decoded, without query or globs`)
 		}
 	}
 	if e.Header != "" || p.written(ef+".header") {

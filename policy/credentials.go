@@ -100,8 +100,9 @@ type CredentialEndpoint struct {
 	// inspected allow entry must admit on every port.
 	Host  string `json:"host" yaml:"host"`
 	Ports []int  `json:"ports,omitempty" yaml:"ports"` // default [443]
-	// Path is a prefix of the canonical path, "/" or one ending in "/"
-	// (segments match whole); empty means any path.
+	// Path is a prefix of the canonical path by whole segments ("/v1/"
+	// and "/v1" match /v1 and /v1/x, not /v10): decoded, without query
+	// or globs. Empty or "/" means any path.
 	Path string `json:"path,omitempty" yaml:"path"`
 	// Header is "Name: template", the template holding "{}" once: a
 	// request header of that name whose value is the template with the
