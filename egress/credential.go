@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/base64"
@@ -106,13 +107,80 @@ const (
 // valueForms are the byte strings the reflection guard masks for v:
 // as it is, its base64 cores, percent-encoded and JSON-escaped.
 func valueForms(v string) [][]byte {
-	out := [][]byte{[]byte(v)}
-	for _, set := range [][]string{base64Cores(v), percentForms(v), jsonForms(v)} {
+	var out [][]byte
+	for _, set := range [][]string{{v}, base64Cores(v), percentEncodings(v), jsonForms(v)} {
 		for _, f := range set {
-			out = append(out, []byte(f))
+			if !slices.ContainsFunc(out, func(b []byte) bool { return string(b) == f }) {
+				out = append(out, []byte(f))
+			}
 		}
 	}
 	return out
+}
+
+// ValueForms are the strings a credential's value v is recognised in
+// (as it is, base64, percent-encoded, JSON-escaped): what a log that must
+// never carry v redacts.
+func ValueForms(v string) []string {
+	var out []string
+	for _, b := range valueForms(v) {
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// percentSafe are the byte sets common encoders leave as they are
+// (RFC 3986 2.3's unreserved characters, plus): strict encoders (and
+// the inner encoding of a URL inside a URL), Python's quote ("/"), JS
+// encodeURIComponent ("!'()*") and encodeURI, Go's url.PathEscape.
+var percentSafe = []string{"", "/", "!'()*", "!'()*;,/?:@&=+$#", "$&+,/:;=@"}
+
+// percentEncodings are s percent-encoded as the usual encoders do it, with
+// upper- and lower-case hex (RFC 3986 2.1 allows both), Go's QueryEscape
+// ("+" for a space), and twice (a URL carried in a URL's query, as a
+// login redirect's next=).
+func percentEncodings(s string) []string {
+	var out []string
+	for _, safe := range percentSafe {
+		e := percentEncode(s, safe)
+		out = append(out, e, hexLower(e))
+	}
+	once := percentEncode(s, "")
+	out = append(out, url.QueryEscape(s), hexLower(url.QueryEscape(s)), percentEncode(once, ""), hexLower(percentEncode(once, "")))
+	return out
+}
+
+// percentEncode encodes every byte of s but the unreserved ones and
+// those in safe, with upper-case hex.
+func percentEncode(s, safe string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 || strings.IndexByte(safe, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// hexLower is s with its percent escapes' hex digits in lower case.
+func hexLower(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lower(b[i+1]), lower(b[i+2])
+		}
+	}
+	return string(b)
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // placeholderForms are the forms a placeholder is recognised in where it
@@ -240,6 +308,10 @@ type credRequest struct {
 	scan   []int // credentials whose values responses are masked for
 	used   []string
 	base   CredentialFinding // the request's destination, for findings
+	// sent are the states of scan's credentials when the request was
+	// decided: a value rotated or revoked before the response comes is
+	// still the one that went up, and the one masked.
+	sent []*secretState
 }
 
 func (q *credRequest) find(cred int, kind FindingKind, where, action string) {
@@ -278,10 +350,19 @@ func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest
 	for _, pl := range cs.places[key] {
 		if !slices.Contains(q.scan, pl.cred) {
 			q.scan = append(q.scan, pl.cred)
+			q.sent = append(q.sent, cs.creds[pl.cred].current())
 		}
 		if pl.b.pathOK(cpath) {
 			here = append(here, pl)
 		}
+	}
+	if len(r.Trailer) > 0 {
+		// They come after the body, when the request is already
+		// upstream: too late to find a placeholder in them and refuse.
+		f := q.base
+		f.Where = "request trailers are not relayed while the sandbox holds credentials: they come after the body, too late to check them for placeholders"
+		q.deny, q.status = &f, http.StatusBadRequest
+		return q
 	}
 	now := time.Now()
 	usable := func(cred int) *secretState {
@@ -336,11 +417,15 @@ func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest
 	if r.Body == nil || r.Body == http.NoBody {
 		return q
 	}
+	var bodies []place
 	for _, pl := range here {
 		if pl.b.BodyMax > 0 && usable(pl.cred) != nil {
-			q.substituteBody(r, pl, usable(pl.cred))
-			return q
+			bodies = append(bodies, pl)
 		}
+	}
+	if len(bodies) > 0 {
+		q.substituteBody(r, bodies, usable)
+		return q
 	}
 	r.Body = newScanReader(r.Body, &cs.detect, false, func(f *form) { q.mismatch(f.cred, "body"+how(f.how), true) })
 	return q
@@ -427,33 +512,42 @@ func (q *credRequest) substituteQuery(rq string, here []place, usable func(int) 
 	return strings.Join(pairs, "&")
 }
 
-// substituteBody reads r's body (at most the binding's BodyMax bytes, else
-// a 413 denial) and replaces every occurrence of the placeholder by the
-// value; the other placeholders in it are data (forwarded, recorded).
-func (q *credRequest) substituteBody(r *http.Request, pl place, st *secretState) {
-	c := q.cs.creds[pl.cred]
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		q.find(pl.cred, FindingMismatch, "body (Content-Encoding "+clip(ce)+")", "denied")
-		q.status = http.StatusUnsupportedMediaType
-		return
+// substituteBody reads r's body (at most the smallest BodyMax of the
+// places, else a 413 denial) and replaces every occurrence of each
+// place's placeholder by its value; what placeholders are left in it are
+// data (forwarded, recorded).
+func (q *credRequest) substituteBody(r *http.Request, places []place, usable func(int) *secretState) {
+	limit := places[0].b.BodyMax
+	for _, pl := range places {
+		limit = min(limit, pl.b.BodyMax)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, pl.b.BodyMax+1))
-	if err != nil || int64(len(b)) > pl.b.BodyMax {
+	deny := func(status int, where string) {
 		f := q.base
-		f.Time, f.Kind, f.Credential, f.Where, f.Action = time.Now(), FindingMismatch, c.Name, "body larger than "+strconv.FormatInt(pl.b.BodyMax, 10)+" bytes", "denied"
-		if err != nil {
-			f.Where = "body (" + err.Error() + ")"
-		}
-		q.deny, q.status = &f, http.StatusRequestEntityTooLarge
+		f.Time, f.Kind, f.Credential, f.Where, f.Action = time.Now(), FindingMismatch, q.cs.creds[places[0].cred].Name, where, "denied"
+		q.deny, q.status = &f, status
 		q.cs.report(f)
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		deny(http.StatusUnsupportedMediaType, "body (Content-Encoding "+clip(ce)+", which the proxy does not decode)")
 		return
 	}
-	if n := bytes.Count(b, []byte(c.Placeholder)); n > 0 {
-		b = bytes.ReplaceAll(b, []byte(c.Placeholder), st.value)
-		q.use(pl.cred)
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	switch {
+	case err != nil:
+		deny(http.StatusBadRequest, "body ("+err.Error()+")")
+		return
+	case int64(len(b)) > limit:
+		deny(http.StatusRequestEntityTooLarge, "body larger than "+strconv.FormatInt(limit, 10)+" bytes")
+		return
+	}
+	for _, pl := range places {
+		if ph := []byte(q.cs.creds[pl.cred].Placeholder); bytes.Contains(b, ph) {
+			b = bytes.ReplaceAll(b, ph, usable(pl.cred).value)
+			q.use(pl.cred)
+		}
 	}
 	for i := range q.cs.detect.forms {
-		if f := &q.cs.detect.forms[i]; f.cred != pl.cred && bytes.Contains(b, f.b) {
+		if f := &q.cs.detect.forms[i]; bytes.Contains(b, f.b) {
 			q.mismatch(f.cred, "body"+how(f.how), true)
 		}
 	}
@@ -510,18 +604,39 @@ func (cs *credSet) findIn(s string, auth bool) []hit {
 	return out
 }
 
-// reflectPatterns are the forms of the current values of the credentials
-// in creds.
-func (cs *credSet) reflectPatterns(creds []int) *patterns {
+// reflectPatterns are the forms of the values of q's bound credentials:
+// those sent and those in force now.
+func (q *credRequest) reflectPatterns() *patterns {
 	ps := &patterns{}
-	for _, i := range creds {
-		if st := cs.creds[i].current(); st != nil {
-			for _, b := range st.reflects {
-				ps.add(form{b: b, cred: i, how: reflectHow(st, b)})
+	for k, i := range q.scan {
+		for _, st := range []*secretState{q.sent[k], q.cs.creds[i].current()} {
+			if st != nil {
+				for _, b := range st.reflects {
+					ps.add(form{b: b, cred: i, how: reflectHow(st, b)})
+				}
 			}
 		}
 	}
 	return ps
+}
+
+// maskHeader masks q's values in h ("where" names it in findings).
+func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
+	for name, vals := range h {
+		for i, v := range vals {
+			b := []byte(v)
+			ps.mask(b, func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+" "+name+how(f.how), "masked") })
+			vals[i] = string(b)
+		}
+	}
+}
+
+// scrub is s with q's values masked (an upstream error quoting the
+// request line, for the sandbox and the record).
+func (q *credRequest) scrub(s string) string {
+	b := []byte(s)
+	q.reflectPatterns().mask(b, nil)
+	return string(b)
 }
 
 func reflectHow(st *secretState, b []byte) string {
@@ -560,8 +675,10 @@ func (cs *credSet) plainRequest(r *request, t target, path string, d *Decision) 
 // reason is a denial's text for the sandbox and the record (never the
 // value or the placeholder).
 func (f *CredentialFinding) reason() string {
-	switch f.Kind {
-	case FindingRevoked:
+	switch {
+	case f.Credential == "": // a refusal of no credential's
+		return f.Where
+	case f.Kind == FindingRevoked:
 		return "the placeholder of credential " + f.Credential + " is in " + f.Where + ", and the credential is revoked or expired"
 	}
 	if strings.HasPrefix(f.Where, "body") {
@@ -601,6 +718,7 @@ func (cs *credSet) hint(name string) string {
 func (q *credRequest) guardRequest(out *http.Request) {
 	out.Header.Del("Range")
 	out.Header.Del("If-Range")
+	out.Header.Del("Sec-WebSocket-Extensions") // permessage-deflate: frames the guard could not read
 	if ae := out.Header.Values("Accept-Encoding"); len(ae) > 0 {
 		var keep []string
 		for _, v := range ae {
@@ -612,10 +730,9 @@ func (q *credRequest) guardRequest(out *http.Request) {
 				}
 			}
 		}
-		out.Header.Del("Accept-Encoding")
-		if len(keep) > 0 {
-			out.Header.Set("Accept-Encoding", strings.Join(keep, ", "))
-		}
+		// None left: identity, since no Accept-Encoding at all would
+		// mean any coding (RFC 9110 12.5.3).
+		out.Header.Set("Accept-Encoding", cmp.Or(strings.Join(keep, ", "), "identity"))
 	}
 }
 
@@ -625,28 +742,38 @@ func (q *credRequest) guardRequest(out *http.Request) {
 // coding is refused (the error becomes a 502). The bytes after a 101
 // (a WebSocket's frames) are not read.
 func (q *credRequest) guardResponse(res *http.Response) error {
-	ps := q.cs.reflectPatterns(q.scan)
+	ps := q.reflectPatterns()
 	if len(ps.forms) == 0 {
 		return nil
 	}
-	hit := func(where string) func(int) {
-		return func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+how(f.how), "masked") }
-	}
-	maskHeader := func(h http.Header, where string) {
-		for name, vals := range h {
-			for i, v := range vals {
-				b := []byte(v)
-				ps.mask(b, hit(where+" "+name))
-				vals[i] = string(b)
-			}
+	q.maskHeader(ps, res.Header, "response header")
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// A WebSocket's frames from the server, scanned as a body
+		// (their framing kept: masks are the same length).
+		if rwc, ok := res.Body.(io.ReadWriteCloser); ok {
+			sr := newScanReader(rwc, ps, true, func(f *form) { q.find(f.cred, FindingReflection, "websocket"+how(f.how), "masked") })
+			res.Body = struct {
+				io.Reader
+				io.Writer
+				io.Closer
+			}{sr, rwc, rwc}
 		}
+		return nil
 	}
-	maskHeader(res.Header, "response header")
-	if res.StatusCode == http.StatusSwitchingProtocols || res.Body == nil || res.Body == http.NoBody {
+	if res.Body == nil || res.Body == http.NoBody {
 		return nil
 	}
 	body := res.Body
-	switch ce := strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))); ce {
+	var codings []string // the codings the response names, identity aside
+	for _, v := range res.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	ce := strings.Join(codings, ", ")
+	switch ce {
 	case "", "identity":
 	case "gzip", "x-gzip", "deflate":
 		dec, err := decoder(ce, body)
@@ -662,7 +789,7 @@ func (q *credRequest) guardResponse(res *http.Response) error {
 		return fmt.Errorf("the response from %s, bound to a credential, is in content coding %q, which the reflection guard cannot read", q.key, clip(ce))
 	}
 	sr := newScanReader(body, ps, true, func(f *form) { q.find(f.cred, FindingReflection, "response body"+how(f.how), "masked") })
-	sr.onEOF = func() { maskHeader(res.Trailer, "response trailer") }
+	sr.onEOF = func() { q.maskHeader(ps, res.Trailer, "response trailer") }
 	res.Body = sr
 	return nil
 }

@@ -246,6 +246,10 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), decisionKey{}, d)
 	if cq != nil && len(cq.scan) > 0 {
 		ctx = context.WithValue(ctx, credKey{}, cq)
+		// ReverseProxy relays 1xx heads (103 Early Hints) straight to
+		// the client, before ModifyResponse: they are masked here.
+		ps := cq.reflectPatterns()
+		cw.informational = func(h http.Header) { cq.maskHeader(ps, h, "response header (1xx)") }
 	}
 	// The address this request went to, on the handler's goroutine
 	// (a reused upstream connection is dialled by no one).
@@ -315,6 +319,9 @@ func (in *inspector) upstreamError(w http.ResponseWriter, r *http.Request, err e
 		return
 	}
 	d.Reason, d.Status = "upstream: "+err.Error(), http.StatusBadGateway
+	if cq, ok := r.Context().Value(credKey{}).(*credRequest); ok {
+		d.Reason = cq.scrub(d.Reason) // the error may quote a request line with a substituted query
+	}
 	writeDenial(w, d)
 }
 
@@ -560,11 +567,15 @@ func (c *prefixConn) Close() error {
 // reach the server's writer.
 type countWriter struct {
 	http.ResponseWriter
-	status int
-	n      int64
+	status        int
+	n             int64
+	informational func(http.Header) // masks a 1xx head before it goes
 }
 
 func (w *countWriter) WriteHeader(code int) {
+	if code < 200 && w.informational != nil {
+		w.informational(w.Header())
+	}
 	if w.status == 0 || w.status < 200 {
 		w.status = code
 	}

@@ -54,7 +54,8 @@ type credentials struct {
 }
 
 // loadCredentials reads the value of each of r's credentials from its
-// source (environ for env, secrets for stored), refusing, with an error
+// source (environ for env, secrets for stored) and returns the forms of
+// the values the audit log must redact, refusing, with an error
 // naming the credential, one that is missing, empty, too long, not one
 // line, or shorter than minCredentialBytes, and every credential of a
 // policy the workload could rewrite (its file inside a read-write grant:
@@ -88,7 +89,7 @@ func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, 
 		}
 		c.SetValue(v, time.Time{})
 		cs.list = append(cs.list, c)
-		values = append(values, v)
+		values = append(values, egress.ValueForms(v)...)
 	}
 	return cs, values, nil
 }
@@ -259,7 +260,7 @@ func (s *Session) SetCredential(name, value string, expires time.Time) error {
 	if err := checkValue(value); err != nil {
 		return provider.Errorf(provider.CodePolicyRejected, "credential %s: %v", name, err)
 	}
-	s.cfg.Log.Redact(value)
+	s.cfg.Log.Redact(egress.ValueForms(value)...)
 	s.creds.mu.Lock()
 	defer s.creds.mu.Unlock()
 	c.SetValue(value, expires)
