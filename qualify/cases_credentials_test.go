@@ -82,10 +82,10 @@ func TestCredentialCasesCatchTheHole(t *testing.T) {
 		hook *bool
 		want []string
 	}{
-		{"P30", &credMisbound, []string{"07 api.b.test: Authorization: Bearer: status 200, want 403", "09 api.b.test: query ?key=: status 200, want 403",
+		{"P30", &credMisbound, []string{"api.b.test: Authorization: Bearer: status 200, want 403", "api.b.test: query ?key=: status 200, want 403",
 			"a credential's real value reached the origin outside its bound place", "(header Authorization)", "(URL)", "(body)"}},
-		{"P31", &reflectOff, []string{"03 body (h1): the sandbox received the value of p31", "05 chunks (h1): the sandbox received the value of p31",
-			"07 b64 (h1): the sandbox received the value of p31, base64", "no Detection Finding naming the credential p31"}},
+		{"P31", &reflectOff, []string{"body (h1): the sandbox received the value of p31", "chunks (h1): the sandbox received the value of p31",
+			"b64 (h1): the sandbox received the value of p31, base64", "no Detection Finding naming the credential p31"}},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			*tc.hook = true
