@@ -98,6 +98,7 @@ func Handler(srv *Server, token string) http.Handler {
 	limit := connect.WithReadMaxBytes(MaxMessage)
 	mux.Handle(gatewayv1connect.NewSandboxServiceHandler(srv, limit))
 	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv, limit))
+	mux.Handle(gatewayv1connect.NewCredentialServiceHandler(srv, limit))
 	errs := connect.NewErrorWriter()
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
 		if errs.IsSupported(r) { // the client's protocol carries the reason
@@ -180,7 +181,8 @@ func peerUID(c *net.UnixConn) (int, bool) {
 // Clients are the API's clients on one connection pool.
 type Clients struct {
 	gatewayv1connect.SandboxServiceClient
-	Policies gatewayv1connect.PolicyServiceClient
+	Policies    gatewayv1connect.PolicyServiceClient
+	Credentials gatewayv1connect.CredentialServiceClient
 }
 
 // Client connects to a gateway at addr ("unix:PATH", "http://IP:PORT" or
@@ -230,7 +232,8 @@ func Client(addr, token, caFile string) (*Clients, error) {
 		opts = append(opts, connect.WithInterceptors(bearer(token)))
 	}
 	hc := &http.Client{Transport: tr}
-	return &Clients{gatewayv1connect.NewSandboxServiceClient(hc, base, opts...), gatewayv1connect.NewPolicyServiceClient(hc, base, opts...)}, nil
+	return &Clients{gatewayv1connect.NewSandboxServiceClient(hc, base, opts...), gatewayv1connect.NewPolicyServiceClient(hc, base, opts...),
+		gatewayv1connect.NewCredentialServiceClient(hc, base, opts...)}, nil
 }
 
 // bearer adds the token to every request, unary and streaming.

@@ -74,7 +74,17 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if err != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
 	}
-	res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, rec.Image, rec.Workdir)
+	have, err := s.cfg.Store.Credentials(m.Id)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, rec.Image, rec.Workdir, placeholders(have))
+	if err != nil {
+		return nil, err
+	}
+	// The values of stored credentials the new policy adds, checked
+	// before anything changes; a live change has the same credentials.
+	creds, err := credentialRows(res, m.Credentials, have)
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +94,9 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	}
 	if rec.Image != "" && (old.Docker == nil || old.Docker.Image == "") {
 		old.Docker = &policy.Docker{Image: rec.Image} // as mapPolicy did for both
+	}
+	if len(m.Credentials) > 0 && (!m.Recreate || res.Hash == rec.PolicyHash || onlyEgressRules(old, res.Policy)) {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("credential values go with a policy that adds stored credentials, applied with --recreate; a credential the sandbox has changes with corral sandbox credential set"))
 	}
 	if res.Hash == rec.PolicyHash { // the same policy: nothing to apply, no new revision
 		revs, err := s.cfg.Store.Revisions(m.Id)
@@ -129,11 +142,16 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	if err != nil {
 		return nil, storeErr(m.Id, err)
 	}
+	// The new credentials' placeholders are stored before the sandbox that
+	// shows them is made, so a restart finds them whatever happens next.
+	if err := s.cfg.Store.PutCredentials(m.Id, creds); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
 	work := context.WithoutCancel(ctx)
 	if err := s.release(work, m.Id, p); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	sb, err := s.bringUp(work, m.Id, p, plan)
+	sb, err := s.bringUp(work, m.Id, p, plan, creds)
 	if err != nil {
 		s.event(m.Id, "error", "recreate: %v", err)
 		_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "recreate: "+err.Error() })
@@ -150,6 +168,9 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 	s.mu.Lock()
 	s.live[m.Id] = sb
 	s.mu.Unlock()
+	if err := s.cfg.Store.KeepCredentials(m.Id, credentialNames(res)); err != nil { // those the new policy dropped
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
 	s.event(m.Id, "policy", "revision %d applied by recreating the sandbox", rev)
 	return s.policyResponse(rec, rev)
 }

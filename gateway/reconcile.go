@@ -74,14 +74,20 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		// its own; one that no longer maps (an image gone) still gives the
 		// session its rules, network and trees, the provider's saved plan
 		// being what the sandbox enforces.
+		creds, err := s.cfg.Store.Credentials(r.ID)
+		if err != nil {
+			return err
+		}
 		var plan *provider.Plan
-		if _, mapped, _, err := s.mapPolicy(ctx, p, r.PolicyYAML, r.Image, r.Workdir); err == nil {
+		if _, mapped, _, err := s.mapPolicy(ctx, p, r.PolicyYAML, r.Image, r.Workdir, placeholders(creds)); err == nil {
 			plan = mapped
-		} else if res, err := s.resolvePolicy(r.PolicyYAML, r.Image, r.Workdir); err == nil {
+		} else if res, err := s.resolvePolicy(r.PolicyYAML, r.Image, r.Workdir, placeholders(creds)); err == nil {
 			plan = &provider.Plan{Provider: p.Name(), Policy: res}
 		}
-		h, err := s.recover(ctx, r, p, plan)
-		if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
+		h, err := s.recover(ctx, r, p, plan, creds)
+		// A policy the session refuses now (a credential's source that
+		// fails) is no guess: the sandbox cannot be served, as one gone.
+		if code := provider.CodeOf(err); err != nil && code != provider.CodeNotFound && code != provider.CodePolicyRejected {
 			return err // the provider could not say: destroy nothing on a guess
 		}
 		if err == nil {

@@ -143,6 +143,9 @@ type gate struct {
 	rw    sync.RWMutex
 	mu    sync.Mutex
 	execs map[*context.CancelFunc]struct{}
+	// creds serialises credential changes, which share rw as execs do
+	// (a rotation ends no command).
+	creds sync.Mutex
 }
 
 // gate returns the sandbox's gate.
@@ -259,6 +262,10 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	if err != nil {
 		return nil, err
 	}
+	creds, err := credentialRows(res, m.Credentials, nil)
+	if err != nil {
+		return nil, err
+	}
 	name := p.Name()
 	id := provider.NewID()
 	lossJSON, _ := json.Marshal(loss)
@@ -270,7 +277,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 		image = "" // a record's image is docker's (docker.image); others run the host's files
 	}
 	rec, err := s.cfg.Store.Insert(store.Sandbox{ID: id, Provider: name, Phase: store.PhaseProvisioning, Desired: "running",
-		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON), Name: m.Name})
+		PolicyYAML: m.PolicyYaml, PolicyHash: res.Hash, Image: image, Workdir: res.Workdir, Losses: string(lossJSON), Name: m.Name}, creds...)
 	if errors.Is(err, store.ErrNameTaken) {
 		return nil, connect.NewError(connect.CodeAlreadyExists, err)
 	}
@@ -285,7 +292,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	fault("create-after-intent")
 	// The work goes on even if the caller goes away: the record says what
 	// is under way, and the caller can Get it.
-	h, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan)
+	h, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan, creds)
 	if err != nil {
 		s.event(id, "error", "%v", err)
 		rec, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, err.Error() })
@@ -317,12 +324,12 @@ func (s *Server) choose(ctx context.Context, m *gw.CreateSandboxRequest) (Provid
 		if err != nil {
 			return nil, nil, nil, nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
-		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
+		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir, nil)
 		return p, res, plan, loss, err
 	}
 	var refused []string
 	for _, p := range s.cfg.Providers {
-		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir)
+		res, plan, loss, err := s.mapPolicy(ctx, p, m.PolicyYaml, m.Image, m.Workdir, nil)
 		if connect.CodeOf(err) == connect.CodeFailedPrecondition {
 			refused = append(refused, p.Name()+": "+err.Error())
 			continue
@@ -337,11 +344,12 @@ func (s *Server) choose(ctx context.Context, m *gw.CreateSandboxRequest) (Provid
 }
 
 // mapPolicy parses, resolves and maps a policy for a sandbox; image, when
-// set, is the docker.image to use if the policy names none. Errors are
+// set, is the docker.image to use if the policy names none; keep are the
+// credential placeholders the sandbox has (nil for a new one). Errors are
 // connect errors: InvalidArgument for a bad policy, FailedPrecondition for
 // one the provider cannot enforce (the loss report's errors).
-func (s *Server) mapPolicy(ctx context.Context, p Provider, yaml, image, workdir string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
-	res, err := s.resolvePolicy(yaml, image, workdir)
+func (s *Server) mapPolicy(ctx context.Context, p Provider, yaml, image, workdir string, keep map[string]string) (*policy.Resolved, *provider.Plan, provider.LossReport, error) {
+	res, err := s.resolvePolicy(yaml, image, workdir, keep)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -358,7 +366,7 @@ func (s *Server) mapPolicy(ctx context.Context, p Provider, yaml, image, workdir
 }
 
 // resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).
-func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, error) {
+func (s *Server) resolvePolicy(yaml, image, workdir string, keep map[string]string) (*policy.Resolved, error) {
 	pol := policy.Default()
 	if yaml != "" {
 		var err error
@@ -372,8 +380,12 @@ func (s *Server) resolvePolicy(yaml, image, workdir string) (*policy.Resolved, e
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
 	}
-	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}})
+	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		Placeholders: keep})
 	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if err := checkSources(res); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return res, nil
@@ -388,7 +400,7 @@ func (s *Server) checkPlanted(h *held, rec *store.Sandbox, send func(*gw.ExecSan
 	for _, f := range h.sess.CheckPlanted(io.Discard, false) {
 		lines = append(lines, "planted for later: "+f.String())
 	}
-	if _, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir); err != nil {
+	if _, err := s.resolvePolicy(rec.PolicyYAML, rec.Image, rec.Workdir, nil); err != nil {
 		lines = append(lines, "the sandbox's policy no longer resolves, so its next start will be refused: "+err.Error())
 	}
 	for _, l := range lines {
@@ -398,9 +410,9 @@ func (s *Server) checkPlanted(h *held, rec *store.Sandbox, send func(*gw.ExecSan
 }
 
 // bringUp provisions and starts plan's sandbox as a persistent session,
-// with its audit log, and serves its egress; on failure nothing of it is
-// left.
-func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provider.Plan) (*held, error) {
+// with its audit log and credentials (creds, as stored), and serves its
+// egress; on failure nothing of it is left.
+func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provider.Plan, creds []store.Credential) (*held, error) {
 	log, err := s.openAudit(id)
 	if err != nil {
 		return nil, err
@@ -410,23 +422,30 @@ func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provi
 		slots <- struct{}{}
 		defer func() { <-slots }()
 	}
-	sess, err := session.Open(ctx, s.sessionConfig(p, id, plan, log, step))
+	sess, err := session.Open(ctx, s.sessionConfig(p, id, plan, log, step, creds))
 	if err != nil {
 		_ = log.Close()
 		return nil, err
 	}
 	h, err := hold(p, sess, log)
+	if err == nil {
+		err = applyCredentials(sess, creds)
+	}
 	if err != nil {
 		_ = sess.Close()
 		_ = log.Close()
+		return nil, err
 	}
-	return h, err
+	return h, nil
 }
 
-// sessionConfig is the session of gateway sandbox id.
-func (s *Server) sessionConfig(p Provider, id string, plan *provider.Plan, log *audit.Log, step func(string)) session.Config {
+// sessionConfig is the session of gateway sandbox id, with the values of
+// its stored credentials. No credential reads the gateway's environment
+// (checkSources refuses env sources): its Environ is empty.
+func (s *Server) sessionConfig(p Provider, id string, plan *provider.Plan, log *audit.Log, step func(string), creds []store.Credential) session.Config {
 	return session.Config{Provider: p, Plan: plan, Log: log, Version: s.cfg.Version, Step: step,
-		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance}}
+		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance},
+		Environ: []string{}, Secrets: secrets(plan.Policy, creds)}
 }
 
 // removeLogs removes a deleted sandbox's output and audit logs (a
@@ -891,7 +910,11 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if err != nil {
 		return nil, err
 	}
-	_, plan, loss, err := s.mapPolicy(ctx, p, rec.PolicyYAML, rec.Image, rec.Workdir)
+	creds, err := s.cfg.Store.Credentials(id)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	_, plan, loss, err := s.mapPolicy(ctx, p, rec.PolicyYAML, rec.Image, rec.Workdir, placeholders(creds))
 	if err != nil {
 		return nil, err // the host changed since (a grant gone): the record stays stopped
 	}
@@ -901,7 +924,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	if err != nil {
 		return nil, storeErr(id, err)
 	}
-	sb, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan)
+	sb, err := s.bringUp(context.WithoutCancel(ctx), id, p, plan, creds)
 	if err != nil {
 		s.event(id, "error", "start: %v", err)
 		_, _ = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "start: "+err.Error() })
@@ -1028,8 +1051,8 @@ func (s *Server) providerOf(rec store.Sandbox) (Provider, error) {
 }
 
 // recover reattaches to the persistent sandbox of record r (plan may be
-// nil) with its audit log.
-func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan *provider.Plan) (*held, error) {
+// nil) with its audit log and its stored credentials (creds).
+func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan *provider.Plan, creds []store.Credential) (*held, error) {
 	if plan == nil { // the session needs the policy (egress rules, trees to scan)
 		return nil, provider.Errorf(provider.CodeNotFound, "its policy no longer resolves (a link planted in a granted tree?), so its egress rules and trees cannot be served")
 	}
@@ -1037,17 +1060,21 @@ func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan 
 	if err != nil {
 		return nil, err
 	}
-	sess, err := session.Recover(ctx, s.sessionConfig(p, r.ID, plan, log, nil), []byte(r.ProviderState))
+	sess, err := session.Recover(ctx, s.sessionConfig(p, r.ID, plan, log, nil, creds), []byte(r.ProviderState))
 	if err != nil {
 		_ = log.Close()
 		return nil, err
 	}
 	h, err := hold(p, sess, log)
+	if err == nil {
+		err = applyCredentials(sess, creds)
+	}
 	if err != nil {
 		sess.Detach() // left as it is: nothing is destroyed on a guess
 		_ = log.Close()
+		return nil, err
 	}
-	return h, err
+	return h, nil
 }
 
 // Close releases what this process holds without stopping any sandbox

@@ -4,9 +4,12 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -86,6 +89,7 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	if err := rec.Start.Validate(); err != nil {
 		return nil, err
 	}
+	ho := credentialSetup(ctx, rec)
 	rec.Desired, rec.LastStart = "running", time.Now().UTC()
 	if err := rec.Save(); err != nil {
 		return nil, err
@@ -96,11 +100,19 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	sup, r, err := detached.Start(o.Exe, []string{SupervisorArg, p.Dir}, detached.Env(Environ[0]), logf, nil)
-	logf.Close()
+	hr, hw, err := os.Pipe()
 	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	sup, r, err := detached.Start(o.Exe, []string{SupervisorArg, p.Dir}, ho.strip(detached.Env(Environ[0])), logf, hr)
+	logf.Close()
+	hr.Close()
+	if err != nil {
+		hw.Close()
 		return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: "supervisor: " + err.Error()}
 	}
+	go writeHandoff(hw, ho)
 	defer r.Close()
 	fault("start-after-supervisor")
 
@@ -177,6 +189,69 @@ func Start(ctx context.Context, name string, spec *StartSpec, o StartOptions) (*
 			return interrupted(sig)
 		}
 	}
+}
+
+// handoff is what the launcher gives the supervisor on its stdin, a pipe:
+// never in its argv, its environment (/proc/PID/environ), the record,
+// the status or a log.
+type handoff struct {
+	// Environ are the launcher's variables the policy's credentials
+	// read (source env), "NAME=value".
+	Environ []string `json:"environ"`
+}
+
+// maxHandoff bounds what the supervisor reads of its stdin.
+const maxHandoff = 4 << 20
+
+// credentialSetup prepares rec's credentials for a start: the
+// placeholders of credentials new to the record are drawn and kept in it
+// (saved with it), and the handoff holds the variables that env sources
+// name, from this process's environment. A policy that does not resolve
+// now gets neither: the supervisor refuses it with the reason.
+func credentialSetup(ctx context.Context, rec *Record) handoff {
+	h := handoff{Environ: []string{}}
+	plan, _, err := Plan(ctx, rec, rec.Start)
+	if err != nil {
+		return h
+	}
+	for _, c := range plan.Policy.Credentials {
+		if rec.Placeholders == nil {
+			rec.Placeholders = map[string]string{}
+		}
+		rec.Placeholders[c.Name] = c.Placeholder // Plan kept the recorded ones
+		if v, ok := os.LookupEnv(c.Source.Env); ok && c.Source.Env != "" {
+			h.Environ = append(h.Environ, c.Source.Env+"="+v)
+		}
+	}
+	return h
+}
+
+// strip removes from env the variables h carries (a CORRAL_* one that
+// detached.Env would pass): their values go by the pipe alone.
+func (h handoff) strip(env []string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.ContainsFunc(h.Environ, func(c string) bool { return strings.HasPrefix(c, name+"=") })
+	})
+}
+
+func writeHandoff(w *os.File, h handoff) {
+	defer w.Close()
+	_ = json.NewEncoder(w).Encode(h)
+}
+
+// ReadHandoff reads the launcher's handoff from the supervisor's stdin
+// and returns the environment its credentials' env sources read (empty,
+// never nil, when stdin is not the launcher's pipe).
+func ReadHandoff(stdin *os.File) []string {
+	if fi, err := stdin.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return []string{}
+	}
+	var h handoff
+	if err := json.NewDecoder(io.LimitReader(stdin, maxHandoff)).Decode(&h); err != nil || h.Environ == nil {
+		return []string{}
+	}
+	return h.Environ
 }
 
 func readLaunch(r *os.File, timeout time.Duration) (launchMsg, error) {

@@ -43,7 +43,7 @@ func Plan(ctx context.Context, rec *Record, st *StartSpec) (*provider.Plan, *pol
 	if rec.Owner != nil {
 		environ = os.Environ() // a one-shot run passes its caller's, as corral run does
 	}
-	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: environ, WritableHome: true})
+	res, err := pol.Resolve(policy.Context{Home: rec.Home, Workdir: workdir, Environ: environ, WritableHome: true, Placeholders: rec.Placeholders})
 	if err != nil {
 		return nil, pol, err
 	}

@@ -100,6 +100,11 @@ type Record struct {
 	// exported: deprovision wants an export after the last start.
 	LastStart time.Time `json:"last_start,omitzero"`
 	Exported  time.Time `json:"exported,omitzero"`
+	// Placeholders are the placeholders of the policy's credentials, by
+	// name, drawn at the first start and kept (they are not secrets), so
+	// that every run of the workload, and what it wrote in its home,
+	// sees the same ones. No credential value is ever in the record.
+	Placeholders map[string]string `json:"placeholders,omitempty"`
 }
 
 // StartSpec is how to run the session's workload.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/detached"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/session"
 )
 
 // State is what the supervisor is doing.
@@ -74,8 +75,11 @@ type Status struct {
 	Error        string                 `json:"error,omitempty"`
 	// Audit is what the session's audit log wrote and aggregated
 	// (denials beyond audit.MaxDenied a minute) or lost to rotation.
-	Audit   *audit.LogStats `json:"audit,omitempty"`
-	Updated time.Time       `json:"updated"`
+	Audit *audit.LogStats `json:"audit,omitempty"`
+	// Credentials are the current run's credentials: name, source kind,
+	// state, expiry (never a value).
+	Credentials []session.CredentialStatus `json:"credentials,omitempty"`
+	Updated     time.Time                  `json:"updated"`
 }
 
 // ReadStatus reads a session's status; a session never started has none.

@@ -44,6 +44,11 @@ type SupervisorOptions struct {
 	// aside and makes the exit code 116 (provider.CodePlanted), as
 	// corral run --strict-tree.
 	StrictTree bool
+	// Environ is what the credentials' env sources read: the launcher's
+	// variables they name (ReadHandoff); nil means this process's
+	// environment (a one-shot session's, which is its caller's). The
+	// supervisor holds them in memory only.
+	Environ []string
 }
 
 // Foreground is the stdio of a foreground workload.
@@ -359,7 +364,9 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 			return Exit{}, err
 		}
 	}
-	sess, err := session.Open(ctx, session.Config{Provider: linux.New(), Plan: s.plan, Log: s.log, Version: s.o.Version, Command: s.st.Command})
+	// Each run is a new session, which reads the file and command sources
+	// again; env sources are the launcher's, handed over at start.
+	sess, err := session.Open(ctx, session.Config{Provider: linux.New(), Plan: s.plan, Log: s.log, Version: s.o.Version, Command: s.st.Command, Environ: s.o.Environ})
 	if err != nil {
 		return Exit{}, err
 	}
@@ -376,7 +383,7 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	}
 	s.sess = sess
 	stopping := s.stopping
-	s.status.Layers, s.status.SandboxID = sess.Layers(), sess.ID()
+	s.status.Layers, s.status.SandboxID, s.status.Credentials = sess.Layers(), sess.ID(), sess.Credentials()
 	if hv, ok := sess.Sandbox().(provider.HostView); ok {
 		s.status.Init = ProcOf(hv.InitPID())
 		s.status.CgroupDir, s.status.CgroupLimits = hv.Cgroup()

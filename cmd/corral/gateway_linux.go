@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -26,6 +27,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -439,6 +441,7 @@ the sandbox could not be made.`}
 	f.add(c)
 	ctx := context.Background()
 	var polFile, workdir, image, name, prov string
+	var credSpecs []string
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (default policy without --policy)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := f.client()
@@ -446,6 +449,9 @@ the sandbox could not be made.`}
 				return err
 			}
 			req := &gw.CreateSandboxRequest{Provider: prov, Image: image, Name: name}
+			if req.Credentials, err = credentialFlags(credSpecs, os.Stdin); err != nil {
+				return err
+			}
 			if polFile != "" {
 				if _, err := policy.Load(polFile); err != nil { // positioned errors here, not from the gateway
 					return err
@@ -473,6 +479,7 @@ the sandbox could not be made.`}
 	create.Flags().StringVar(&image, "image", "", "image (sets the policy's docker.image)")
 	create.Flags().StringVar(&name, "name", "", "name the sandbox (unique, a DNS label); every command takes the name for the id")
 	create.Flags().StringVar(&prov, "provider", "", "linux, docker, or auto (the first of the gateway's that enforces the policy; default: the gateway's default)")
+	create.Flags().StringArrayVar(&credSpecs, "credential", nil, "NAME=env:VAR, NAME=file:PATH or NAME=- (one line from stdin): the value of the policy's stored credential NAME, read here and sent to the gateway, which stores it (repeatable)")
 
 	list := &cobra.Command{Use: "list", Short: "List sandboxes", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -625,8 +632,176 @@ the sandbox could not be made.`}
 			st, err := cl.AuditSandbox(ctx, connect.NewRequest(&gw.AuditSandboxRequest{Id: id, Follow: follow}))
 			return chunks(st, err, (*gw.AuditSandboxResponse).GetData)
 		})
-	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del)
+	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del, credentialCmd(&f))
 	return c
+}
+
+// credentialCmd is `corral sandbox credential set|revoke|list`.
+func credentialCmd(f *gatewayFlags) *cobra.Command {
+	ctx := context.Background()
+	c := &cobra.Command{Use: "credential", Short: "Rotate, revoke and list a sandbox's credentials without recreating it",
+		Long: `A sandbox sees only its credentials' placeholders; the gateway's proxy puts
+the value in their place for the endpoints the policy binds. set gives a
+stored credential (source: {stored: true}) a new value — the placeholder stays,
+so nothing inside changes — optionally until --expires; revoke ends any
+credential (its placeholder is refused wherever it is sent) until a set gives
+it a value again. Both are stored first and hold across stops, starts and
+gateway restarts. SPEC is env:VAR, file:PATH or - (one line from stdin,
+without echo on a terminal), read here: never the value itself, which would
+stay in the shell's history and show in ps.`}
+	row := func(w io.Writer, cr *gw.Credential) {
+		exp := cr.Expires
+		if exp == "" {
+			exp = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", cr.Name, cr.State, exp, cr.Source)
+	}
+	var expires string
+	set := &cobra.Command{Use: "set ID NAME SPEC", Short: "Give a stored credential a new value (the sandbox keeps its placeholder)", Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := readCredential(args[1], args[2], os.Stdin, new(bool))
+			if err != nil {
+				return err
+			}
+			cv := &gw.CredentialValue{Name: args[1], Value: v}
+			if cv.Expires, err = expiresAt(expires, time.Now()); err != nil {
+				return err
+			}
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Credentials.SetCredential(ctx, connect.NewRequest(&gw.SetCredentialRequest{Id: args[0], Credential: cv}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { row(w, resp.Msg.Credential) })
+		}}
+	set.Flags().StringVar(&expires, "expires", "", "end the credential after DURATION (1h, 30m) or at an RFC 3339 time")
+	revoke := &cobra.Command{Use: "revoke ID NAME", Short: "Revoke a credential: its placeholder is refused from now on", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Credentials.RevokeCredential(ctx, connect.NewRequest(&gw.RevokeCredentialRequest{Id: args[0], Name: args[1]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) { row(w, resp.Msg.Credential) })
+		}}
+	list := &cobra.Command{Use: "list ID", Short: "List a sandbox's credentials: name, state, expiry, source (never a value)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Credentials.ListCredentials(ctx, connect.NewRequest(&gw.ListCredentialsRequest{Id: args[0]}))
+			if err != nil {
+				return apiErr(err)
+			}
+			return f.show(resp.Msg, func(w io.Writer) {
+				fmt.Fprintln(w, "NAME\tSTATE\tEXPIRES\tSOURCE")
+				for _, cr := range resp.Msg.Credentials {
+					row(w, cr)
+				}
+			})
+		}}
+	c.AddCommand(set, revoke, list)
+	return c
+}
+
+// credentialFlags reads the values of --credential NAME=SPEC flags (at
+// most one from stdin).
+func credentialFlags(specs []string, stdin *os.File) ([]*gw.CredentialValue, error) {
+	var out []*gw.CredentialValue
+	usedStdin := false
+	for _, arg := range specs {
+		name, spec, ok := strings.Cut(arg, "=")
+		if !ok || name == "" {
+			// Never quoted: it may be the value itself.
+			return nil, fmt.Errorf("--credential: want NAME=env:VAR, NAME=file:PATH or NAME=- (one line from stdin)")
+		}
+		v, err := readCredential(name, spec, stdin, &usedStdin)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &gw.CredentialValue{Name: name, Value: v})
+	}
+	return out, nil
+}
+
+// readCredential reads the value SPEC names, here, on the client:
+// env:VAR from this process's environment, file:PATH, or - one line from
+// stdin (without echo on a terminal; once: usedStdin). Anything else
+// would be the value itself on the command line — in the shell's
+// history, in ps for every user — and is refused without being quoted.
+// The value is trimmed of surrounding white space, as the sources of
+// corral run are.
+func readCredential(name, spec string, stdin *os.File, usedStdin *bool) (string, error) {
+	switch {
+	case strings.HasPrefix(spec, "env:"):
+		v, ok := os.LookupEnv(spec[len("env:"):])
+		if !ok || strings.TrimSpace(v) == "" {
+			return "", fmt.Errorf("credential %s: %s is not set in this environment (or is empty)", name, spec[len("env:"):])
+		}
+		return strings.TrimSpace(v), nil
+	case strings.HasPrefix(spec, "file:"):
+		f, err := os.Open(spec[len("file:"):])
+		if err != nil {
+			return "", fmt.Errorf("credential %s: %w", name, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, gateway.MaxCredentialValue+1))
+		if err != nil {
+			return "", fmt.Errorf("credential %s: %w", name, err)
+		}
+		if len(b) > gateway.MaxCredentialValue {
+			return "", fmt.Errorf("credential %s: %s is longer than %d bytes", name, spec[len("file:"):], gateway.MaxCredentialValue)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case spec == "-":
+		if *usedStdin {
+			return "", fmt.Errorf("credential %s: only one credential can be read from stdin (-)", name)
+		}
+		*usedStdin = true
+		if term.IsTerminal(int(stdin.Fd())) {
+			fmt.Fprintf(os.Stderr, "value of credential %s: ", name)
+			b, err := term.ReadPassword(int(stdin.Fd()))
+			fmt.Fprintln(os.Stderr)
+			if err != nil {
+				return "", fmt.Errorf("credential %s: %w", name, err)
+			}
+			return strings.TrimSpace(string(b)), nil
+		}
+		line, err := bufio.NewReaderSize(io.LimitReader(stdin, gateway.MaxCredentialValue+2), 4096).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("credential %s: stdin: %w", name, err)
+		}
+		if err != nil && len(line) > gateway.MaxCredentialValue {
+			return "", fmt.Errorf("credential %s: the line on stdin is longer than %d bytes", name, gateway.MaxCredentialValue)
+		}
+		return strings.TrimSpace(line), nil
+	}
+	return "", fmt.Errorf("credential %s: the value must not be on the command line (it would stay in the shell's history and show in ps): give env:VAR, file:PATH or - (one line from stdin)", name)
+}
+
+// expiresAt is --expires as RFC 3339: a duration from now, or a time.
+func expiresAt(s string, now time.Time) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return "", fmt.Errorf("--expires %s: want a positive duration", s)
+		}
+		return now.Add(d).UTC().Format(time.RFC3339), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return "", fmt.Errorf("--expires %q: want a duration (1h, 30m) or an RFC 3339 time (2026-01-02T15:04:05Z)", s)
+	}
+	return t.UTC().Format(time.RFC3339), nil
 }
 
 // policyGatewayCmds are `corral policy get|set|history`: a gateway
@@ -653,9 +828,14 @@ func policyGatewayCmds() []*cobra.Command {
 		}}
 	var recreate bool
 	var expect int64
+	var credSpecs []string
 	set := &cobra.Command{Use: "set ID FILE", Short: "Give a gateway sandbox a new policy (egress rules live; anything else with --recreate)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := policy.Load(args[1]); err != nil {
+				return err
+			}
+			creds, err := credentialFlags(credSpecs, os.Stdin)
+			if err != nil {
 				return err
 			}
 			b, err := os.ReadFile(args[1])
@@ -666,7 +846,7 @@ func policyGatewayCmds() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: args[0], PolicyYaml: string(b), Recreate: recreate, ExpectedRevision: expect}))
+			resp, err := cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: args[0], PolicyYaml: string(b), Recreate: recreate, ExpectedRevision: expect, Credentials: creds}))
 			if err != nil {
 				return apiErrIn(err, args[1])
 			}
@@ -677,6 +857,7 @@ func policyGatewayCmds() []*cobra.Command {
 		}}
 	set.Flags().BoolVar(&recreate, "recreate", false, "replace the sandbox when the change cannot apply live")
 	set.Flags().Int64Var(&expect, "expect-revision", 0, "refuse unless this revision is in force")
+	set.Flags().StringArrayVar(&credSpecs, "credential", nil, "NAME=env:VAR, NAME=file:PATH or NAME=-: the value of a stored credential the new policy adds (with --recreate; repeatable)")
 	history := &cobra.Command{Use: "history ID", Short: "List a gateway sandbox's policy revisions", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := f.client()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -170,5 +171,77 @@ func TestAPIErrInNamesTheFile(t *testing.T) {
 	want := "gateway: /tmp/a$1/p.yaml:3:16: filesystem.read_write[0]: a link; the policy: see policy:x"
 	if pe, ok := err.(*provider.Error); !ok || pe.Msg != want || pe.Code != provider.CodePolicyRejected {
 		t.Errorf("got %#v, want %s message %q", err, provider.CodePolicyRejected, want)
+	}
+}
+
+// --credential values are read on the client from the environment, a
+// file or one line of stdin; a value on the command line is refused, and
+// no error quotes it.
+func TestReadCredential(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CORRAL_TEST_KEY", "  sk-from-env-0123456789 \n")
+	file := filepath.Join(dir, "key")
+	if err := os.WriteFile(file, []byte("sk-from-file-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin := func(s string) *os.File {
+		p := filepath.Join(t.TempDir(), "stdin")
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	got, err := credentialFlags([]string{"a=env:CORRAL_TEST_KEY", "b=file:" + file, "c=-"}, stdin("sk-from-stdin-0123456789\nsecond line\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "sk-from-env-0123456789", "b": "sk-from-file-0123456789", "c": "sk-from-stdin-0123456789"}
+	if len(got) != 3 {
+		t.Fatalf("got %d values", len(got))
+	}
+	for _, v := range got {
+		if want[v.Name] != v.Value {
+			t.Errorf("%s = %q, want %q", v.Name, v.Value, want[v.Name])
+		}
+	}
+	literal := "sk-literal-on-the-command-line"
+	for _, specs := range [][]string{
+		{"a=" + literal},         // the value itself
+		{literal},                // no name at all
+		{"=env:CORRAL_TEST_KEY"}, // no name
+		{"a=env:CORRAL_TEST_UNSET_" + strconv.Itoa(os.Getpid())},
+		{"a=file:" + filepath.Join(dir, "missing")},
+		{"a=-", "b=-"}, // stdin once
+	} {
+		_, err := credentialFlags(specs, stdin("sk-x-0123456789\n"))
+		if err == nil {
+			t.Errorf("%q accepted", specs)
+			continue
+		}
+		if strings.Contains(err.Error(), literal) {
+			t.Errorf("%q: the error quotes the value: %v", specs, err)
+		}
+	}
+	if _, err := credentialFlags([]string{"a=" + literal}, stdin("")); err == nil || !strings.Contains(err.Error(), "history") {
+		t.Errorf("a literal value's error does not say why: %v", err)
+	}
+}
+
+func TestExpiresAt(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for in, want := range map[string]string{"": "", "90m": "2026-01-02T04:34:05Z", "2027-05-06T07:08:09+02:00": "2027-05-06T05:08:09Z"} {
+		if got, err := expiresAt(in, now); err != nil || got != want {
+			t.Errorf("expiresAt(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1h", "0s", "tomorrow", "2026-01-02"} {
+		if _, err := expiresAt(in, now); err == nil {
+			t.Errorf("expiresAt(%q) accepted", in)
+		}
 	}
 }

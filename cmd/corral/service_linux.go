@@ -46,7 +46,9 @@ func serviceSupervisor() {
 		fmt.Fprintf(os.Stderr, "corral service: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(service.Supervise(os.Args[2], launch, service.SupervisorOptions{Version: version}))
+	// The launcher's handoff (the variables credentials read) comes on
+	// stdin, before anything else is done.
+	os.Exit(service.Supervise(os.Args[2], launch, service.SupervisorOptions{Version: version, Environ: service.ReadHandoff(os.Stdin)}))
 }
 
 func newServiceRunCmd() *cobra.Command {
@@ -449,6 +451,13 @@ func printStatus(w io.Writer, rec *service.Record, o statusOut) {
 	}
 	if st.LastExit != nil {
 		fmt.Fprintf(w, "  last exit:  %d%s at %s %s\n", st.LastExit.Code, service.WithSignal(st.LastExit.Signal), st.LastExit.At.Local().Format(time.DateTime), st.LastExit.Reason)
+	}
+	for _, c := range st.Credentials {
+		exp := ""
+		if !c.Expires.IsZero() {
+			exp = ", expires " + c.Expires.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(w, "  credential: %s (%s, source %s%s)\n", c.Name, c.State, c.Source, exp)
 	}
 	if a := st.Audit; a != nil {
 		fmt.Fprintf(w, "  audit:      %d events (%d egress allowed, %d denied", a.Events, a.Allowed, a.Denied)
