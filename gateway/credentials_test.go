@@ -517,6 +517,64 @@ func TestGatewayCredentialSources(t *testing.T) {
 	}
 }
 
+// A recreate that adds a stored credential takes its value with the new
+// policy (refused without one, or without --recreate); the credential
+// the sandbox had keeps its placeholder and value; one the policy drops
+// is gone from the store.
+func TestGatewayCredentialRecreate(t *testing.T) {
+	ctx := context.Background()
+	dir, wd, o := newCredOrigin(t)
+	p := linux.New()
+	g := &gatewayT{dir: dir, p: p, instance: gateway.InstancePrefix + secret("t")[:17]}
+	g.start(t)
+	defer g.stop()
+	v1, v2 := secret("sk-one-"), secret("sk-two-")
+	pol1 := o.net + "credentials:\n" + o.credential("api", "{stored: true}", "API_KEY")
+	cr, err := g.cl.CreateSandbox(ctx, connect.NewRequest(&gw.CreateSandboxRequest{Provider: p.Name(), Workdir: wd, PolicyYaml: pol1,
+		Credentials: []*gw.CredentialValue{{Name: "api", Value: v1}}}))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	id := cr.Msg.Sandbox.Id
+	defer func() { _, _ = g.cl.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: id})) }()
+	sb := &sandboxT{t: t, g: g, id: id, client: clientIn(t, p, wd), o: o, values: &[]string{v1, v2}}
+	placeholder := sb.env("API_KEY")
+	// The second credential goes to the same origin under another header.
+	pol2 := pol1 + strings.Replace(o.credential("second", "{stored: true}", "SECOND_KEY"), "ports: [", `header: "X-Second: {}", ports: [`, 1)
+	set := func(pol string, recreate bool, creds ...*gw.CredentialValue) error {
+		_, err := g.cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: id, PolicyYaml: pol, Recreate: recreate, Credentials: creds}))
+		return err
+	}
+	if err := set(pol2, true); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "second") {
+		t.Errorf("a recreate adding a stored credential without its value: %v", err)
+	}
+	if err := set(pol2, false, &gw.CredentialValue{Name: "second", Value: v2}); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("credential values without --recreate: %v", err)
+	}
+	if err := set(pol2, true, &gw.CredentialValue{Name: "second", Value: v2}); err != nil {
+		t.Fatalf("recreate: %v", err)
+	}
+	if ph := sb.env("API_KEY"); ph != placeholder {
+		t.Errorf("the recreate changed api's placeholder: %q, was %q", ph, placeholder)
+	}
+	sb.call(v1)
+	if ph := sb.env("SECOND_KEY"); !strings.HasPrefix(ph, "sk-") {
+		t.Errorf("SECOND_KEY is %q", ph)
+	}
+	if err := set(pol1, true); err != nil {
+		t.Fatalf("recreate without the second: %v", err)
+	}
+	sb.call(v1)
+	l, err := g.cl.Credentials.ListCredentials(ctx, connect.NewRequest(&gw.ListCredentialsRequest{Id: id}))
+	if err != nil || len(l.Msg.Credentials) != 1 {
+		t.Errorf("after dropping one: %v, %v", l, err)
+	}
+	for _, f := range []string{"gateway.db", "gateway.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "db", f))
+		assertNoValue(t, f+" after the policy dropped its credential", string(b), []string{v2})
+	}
+}
+
 func assertNoValue(t *testing.T, where, s string, values []string) {
 	t.Helper()
 	for _, v := range values {
