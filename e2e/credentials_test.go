@@ -858,6 +858,11 @@ func TestCredentialReflectionHead(t *testing.T) {
 			if v, _ := lineValue(res.stdout, l); v != "0" && !strings.HasPrefix(v, "0 ") {
 				t.Errorf("%s: curl: %q", l, v)
 			}
+			// HTTP/1.1 writes header names in canonical case: a name
+			// that is the value is still the value.
+			if b, _ := os.ReadFile(filepath.Join(res.wd, l+".hdr")); strings.Contains(strings.ToLower(string(b)), strings.ToLower(secret)) {
+				t.Errorf("%s: the head the sandbox received holds the value, in another case:\n%s", l, b)
+			}
 		}
 		if t.Failed() {
 			t.Logf("the run:\n%s", res.result)
