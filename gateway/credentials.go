@@ -169,8 +169,10 @@ func placeholders(creds []store.Credential) map[string]string {
 }
 
 // secrets are the session's values of res's stored credentials. A
-// revoked one, whose value the store forgot, gets a random stand-in that
-// is never a secret: applyCredentials revokes it before anything else.
+// revoked one (whose value the store forgot) and an expired one get a
+// random stand-in that is never a secret, so that the proxy, which serves
+// as soon as the session is open, never sends their value in the moment
+// before applyCredentials puts the revocation or the expiry in force.
 func secrets(res *policy.Resolved, creds []store.Credential) map[string]string {
 	out := map[string]string{}
 	for _, c := range res.Credentials {
@@ -178,7 +180,7 @@ func secrets(res *policy.Resolved, creds []store.Credential) map[string]string {
 		if !c.Source.Stored || i < 0 { // none: the session refuses the stored credential
 			continue
 		}
-		if creds[i].Revoked {
+		if exp := creds[i].Expires; creds[i].Revoked || (!exp.IsZero() && !time.Now().Before(exp)) {
 			b := make([]byte, 32)
 			_, _ = rand.Read(b)
 			out[c.Name] = hex.EncodeToString(b)
