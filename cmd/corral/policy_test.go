@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/session"
 )
@@ -226,4 +228,83 @@ credentials:
 			t.Errorf("%v has no credentials section:\n%s", args, text)
 		}
 	}
+}
+
+// FuzzCredentialReachAgreesWithProxy: policy validation accepts a
+// credential endpoint (whose own syntax is valid) exactly when the egress
+// proxy takes its binding at start (an inspected allow rule admits its
+// host and port, no deny rule matches), so that validate and run agree,
+// and policy's copy of the host matching is the proxy's.
+func FuzzCredentialReachAgreesWithProxy(f *testing.F) {
+	for _, s := range []struct {
+		allow      string
+		tls        uint8
+		allowPort  uint16
+		deny, host string
+		port       uint16
+	}{
+		{"api.a.test", 1, 0, "", "api.a.test", 0},
+		{"api.a.test", 0, 0, "", "api.a.test", 0},
+		{"api.a.test", 2, 0, "", "api.a.test", 0},
+		{"*.a.test", 1, 0, "", "api.a.test", 0},
+		{"*.a.test", 1, 0, "", "x.api.a.test", 0},
+		{"**.a.test", 1, 0, "", "x.api.a.test", 0},
+		{"**.a.test", 1, 0, "api.a.test", "api.a.test", 0},
+		{"**.a.test", 1, 0, "*.a.test", "x.api.a.test", 0},
+		{"API.A.test.", 1, 8443, "", "api.a.test", 8443},
+		{"api.a.test", 1, 8443, "", "api.a.test", 0},
+		{"10.0.0.0/8", 1, 0, "", "10.1.2.3", 0},
+		{"::ffff:10.0.0.0/104", 1, 0, "", "10.1.2.3", 0},
+		{"10.0.0.0/8", 1, 0, "10.1.0.0/16", "10.1.2.3", 0},
+		{"::/0", 1, 0, "", "::1", 443},
+		{"::/0", 1, 0, "", "10.1.2.3", 443},
+		{"a.test", 1, 0, "", "a.test", 80},
+	} {
+		f.Add(s.allow, s.tls, s.allowPort, s.deny, s.host, s.port)
+	}
+	f.Fuzz(func(t *testing.T, allow string, tls uint8, allowPort uint16, deny, host string, port uint16) {
+		mode := []policy.TLSMode{"", policy.TLSInspect, policy.TLSPassthrough}[tls%3]
+		ports := func(p uint16) []int {
+			if p == 0 {
+				return nil
+			}
+			return []int{int(p)}
+		}
+		mk := func(n policy.Network) *policy.Policy {
+			n.Mode = policy.NetworkProxy
+			return &policy.Policy{Version: policy.Version, Network: n, Credentials: []policy.Credential{{
+				Name: "x", Source: policy.CredentialSource{Env: "K"}, Expose: policy.CredentialExpose{Env: "K"},
+				Endpoints: []policy.CredentialEndpoint{{Host: host, Ports: ports(port)}}}}}
+		}
+		// The endpoint's own syntax: valid when an entry for exactly it is.
+		if mk(policy.Network{Allow: []policy.Endpoint{{Host: host, TLS: policy.TLSInspect, Ports: ports(port), SingleLabel: !strings.Contains(host, ".")}}}).Validate() != nil {
+			return
+		}
+		n := policy.Network{Allow: []policy.Endpoint{{Host: allow, TLS: mode, Ports: ports(allowPort), SingleLabel: !strings.Contains(allow, ".")}}}
+		if deny != "" {
+			n.Deny = []policy.Endpoint{{Host: deny}}
+		}
+		p := mk(n)
+		if (&policy.Policy{Version: policy.Version, Network: p.Network}).Validate() != nil {
+			return // the rules themselves are refused
+		}
+		validated := p.Validate()
+		rules := session.Rules(p.Network)
+		ca, err := egress.NewCA(rules)
+		if err != nil {
+			if validated == nil {
+				t.Errorf("policy accepts %+v, which inspects nothing the proxy can serve: %v", p.Network, err)
+			}
+			return
+		}
+		c := &egress.Credential{Name: "x", Placeholder: "corral-0123456789abcdefghijklmnopqrstuv", Bindings: []egress.Binding{{Host: host, Ports: ports(port)}}}
+		c.SetValue("value-0123456789", time.Time{})
+		px, perr := egress.New(egress.Config{Policy: rules, CA: ca, Credentials: []*egress.Credential{c}})
+		if perr == nil {
+			px.Close()
+		}
+		if (validated == nil) != (perr == nil) {
+			t.Errorf("endpoint %s port %d with allow %q (%q, ports %v), deny %q: policy: %v; proxy: %v", host, port, allow, mode, ports(allowPort), deny, validated, perr)
+		}
+	})
 }
