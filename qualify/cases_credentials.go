@@ -693,6 +693,7 @@ func runP30(ctx context.Context, e *Env) Result {
 	add("literal", "p30", "api.b.test: in a JSON body (a transcript)", b, "", "h1", "", 0, `{"messages":[{"role":"user","content":"my key is `+P+`"}]}`)
 	add("literal", "p30", "api.b.test: JSON-escaped in a body", b, "", "h2", "", 0, `{"content":"{{P30_TOKEN.json}}"}`)
 	add("literal", "p30", "api.b.test: base64 in a body", b, "", "h1", "", 0, "k={{P30_TOKEN.b64}}")
+	add("literal", "p30", "api.b.test: percent-encoded in a form body", b, "", "h2", "", 0, "key={{P30_TOKEN.pct}}&x=1", "Content-Type: application/x-www-form-urlencoded")
 	add("literal", "p30", "api.b.test: in a body in 3-byte writes", b, "", "", "h1raw", 3, "key="+P+"&x=1")
 	add("literal", "p30", "api.b.test: h2, in a body split across DATA frames", b, "", "", "h2raw", 4, "key="+P+"&x=1")
 	add("literal", "p30fwd", "api.b.test: X-Api-Key (on_mismatch: forward)", b, "", "h1", "", 0, "", "X-Api-Key: "+F)
