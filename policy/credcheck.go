@@ -17,6 +17,10 @@ import (
 // for it before anything starts.
 const MaxCommandTimeout = Duration(5 * time.Minute)
 
+// MaxCredentialName bounds a credential's name (it names files of a
+// provider's state directory, findings and gateway flags).
+const MaxCredentialName = 64
+
 // Placeholder lengths: {random} is DefaultRandom letters and digits,
 // {random:N} takes N from MinRandom to MaxRandom (22 is 130 bits).
 const (
@@ -70,6 +74,8 @@ func (p *Policy) validateCredentials() []*Error {
 			add(p.errNear(f+".name", "a credential needs a name", "add name: NAME (lower-case letters, digits, '-' and '_'), which findings and the gateway's --credential NAME=... use"))
 		case !credentialNameRE.MatchString(c.Name):
 			add(p.errAt(f+".name", fmt.Sprintf("credential name %q is not lower-case letters, digits, '-' and '_' starting with a letter or digit", c.Name), "write a name such as openai or github-token"))
+		case len(c.Name) > MaxCredentialName:
+			add(p.errAt(f+".name", fmt.Sprintf("credential name is %d bytes long, more than %d", len(c.Name), MaxCredentialName), "write a shorter name"))
 		default:
 			if k, dup := names[c.Name]; dup {
 				add(p.errAt(f+".name", fmt.Sprintf("credentials[%d] is named %q too", k, c.Name), "give each credential its own name"))

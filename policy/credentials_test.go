@@ -95,6 +95,8 @@ func TestCredentialsRefused(t *testing.T) {
 	}{
 		{"name syntax", "  - {name: X, source: {env: K}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n", "",
 			"credentials[0].name", "X, source", "not lower-case letters"},
+		{"name too long", "  - {name: " + strings.Repeat("a", 65) + ", source: {env: K}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n", "",
+			"credentials[0].name", "aaaa", "65 bytes long, more than 64"},
 		{"name missing", "  - {source: {env: K}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n", "",
 			"credentials[0].name", "{source", "needs a name"},
 		{"name twice", two(okEntry, "  - {name: x, source: {env: K}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n"), "",
@@ -405,6 +407,8 @@ func TestResolveCredentialSourceEnvLeaks(t *testing.T) {
 			"process.env.pass[0] (OPENAI_KEY) passes OPENAI_KEY"},
 		{"default pass", "  - {name: x, source: {env: LC_TOKEN}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n", "", "LC_TOKEN",
 			"the default process.env.pass (LC_*) passes LC_TOKEN"},
+		{"exposed by another", "  - {name: x, source: {env: OPENAI_KEY}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n  - {name: y, source: {env: K}, expose: {env: OPENAI_KEY}, endpoints: [{host: api.a.test}]}\n", "process:\n  env: {pass: [PATH, OPENAI_*, K]}\n", "",
+			""},
 		{"set", "  - {name: x, source: {env: OPENAI_KEY}, expose: {env: K}, endpoints: [{host: api.a.test}]}\n", "process:\n  env: {set: {OPENAI_KEY: x}}\n", "OPENAI_KEY}",
 			"process.env.set gives the sandbox OPENAI_KEY"},
 	} {
@@ -414,6 +418,12 @@ func TestResolveCredentialSourceEnvLeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = p.Resolve(e.ctx())
+		if c.at == "" {
+			if err != nil {
+				t.Errorf("%s: %v; want no error: the variable is a placeholder inside", c.name, err)
+			}
+			continue
+		}
 		errs := asErrors(err)
 		line, col := positionOf(t, src, c.at)
 		if len(errs) != 1 || errs[0].Field != "credentials[0].source.env" || errs[0].Line != line || errs[0].Column != col || !strings.Contains(errs[0].Msg, c.msg) || errs[0].Hint == "" {

@@ -13,7 +13,7 @@ import (
 // and grants known) and returns them with the variables they expose
 // (name -> placeholder). It refuses, at the field concerned, what would
 // let the workload have a value: a source variable that process.env
-// passes or sets into the sandbox under its own name (unless the
+// passes or sets into the sandbox under its own name (unless a
 // placeholder takes that name: then the placeholder wins, resolveEnv), a
 // source file the sandbox can see or whose directory it can write, and
 // an exposed file inside a grant (the provider makes it in the sandbox's
@@ -27,10 +27,14 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 	env := map[string]string{}
 	files := map[string]int{}
 	res := make([]ResolvedCredential, 0, len(p.Credentials))
+	exposes := map[string]bool{} // a placeholder takes the place of a passed variable of its name
+	for _, c := range p.Credentials {
+		exposes[c.Expose.Env] = c.Expose.Env != ""
+	}
 	for i, c := range p.Credentials {
 		f := fmt.Sprintf("credentials[%d]", i)
 		rc := ResolvedCredential{Credential: c.withDefaults(), Field: f}
-		if name := c.Source.Env; name != "" && name != c.Expose.Env {
+		if name := c.Source.Env; name != "" && !exposes[name] {
 			if k := passIndex(p.Process.Env, name); k >= 0 {
 				by := fmt.Sprintf("the default process.env.pass (%s)", DefaultEnvPass[k])
 				if p.Process.Env.Pass != nil {
