@@ -135,7 +135,10 @@ const (
 	MaxBodyMax     ByteSize = 16 << 20
 )
 
-// ResolvedCredential is a credential made concrete for one sandbox.
+// ResolvedCredential is a credential made concrete for one sandbox. Its
+// Credential is the policy's entry with every default written out (Shape,
+// OnMismatch, a command's Timeout, each endpoint's Ports, its place when
+// it names none, Body.Max), in slices of its own.
 type ResolvedCredential struct {
 	Credential
 	Field string `json:"field"` // "credentials[2]"

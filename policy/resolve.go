@@ -124,6 +124,9 @@ type Placeholder struct {
 //   - Protected entries become ro grants where they exist inside a
 //     read-write area (see Filesystem.Protected); missing ones go to
 //     Skipped.
+//   - Each credential gets its placeholder, put in Env under its exposed
+//     variable; a source the sandbox would see and an exposed file inside
+//     a grant are refused (credresolve.go).
 //
 // Errors are *Error (or Errors) with Field set and, when p came from a file,
 // the position of the offending value.
