@@ -10,7 +10,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,18 +22,7 @@ import (
 // added to corral's usual environment.
 func gwCLI(t *testing.T, sock string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(corralBin, append([]string{"sandbox", "--gateway", "unix:" + sock}, args...)...)
-	asIdent(cmd, identities()[0], env)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := result{stdout: out.String(), stderr: errb.String(), err: err}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("corral sandbox %v: %v", args, err)
-	}
-	return res
+	return corralAs(t, corralBin, identities()[0], env, append([]string{"sandbox", "--gateway", "unix:" + sock}, args...)...)
 }
 
 // TestCredentialGateway: a gateway sandbox (linux and docker) with a

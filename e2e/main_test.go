@@ -436,6 +436,28 @@ func corral(t *testing.T, r run) result {
 	return res
 }
 
+// corralAs runs bin (a corral binary) ARGS, a subcommand other than run,
+// as id with env added to asIdent's environment, and waits for it; a
+// signal's death is exit 128+N.
+func corralAs(t *testing.T, bin string, id *ident, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	asIdent(cmd, id, env)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errb.String(), err: err}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.code = 128 + int(ws.Signal())
+		}
+	} else if err != nil {
+		t.Fatalf("corral %v: %v", args, err)
+	}
+	return res
+}
+
 // sh runs a shell script in the sandbox.
 func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
 

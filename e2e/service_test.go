@@ -51,21 +51,7 @@ func (s *svc) cleanup(t *testing.T) {
 // run runs corral as s.id with CORRAL_SERVICE_DIR set.
 func (s *svc) run(t *testing.T, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(s.bin, args...)
-	asIdent(cmd, s.id, append([]string{"CORRAL_SERVICE_DIR=" + s.dir}, s.env...))
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := result{stdout: out.String(), stderr: errb.String(), err: err}
-	if ee, ok := err.(*exec.ExitError); ok {
-		res.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.code = 128 + int(ws.Signal())
-		}
-	} else if err != nil {
-		t.Fatalf("corral %v: %v", args, err)
-	}
-	return res
+	return corralAs(t, s.bin, s.id, append([]string{"CORRAL_SERVICE_DIR=" + s.dir}, s.env...), args...)
 }
 
 // must runs corral and fails the test unless it exits 0.
