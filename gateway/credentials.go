@@ -143,7 +143,7 @@ func credentialRows(res *policy.Resolved, given []*gw.CredentialValue, have []st
 	return rows, nil
 }
 
-// named is ", it has: a, b" for res's credentials ("" when none).
+// named is " (it has a, b)" of res's credentials, for an error.
 func named(res *policy.Resolved) string {
 	if len(res.Credentials) == 0 {
 		return " (it has none)"
