@@ -621,12 +621,35 @@ func (q *credRequest) reflectPatterns() *patterns {
 }
 
 // maskHeader masks q's values in h ("where" names it in findings).
+// Names too, without case (HTTP/1.1 writes them canonicalised, so a
+// name that is the value comes back in another case): such a name is
+// masked ('*' is a token character, RFC 9110 5.6.2).
 func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
 	for name, vals := range h {
+		found := func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+" "+name+how(f.how), "masked") }
 		for i, v := range vals {
 			b := []byte(v)
-			ps.mask(b, func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+" "+name+how(f.how), "masked") })
+			ps.mask(b, found)
 			vals[i] = string(b)
+		}
+		lname := []byte(strings.ToLower(name))
+		masked := false
+		for i := range ps.forms {
+			f := bytes.ToLower(ps.forms[i].b)
+			for off := 0; ; {
+				j := bytes.Index(lname[off:], f)
+				if j < 0 {
+					break
+				}
+				j += off
+				copy(lname[j:j+len(f)], bytes.Repeat([]byte{'*'}, len(f)))
+				off, masked = j+len(f), true
+				found(i)
+			}
+		}
+		if masked {
+			delete(h, name)
+			h[string(lname)] = vals
 		}
 	}
 }
