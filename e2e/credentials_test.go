@@ -969,9 +969,10 @@ func TestCredentialBadInput(t *testing.T) {
 		passthrough := qualify.InspectNet(ca, o.inspected("tls: passthrough"))
 		stdoutSecret := realValue("printed_")
 		sleep := uniqueSleep(40)
-		cred := func(source, endpoint string) string {
-			return fmt.Sprintf("credentials:\n  - name: mykey\n    source: %s\n    expose: {env: TOKEN}\n    endpoints:\n      - %s\n", source, endpoint)
+		credExposed := func(source, expose, endpoint string) string {
+			return fmt.Sprintf("credentials:\n  - name: mykey\n    source: %s\n    expose: %s\n    endpoints:\n      - %s\n", source, expose, endpoint)
 		}
+		cred := func(source, endpoint string) string { return credExposed(source, "{env: TOKEN}", endpoint) }
 		ep := fmt.Sprintf("{host: api.allowed.test, ports: [%d]}", o.port)
 		cases := []badCred{
 			{name: "env-unset", creds: cred("{env: E2E_NEVER_SET}", ep), want: []string{"E2E_NEVER_SET"}},
@@ -981,9 +982,15 @@ func TestCredentialBadInput(t *testing.T) {
 			{name: "file-absent", creds: cred("{file: "+strconv.Quote(filepath.Join(baseDir, "no-such-secret"))+"}", ep), want: []string{"no-such-secret"}},
 			{name: "command-fails", creds: cred(`{command: [/bin/sh, -c, "echo `+stdoutSecret+`; echo broken >&2; exit 3"]}`, ep), want: []string{"exit"}},
 			{name: "command-timeout", creds: cred(`{command: [sleep, "`+sleep+`"], timeout: 1s}`, ep), want: []string{"time"}},
-			{name: "passthrough", creds: cred("{env: E2E_SET}", ep), net: passthrough, env: []string{"E2E_SET=x"}, want: []string{"inspect"}, pos: "- {host: api.allowed.test, ports: ["},
-			{name: "unlisted", creds: cred("{env: E2E_SET}", "{host: api.unlisted.test}"), env: []string{"E2E_SET=x"}, want: []string{"api.unlisted.test"}, pos: "- {host: api.unlisted.test}"},
-			{name: "port", creds: cred("{env: E2E_SET}", "{host: api.allowed.test}"), env: []string{"E2E_SET=x"}, want: []string{"443"}, pos: "- {host: api.allowed.test}"},
+			{name: "passthrough", creds: cred("{env: E2E_SET}", ep), net: passthrough, env: []string{"E2E_SET=long-enough-value"}, want: []string{"inspect"}, pos: "- {host: api.allowed.test, ports: ["},
+			{name: "unlisted", creds: cred("{env: E2E_SET}", "{host: api.unlisted.test}"), env: []string{"E2E_SET=long-enough-value"}, want: []string{"api.unlisted.test"}, pos: "- {host: api.unlisted.test}"},
+			{name: "port", creds: cred("{env: E2E_SET}", "{host: api.allowed.test}"), env: []string{"E2E_SET=long-enough-value"}, want: []string{"443"}, pos: "- {host: api.allowed.test}"},
+			// Variables and places corral sets itself: the placeholder
+			// would silently not be there (corral's value wins), or the
+			// start would fail late.
+			{name: "expose-proxy-env", creds: credExposed("{env: E2E_SET}", "{env: HTTPS_PROXY}", ep), env: []string{"E2E_SET=long-enough-value"}, want: []string{"HTTPS_PROXY"}, pos: "expose: {env: HTTPS_PROXY}"},
+			{name: "expose-ca-env", creds: credExposed("{env: E2E_SET}", "{env: SSL_CERT_FILE}", ep), env: []string{"E2E_SET=long-enough-value"}, want: []string{"SSL_CERT_FILE"}, pos: "expose: {env: SSL_CERT_FILE}"},
+			{name: "expose-dir", creds: credExposed("{env: E2E_SET}", "{file: /run}", ep), env: []string{"E2E_SET=long-enough-value"}, want: []string{"/run"}, pos: "expose: {file: /run}"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
