@@ -325,6 +325,75 @@ req outpath --http2 -H "Authorization: Bearer $API_TOKEN" %[3]s
 	wantFinding(t, fs, "api", "mismatch", "api.allowed.test", apiReal, ph) // the header, query, cookie and body on the bound host
 }
 
+// TestCredentialPlaces: the places other than the default header, with
+// curl over HTTP/1.1 and HTTP/2: a header of another name and template
+// (X-Api-Key: {}, GitHub's Authorization: token {}), a query parameter
+// (the other parameters' bytes kept), a request body opted in with a
+// size cap (every occurrence replaced, Content-Length fixed; a larger
+// body refused 413 and not sent). The origin checks what arrived.
+func TestCredentialPlaces(t *testing.T) {
+	needTool(t, "curl")
+	eachIdent(t, func(t *testing.T, id *ident) {
+		o := newOrigin(t, "api.allowed.test", "127.0.0.88", true)
+		secret := realValue("pl_")
+		var seen seenLog
+		o.mux.HandleFunc("/p/", func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got := map[string]string{"hdr": r.Header.Get("X-Api-Key"), "token": strings.TrimPrefix(r.Header.Get("Authorization"), "token "),
+				"query": r.URL.Query().Get("key"), "body": string(b)}[strings.Split(r.URL.Path, "/")[2]]
+			seen.add(r.URL.Path, r.URL.RawQuery+" "+string(b))
+			fmt.Fprintf(w, "%s %d\n", who(got, secret, ""), len(b))
+		})
+		n := qualify.InspectNet(upstreamCAFile(t, id), o.inspected("access: full"))
+		creds := fmt.Sprintf(`credentials:
+  - name: places
+    source: {env: E2E_PLACES_REAL}
+    expose: {env: TOKEN}
+    endpoints:
+      - {host: api.allowed.test, ports: [%[1]d], path: /p/hdr/, header: "X-Api-Key: {}"}
+      - {host: api.allowed.test, ports: [%[1]d], path: /p/token/, header: "Authorization: token {}"}
+      - {host: api.allowed.test, ports: [%[1]d], path: /p/query/, query: key}
+      - {host: api.allowed.test, ports: [%[1]d], path: /p/body/, body: {max: 1K}}
+`, o.port)
+		big := strings.Repeat("x", 2000)
+		var script strings.Builder
+		script.WriteString(curlReq)
+		for _, proto := range []string{"http1.1", "http2"} {
+			fmt.Fprintf(&script, `req hdr-%[1]s --%[1]s -H "X-Api-Key: $TOKEN" %[2]s/p/hdr/x
+req token-%[1]s --%[1]s -H "Authorization: token $TOKEN" %[2]s/p/token/x
+req query-%[1]s --%[1]s "%[2]s/p/query/x?a=%%41%%2f&key=$TOKEN&z=1+2"
+req body-%[1]s --%[1]s -H 'Content-Type: application/json' -d "{\"key\": \"$TOKEN\", \"again\": \"$TOKEN\"}" %[2]s/p/body/x
+req bigbody-%[1]s --%[1]s -d "$TOKEN %[3]s" %[2]s/p/body/big
+`, proto, o.url(""), big)
+		}
+		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_PLACES_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
+		bodyLen := len(`{"key": "", "again": ""}`) + 2*len(secret)
+		for _, proto := range []string{"http1.1", "http2"} {
+			v := map[string]string{"http1.1": "1.1", "http2": "2"}[proto]
+			expectLines(t, res.result, "hdr-"+proto+": 200 "+v+" real 0", "token-"+proto+": 200 "+v+" real 0", "query-"+proto+": 200 "+v+" real 0",
+				fmt.Sprintf("body-%s: 200 %s other (%d bytes) %d", proto, v, bodyLen, bodyLen), "bigbody-"+proto+": 413 "+v+" {*")
+		}
+		want := fmt.Sprintf(`{"key": "%s", "again": "%s"}`, secret, secret)
+		var queries []string
+		for _, l := range seen.all() {
+			if strings.HasPrefix(l, "/p/body/x ") && l != "/p/body/x  "+want {
+				t.Errorf("the body arrived as %q, want %q", strings.TrimPrefix(l, "/p/body/x  "), want)
+			}
+			if strings.HasPrefix(l, "/p/body/big") {
+				t.Errorf("the body over the cap reached the origin")
+			}
+			if q, ok := strings.CutPrefix(l, "/p/query/x "); ok {
+				queries = append(queries, strings.TrimSpace(q))
+			}
+		}
+		for _, q := range queries {
+			if q != "a=%41%2f&key="+secret+"&z=1+2" {
+				t.Errorf("the query arrived as %q, want the other parameters' bytes as sent", q)
+			}
+		}
+	})
+}
+
 // chatChunks is the stand-in model's streamed answer.
 var chatChunks = []string{"Hello", " from", " the", " stand-in"}
 
