@@ -28,8 +28,6 @@ import (
 // sources are read by the session on the gateway's host at every start.
 // No value is ever in a response, an event, a log or an error.
 
-// MaxCredentialValue bounds a credential value (bytes).
-const MaxCredentialValue = 64 << 10
 
 // checkSources refuses what a gateway sandbox's credentials cannot read:
 // the gateway's own environment is not its caller's, and reading it for a
@@ -43,36 +41,11 @@ func checkSources(res *policy.Resolved) error {
 	return nil
 }
 
-// sourceKind names where credential c's value comes from.
-func sourceKind(c policy.CredentialSource) string {
-	switch {
-	case c.Stored:
-		return "stored"
-	case c.File != "":
-		return "file"
-	case len(c.Command) > 0:
-		return "command"
-	case c.Env != "":
-		return "env"
-	}
-	return ""
-}
-
 // checkValue refuses, before anything is stored or made, a value the
-// session would refuse when it starts (session's checkValue: the proxy
-// carries one line in a header, and the reflection guard needs 8 bytes
-// to tell it from other text), or one too long to store. The error
-// never quotes the value.
+// session would refuse when it starts.
 func checkValue(name, v string) error {
-	switch {
-	case v == "":
-		return fmt.Errorf("credential %s: the value is empty", name)
-	case len(v) > MaxCredentialValue:
-		return fmt.Errorf("credential %s: the value is %d bytes, more than %d", name, len(v), MaxCredentialValue)
-	case len(v) < 8:
-		return fmt.Errorf("credential %s: the value is shorter than 8 bytes, too short for the reflection guard to tell it from other text", name)
-	case strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("credential %s: the value holds a control character or a line break: a credential value is one line", name)
+	if err := session.CheckCredentialValue(v); err != nil {
+		return fmt.Errorf("credential %s: %v", name, err)
 	}
 	return nil
 }
@@ -112,7 +85,7 @@ func credentialRows(res *policy.Resolved, given []*gw.CredentialValue, have []st
 		case i < 0:
 			return nil, bad("credential %s: the policy has no credential of that name%s", g.Name, named(res))
 		case !res.Credentials[i].Source.Stored:
-			return nil, bad("credential %s: %s.source is %s, read on the gateway's host at every start: only a stored credential (source: {stored: true}) takes a value", g.Name, res.Credentials[i].Field, sourceKind(res.Credentials[i].Source))
+			return nil, bad("credential %s: %s.source is %s, read on the gateway's host at every start: only a stored credential (source: {stored: true}) takes a value", g.Name, res.Credentials[i].Field, res.Credentials[i].Source.Kind())
 		}
 		if err := checkValue(g.Name, g.Value); err != nil {
 			return nil, bad("%v", err)
@@ -278,7 +251,7 @@ func (s *Server) SetCredential(ctx context.Context, req *connect.Request[gw.SetC
 	}
 	defer done()
 	if !c.Source.Stored {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("credential %s: its source is %s, read on the gateway's host at every start: change it there; only a stored credential (source: {stored: true}) takes a value", c.Name, sourceKind(c.Source)))
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("credential %s: its source is %s, read on the gateway's host at every start: change it there; only a stored credential (source: {stored: true}) takes a value", c.Name, c.Source.Kind()))
 	}
 	if err := checkValue(c.Name, v.Value); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
@@ -347,7 +320,7 @@ func (s *Server) ListCredentials(ctx context.Context, req *connect.Request[gw.Li
 // credentialStatus is credential c of sandbox id as its running proxy
 // has it, or as stored when the sandbox does not run here.
 func (s *Server) credentialStatus(id string, c policy.Credential) *gw.Credential {
-	out := &gw.Credential{Name: c.Name, Source: sourceKind(c.Source), State: "active"}
+	out := &gw.Credential{Name: c.Name, Source: c.Source.Kind(), State: "active"}
 	var exp time.Time
 	if sess := s.liveSession(id); sess != nil {
 		sts := sess.Credentials()

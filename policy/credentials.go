@@ -78,6 +78,21 @@ type CredentialSource struct {
 	Stored bool `json:"stored,omitempty" yaml:"stored"`
 }
 
+// Kind names the source: env, file, command or stored ("" for none).
+func (s CredentialSource) Kind() string {
+	switch {
+	case s.Stored:
+		return "stored"
+	case s.File != "":
+		return "file"
+	case len(s.Command) > 0:
+		return "command"
+	case s.Env != "":
+		return "env"
+	}
+	return ""
+}
+
 // DefaultCommandTimeout bounds a source command without a timeout.
 const DefaultCommandTimeout = Duration(10e9)
 

@@ -27,8 +27,8 @@ import (
 // provider in its files). The audit log is told the values, so that no
 // event ever carries one.
 
-// maxCredentialBytes bounds a value read from a file or a command.
-const maxCredentialBytes = 64 << 10
+// MaxCredentialBytes bounds a credential's value (bytes).
+const MaxCredentialBytes = 64 << 10
 
 // minCredentialBytes is the shortest value taken: the reflection guard
 // looks for the value and its encodings in responses, and a shorter one
@@ -78,7 +78,7 @@ func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, 
 	for _, rc := range r.Credentials {
 		v, err := readSource(ctx, rc, environ, secrets)
 		if err == nil {
-			err = checkValue(v)
+			err = CheckCredentialValue(v)
 		}
 		if err != nil {
 			return nil, nil, provider.Errorf(provider.CodePolicyRejected, "%s (%s): %v", rc.Field, rc.Name, err)
@@ -94,21 +94,15 @@ func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, 
 	return cs, values, nil
 }
 
-// binding is a policy endpoint as the proxy takes it.
+// binding is a resolved endpoint (its defaults written out) as the
+// proxy takes it.
 func binding(ep policy.CredentialEndpoint) egress.Binding {
 	b := egress.Binding{Host: ep.Host, Ports: ep.Ports, Path: ep.Path, Basic: ep.Basic, Query: ep.Query}
-	header := ep.Header
-	if header == "" && ep.Basic == "" && ep.Query == "" && ep.Body == nil {
-		header = policy.DefaultCredentialHeader
-	}
-	if name, tmpl, ok := strings.Cut(header, ":"); ok {
+	if name, tmpl, ok := strings.Cut(ep.Header, ":"); ok {
 		b.Header, b.Template = strings.TrimSpace(name), strings.TrimSpace(tmpl)
 	}
 	if ep.Body != nil {
 		b.BodyMax = int64(ep.Body.Max)
-		if b.BodyMax == 0 {
-			b.BodyMax = int64(policy.DefaultBodyMax)
-		}
 	}
 	return b
 }
@@ -146,7 +140,7 @@ func readSource(ctx context.Context, rc policy.ResolvedCredential, environ []str
 	return "", errors.New("no source")
 }
 
-// readFileNoFollow reads at most maxCredentialBytes of a regular file
+// readFileNoFollow reads at most MaxCredentialBytes of a regular file
 // that is path itself, not a symlink's target (the path was made
 // canonical when the policy was resolved: one that is a symlink now was
 // changed since).
@@ -163,9 +157,9 @@ func readFileNoFollow(path string) ([]byte, error) {
 	if li, err := os.Lstat(path); err != nil || !os.SameFile(fi, li) {
 		return nil, fmt.Errorf("%s changed while it was opened (a symlink?)", path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxCredentialBytes+1))
-	if err == nil && len(b) > maxCredentialBytes {
-		err = fmt.Errorf("%s is longer than %d bytes", path, maxCredentialBytes)
+	b, err := io.ReadAll(io.LimitReader(f, MaxCredentialBytes+1))
+	if err == nil && len(b) > MaxCredentialBytes {
+		err = fmt.Errorf("%s is longer than %d bytes", path, MaxCredentialBytes)
 	}
 	return b, err
 }
@@ -174,10 +168,7 @@ func readFileNoFollow(path string) ([]byte, error) {
 // input) within its timeout; its trimmed output is the value. A failure
 // quotes its standard error (clipped), never its output.
 func runSource(ctx context.Context, s policy.CredentialSource) (string, error) {
-	timeout := time.Duration(s.Timeout)
-	if timeout <= 0 {
-		timeout = time.Duration(policy.DefaultCommandTimeout)
-	}
+	timeout := time.Duration(s.Timeout) // Resolve wrote the default in
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
@@ -195,13 +186,13 @@ func runSource(ctx context.Context, s policy.CredentialSource) (string, error) {
 		}
 		return "", fmt.Errorf("source command %s failed: %v%s", s.Command[0], err, msg)
 	}
-	if out.Len() > maxCredentialBytes {
-		return "", fmt.Errorf("source command %s printed more than %d bytes", s.Command[0], maxCredentialBytes)
+	if out.Len() > MaxCredentialBytes {
+		return "", fmt.Errorf("source command %s printed more than %d bytes", s.Command[0], MaxCredentialBytes)
 	}
 	return strings.TrimSpace(out.String()), nil
 }
 
-// limited keeps the first n bytes written (maxCredentialBytes+1 when n
+// limited keeps the first n bytes written (MaxCredentialBytes+1 when n
 // is 0) and drops the rest.
 type limited struct {
 	w io.Writer
@@ -212,7 +203,7 @@ type limited struct {
 func (l *limited) Write(p []byte) (int, error) {
 	n := l.n
 	if n == 0 {
-		n = maxCredentialBytes + 1
+		n = MaxCredentialBytes + 1
 	}
 	if room := n - l.k; room > 0 {
 		l.w.Write(p[:min(len(p), room)])
@@ -221,11 +212,14 @@ func (l *limited) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// checkValue refuses a value the proxy could not carry in a header or
-// guard in a response.
-func checkValue(v string) error {
+// CheckCredentialValue refuses a value the proxy could not carry in a
+// header or guard in a response; the error never quotes it.
+func CheckCredentialValue(v string) error {
 	if v == "" {
-		return errors.New("the source gave an empty value")
+		return errors.New("the value is empty")
+	}
+	if len(v) > MaxCredentialBytes {
+		return fmt.Errorf("the value is %d bytes, more than %d", len(v), MaxCredentialBytes)
 	}
 	if len(v) < minCredentialBytes {
 		return fmt.Errorf("the value is shorter than %d bytes, too short for the reflection guard to tell it from other text", minCredentialBytes)
@@ -257,7 +251,7 @@ func (s *Session) SetCredential(name, value string, expires time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := checkValue(value); err != nil {
+	if err := CheckCredentialValue(value); err != nil {
 		return provider.Errorf(provider.CodePolicyRejected, "credential %s: %v", name, err)
 	}
 	s.cfg.Log.Redact(egress.ValueForms(value)...)
@@ -292,7 +286,7 @@ func (s *Session) Credentials() []CredentialStatus {
 	defer cs.mu.Unlock()
 	var out []CredentialStatus
 	for _, rc := range cs.res {
-		st := CredentialStatus{Name: rc.Name, Source: sourceKind(rc.Source), State: "active", Expires: cs.expires[rc.Name]}
+		st := CredentialStatus{Name: rc.Name, Source: rc.Source.Kind(), State: "active", Expires: cs.expires[rc.Name]}
 		switch {
 		case cs.revoked[rc.Name]:
 			st.State = "revoked"
@@ -302,18 +296,6 @@ func (s *Session) Credentials() []CredentialStatus {
 		out = append(out, st)
 	}
 	return out
-}
-
-func sourceKind(s policy.CredentialSource) string {
-	switch {
-	case s.Env != "":
-		return "env"
-	case s.File != "":
-		return "file"
-	case len(s.Command) > 0:
-		return "command"
-	}
-	return "stored"
 }
 
 // maxFindings is how many credential findings a session writes one by

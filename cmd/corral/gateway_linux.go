@@ -752,12 +752,12 @@ func readCredential(name, spec string, stdin *os.File, usedStdin *bool) (string,
 			return "", fmt.Errorf("credential %s: %w", name, err)
 		}
 		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, gateway.MaxCredentialValue+1))
+		b, err := io.ReadAll(io.LimitReader(f, session.MaxCredentialBytes+1))
 		if err != nil {
 			return "", fmt.Errorf("credential %s: %w", name, err)
 		}
-		if len(b) > gateway.MaxCredentialValue {
-			return "", fmt.Errorf("credential %s: %s is longer than %d bytes", name, spec[len("file:"):], gateway.MaxCredentialValue)
+		if len(b) > session.MaxCredentialBytes {
+			return "", fmt.Errorf("credential %s: %s is longer than %d bytes", name, spec[len("file:"):], session.MaxCredentialBytes)
 		}
 		return strings.TrimSpace(string(b)), nil
 	case spec == "-":
@@ -774,12 +774,12 @@ func readCredential(name, spec string, stdin *os.File, usedStdin *bool) (string,
 			}
 			return strings.TrimSpace(string(b)), nil
 		}
-		line, err := bufio.NewReaderSize(io.LimitReader(stdin, gateway.MaxCredentialValue+2), 4096).ReadString('\n')
+		line, err := bufio.NewReaderSize(io.LimitReader(stdin, session.MaxCredentialBytes+2), 4096).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("credential %s: stdin: %w", name, err)
 		}
-		if err != nil && len(line) > gateway.MaxCredentialValue {
-			return "", fmt.Errorf("credential %s: the line on stdin is longer than %d bytes", name, gateway.MaxCredentialValue)
+		if err != nil && len(line) > session.MaxCredentialBytes {
+			return "", fmt.Errorf("credential %s: the line on stdin is longer than %d bytes", name, session.MaxCredentialBytes)
 		}
 		return strings.TrimSpace(line), nil
 	}
