@@ -329,8 +329,9 @@ req outpath --http2 -H "Authorization: Bearer $API_TOKEN" %[3]s
 // curl over HTTP/1.1 and HTTP/2: a header of another name and template
 // (X-Api-Key: {}, GitHub's Authorization: token {}), a query parameter
 // (the other parameters' bytes kept), a request body opted in with a
-// size cap (every occurrence replaced, Content-Length fixed; a larger
-// body refused 413 and not sent). The origin checks what arrived.
+// size cap (every occurrence replaced, Content-Length fixed, a chunked
+// or unsized one too; a larger body refused 413 and not sent). The
+// origin checks what arrived.
 func TestCredentialPlaces(t *testing.T) {
 	needTool(t, "curl")
 	eachIdent(t, func(t *testing.T, id *ident) {
@@ -364,6 +365,8 @@ req token-%[1]s --%[1]s -H "Authorization: token $TOKEN" %[2]s/p/token/x
 req query-%[1]s --%[1]s "%[2]s/p/query/x?a=%%41%%2f&key=$TOKEN&z=1+2"
 req body-%[1]s --%[1]s -H 'Content-Type: application/json' -d "{\"key\": \"$TOKEN\", \"again\": \"$TOKEN\"}" %[2]s/p/body/x
 req bigbody-%[1]s --%[1]s -d "$TOKEN %[3]s" %[2]s/p/body/big
+printf '{"key": "%%s", "again": "%%s"}' "$TOKEN" "$TOKEN" > body.json
+req chunked-%[1]s --%[1]s -H 'Transfer-Encoding: chunked' --data-binary @body.json %[2]s/p/body/x
 `, proto, o.url(""), big)
 		}
 		res := runCred(t, credRun{id: id, net: n, creds: creds, env: []string{"E2E_PLACES_REAL=" + secret}, script: script.String(), secrets: []string{secret}})
@@ -371,7 +374,8 @@ req bigbody-%[1]s --%[1]s -d "$TOKEN %[3]s" %[2]s/p/body/big
 		for _, proto := range []string{"http1.1", "http2"} {
 			v := map[string]string{"http1.1": "1.1", "http2": "2"}[proto]
 			expectLines(t, res.result, "hdr-"+proto+": 200 "+v+" real 0", "token-"+proto+": 200 "+v+" real 0", "query-"+proto+": 200 "+v+" real 0",
-				fmt.Sprintf("body-%s: 200 %s other (%d bytes) %d", proto, v, bodyLen, bodyLen), "bigbody-"+proto+": 413 "+v+" {*")
+				fmt.Sprintf("body-%s: 200 %s other (%d bytes) %d", proto, v, bodyLen, bodyLen), "bigbody-"+proto+": 413 "+v+" {*",
+				fmt.Sprintf("chunked-%s: 200 %s other (%d bytes) %d", proto, v, bodyLen, bodyLen))
 		}
 		want := fmt.Sprintf(`{"key": "%s", "again": "%s"}`, secret, secret)
 		var queries []string
