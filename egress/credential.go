@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,7 +107,7 @@ const (
 // as it is, its base64 cores, percent-encoded and JSON-escaped.
 func valueForms(v string) [][]byte {
 	var out [][]byte
-	for _, set := range [][]string{{v}, base64Cores(v), percentEncodings(v), jsonForms(v)} {
+	for _, set := range [][]string{{v}, base64Cores(v), percentForms(v), jsonForms(v)} {
 		for _, f := range set {
 			if !slices.ContainsFunc(out, func(b []byte) bool { return string(b) == f }) {
 				out = append(out, []byte(f))
@@ -129,66 +128,21 @@ func ValueForms(v string) []string {
 	return out
 }
 
-// percentSafe are the byte sets common encoders leave as they are
-// (RFC 3986 2.3's unreserved characters, plus): strict encoders (and
-// the inner encoding of a URL inside a URL), Python's quote ("/"), JS
-// encodeURIComponent ("!'()*") and encodeURI, Go's url.PathEscape.
-var percentSafe = []string{"", "/", "!'()*", "!'()*;,/?:@&=+$#", "$&+,/:;=@"}
-
-// percentEncodings are s percent-encoded as the usual encoders do it, with
-// upper- and lower-case hex (RFC 3986 2.1 allows both), Go's QueryEscape
-// ("+" for a space), and twice (a URL carried in a URL's query, as a
-// login redirect's next=).
-func percentEncodings(s string) []string {
-	var out []string
-	for _, safe := range percentSafe {
-		e := percentEncode(s, safe)
-		out = append(out, e, hexLower(e))
-	}
-	once := percentEncode(s, "")
-	out = append(out, url.QueryEscape(s), hexLower(url.QueryEscape(s)), percentEncode(once, ""), hexLower(percentEncode(once, "")))
-	return out
-}
-
-// percentEncode encodes every byte of s but the unreserved ones and
-// those in safe, with upper-case hex.
-func percentEncode(s, safe string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 || strings.IndexByte(safe, c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// hexLower is s with its percent escapes' hex digits in lower case.
-func hexLower(s string) string {
-	b := []byte(s)
-	for i := 0; i+2 < len(b); i++ {
-		if b[i] == '%' {
-			b[i+1], b[i+2] = lower(b[i+1]), lower(b[i+2])
-		}
-	}
-	return string(b)
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'F' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
 // placeholderForms are the forms a placeholder is recognised in where it
 // is not substituted (beside the decoded views of headers and URLs).
+//
+// Its characters are letters, digits and "._-", so an encoder leaves it
+// as it is; only one that escapes every byte changes it (as percent
+// escapes or JSON's \u00XX).
 func placeholderForms(ph string) []form {
 	out := []form{{b: []byte(ph)}}
 	for _, c := range base64Cores(ph) {
 		out = append(out, form{b: []byte(c), how: "base64"})
+	}
+	all := func(byte) bool { return true }
+	for _, hex := range []string{"%02X", "%02x"} {
+		out = append(out, form{b: []byte(escapeBytes(ph, all, func(c byte, hex string) string { return "%" + fmt.Sprintf(hex, c) }, hex)), how: "percent-encoded"},
+			form{b: []byte(escapeBytes(ph, all, func(c byte, hex string) string { return "\\u00" + fmt.Sprintf(hex, c) }, hex)), how: "json-escaped"})
 	}
 	return out
 }
@@ -287,6 +241,14 @@ func compileCredentials(p *Proxy, creds []*Credential, report func(CredentialFin
 	return cs, nil
 }
 
+// hide is s with the placeholders in it masked: a finding never carries
+// one.
+func (cs *credSet) hide(s string) string {
+	b := []byte(s)
+	cs.detect.mask(b, nil)
+	return string(b)
+}
+
 // pathOK reports whether canonical path cpath is under the binding's
 // prefix.
 func (b *Binding) pathOK(cpath string) bool {
@@ -345,7 +307,7 @@ func (q *credRequest) mismatch(cred int, where string, data bool) {
 // wrapped (scanned on its way up).
 func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest {
 	key := hostPort(t.host, t.port)
-	q := &credRequest{cs: cs, key: key, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.Method, Path: r.URL.EscapedPath()}}
+	q := &credRequest{cs: cs, key: key, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.Method, Path: cs.hide(r.URL.EscapedPath())}}
 	var here []place
 	for _, pl := range cs.places[key] {
 		if !slices.Contains(q.scan, pl.cred) {
@@ -591,10 +553,7 @@ func (cs *credSet) findIn(s string, auth bool) []hit {
 		}
 	}
 	if strings.Contains(s, `\`) {
-		var u string
-		if json.Unmarshal([]byte(`"`+s+`"`), &u) == nil {
-			look(u, " (json-escaped)")
-		}
+		look(jsonUnescape(s), " (json-escaped)")
 	}
 	if auth {
 		if user, pass, ok := basicAuth(s); ok {
@@ -678,7 +637,7 @@ func reflectHow(st *secretState, b []byte) string {
 // substituted: a value goes only over inspected TLS) and reports whether
 // it may go on; on a denial d says why. Its body is not scanned.
 func (cs *credSet) plainRequest(r *request, t target, path string, d *Decision) bool {
-	q := &credRequest{cs: cs, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.method, Path: stripQuery(path)}}
+	q := &credRequest{cs: cs, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.method, Path: cs.hide(stripQuery(path))}}
 	for _, h := range r.headers {
 		name := http.CanonicalHeaderKey(h.name)
 		for _, x := range cs.findIn(h.value, name == "Authorization" || name == "Proxy-Authorization") {

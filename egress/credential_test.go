@@ -200,6 +200,7 @@ func TestCredentialMismatches(t *testing.T) {
 		{name: "basic", host: "a", where: "header Authorization (base64)", hdr: []string{"Authorization", "Basic " + b64}},
 		{name: "base64 elsewhere", host: "b", where: "header X-Blob (base64)", hdr: []string{"X-Blob", base64.StdEncoding.EncodeToString([]byte("xx" + testPH + "yy"))}},
 		{name: "json-escaped", host: "b", where: "header X-J (json-escaped)", hdr: []string{"X-J", `\u0073k-corralPLACEHOLDERabcdefghij0123456789`}},
+		{name: "json-escaped in JSON", host: "b", where: "header X-Meta (json-escaped)", hdr: []string{"X-Meta", `{"token":"\u0073k-corralPLACEHOLDERabcdefghij0123456789"}`}},
 		{name: "query", host: "a", where: "query", query: "key=" + testPH},
 		{name: "percent-encoded query", host: "b", where: "query (percent-encoded)", query: "k=%73%6B-corralPLACEHOLDERabcdefghij0123456789"},
 		{name: "path", host: "b", where: "path", query: ""},
@@ -231,7 +232,9 @@ func TestCredentialMismatches(t *testing.T) {
 					if s.all() != "" {
 						t.Fatalf("a denied request reached the origin:\n%s", s.all())
 					}
-					rig.found.wait(t, FindingMismatch, c.where, "denied")
+					if f := rig.found.wait(t, FindingMismatch, c.where, "denied"); strings.Contains(f.Path, testPH) {
+						t.Fatalf("the finding carries the placeholder: %+v", f)
+					}
 					return
 				}
 				if resp.StatusCode != 200 {
@@ -370,6 +373,12 @@ func TestCredentialReflectionGuard(t *testing.T) {
 		case "/json":
 			b, _ := json.Marshal(map[string]string{"error": "invalid key " + v})
 			io.WriteString(w, strings.ReplaceAll(string(b), "/", `\/`)) // as PHP writes it
+		case "/dotnet": // System.Text.Json: "+" as \u002B, "/" as it is
+			io.WriteString(w, `{"error":"bad key `+strings.ReplaceAll(v, "+", `\u002B`)+`"}`)
+		case "/every":
+			for i := 0; i < len(v); i++ {
+				fmt.Fprintf(w, `\u%04x`, v[i])
+			}
 		case "/percent":
 			io.WriteString(w, "next="+url.QueryEscape(v))
 		case "/sse":
@@ -394,6 +403,7 @@ func TestCredentialReflectionGuard(t *testing.T) {
 		for _, c := range []struct{ path, where string }{
 			{"/raw", "response body"}, {"/split", "response body"}, {"/base64", "response body (base64)"},
 			{"/json", "response body (json-escaped)"}, {"/percent", "response body (percent-encoded)"},
+			{"/dotnet", "response body (json-escaped)"}, {"/every", "response body (json-escaped)"},
 			{"/sse", "response body"}, {"/gzip", "response body"},
 		} {
 			resp, body := rig.do(t, "GET", rig.aURL+c.path, "", "Authorization", "Bearer "+testPH, "Accept-Encoding", "gzip, br")

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,34 +317,81 @@ func base64Cores(s string) []string {
 	return out
 }
 
-// percentForms are s percent-encoded as query components and path
-// segments are, with upper- and lower-case hex (RFC 3986 2.1 allows both).
-func percentForms(s string) []string {
+// maxEscapeSubsets bounds the bytes whose escaped-or-not combinations
+// are all listed (2^n forms per escape and hex case).
+const maxEscapeSubsets = 4
+
+// escapings are s with some of its escapable bytes written as esc does
+// (each byte alone: "\u002B", "%2B"), because encoders differ in which
+// of them they escape (.NET's JSON writes "+" as \u002B
+// and leaves "/", Python's quote leaves "/", JS's encodeURIComponent
+// leaves "!'()*"): every subset of the distinct such bytes when there are
+// at most maxEscapeSubsets of them (else none, all, and each alone or
+// all but it), and every byte escaped (an encoder told to, or someone
+// hiding it); each with upper- and lower-case hex.
+func escapings(s string, escapable func(byte) bool, esc func(c byte, hex string) string) []string {
+	var special []byte
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; escapable(c) && bytes.IndexByte(special, c) < 0 {
+			special = append(special, c)
+		}
+	}
+	var sets []func(byte) bool
+	if len(special) <= maxEscapeSubsets {
+		for m := 0; m < 1<<len(special); m++ {
+			sets = append(sets, func(c byte) bool { i := bytes.IndexByte(special, c); return i >= 0 && m&(1<<i) != 0 })
+		}
+	} else {
+		sets = append(sets, func(byte) bool { return false }, escapable)
+		for _, x := range special {
+			sets = append(sets, func(c byte) bool { return c == x }, func(c byte) bool { return escapable(c) && c != x })
+		}
+	}
+	sets = append(sets, func(byte) bool { return true })
 	var out []string
-	for _, e := range []string{url.QueryEscape(s), url.PathEscape(s)} {
-		if e != s {
-			out = append(out, e, lowerHex(e))
+	for _, in := range sets {
+		for _, hex := range []string{"%02X", "%02x"} {
+			out = append(out, escapeBytes(s, in, esc, hex))
 		}
 	}
 	return out
 }
 
-func lowerHex(s string) string {
-	b := []byte(s)
-	for i := 0; i+2 < len(b); i++ {
-		if b[i] == '%' {
-			b[i+1], b[i+2] = bytes.ToLower(b[i+1 : i+2])[0], bytes.ToLower(b[i+2 : i+3])[0]
+// escapeBytes is s with the bytes in writes as esc does.
+func escapeBytes(s string, in func(byte) bool, esc func(c byte, hex string) string, hex string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if in(s[i]) {
+			b.WriteString(esc(s[i], hex))
+		} else {
+			b.WriteByte(s[i])
 		}
 	}
-	return string(b)
+	return b.String()
 }
 
-// jsonForms are s as a JSON string's contents: as encoding/json writes it
-// (<, >, & and U+2028/9 escaped), as JSON.stringify does (only ", \ and
-// control characters), and with "/" escaped too.
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// percentForms are s percent-encoded (RFC 3986 2.1) as escapings lists
+// it, as Go's url.QueryEscape writes it ("+" for a space), and twice (a
+// URL carried in a URL's query, as a login redirect's next=).
+func percentForms(s string) []string {
+	pct := func(c byte, hex string) string { return "%" + fmt.Sprintf(hex, c) }
+	reserved := func(c byte) bool { return !isAlnum(c) && strings.IndexByte("-._~", c) < 0 }
+	out := append(escapings(s, reserved, pct), url.QueryEscape(s))
+	for _, once := range []string{url.QueryEscape(s), escapeBytes(s, reserved, pct, "%02X"), escapeBytes(s, reserved, pct, "%02x")} {
+		out = append(out, strings.ReplaceAll(once, "%", "%25"))
+	}
+	return out
+}
+
+// jsonForms are s as a JSON string's contents (RFC 8259 7): with only
+// '"', '\\' and control characters escaped (JSON.stringify), "/" as "\/"
+// too (PHP), and the bytes some encoders escape as \u00XX as escapings
+// lists it.
 func jsonForms(s string) []string {
-	b, _ := json.Marshal(s)
-	goForm := string(b[1 : len(b)-1])
 	var min strings.Builder
 	for _, c := range s {
 		switch {
@@ -351,11 +399,45 @@ func jsonForms(s string) []string {
 			min.WriteByte('\\')
 			min.WriteRune(c)
 		case c < 0x20:
-			b, _ := json.Marshal(string(c))
-			min.Write(b[1 : len(b)-1])
+			fmt.Fprintf(&min, "\\u%04x", c)
 		default:
 			min.WriteRune(c)
 		}
 	}
-	return []string{goForm, min.String(), strings.ReplaceAll(min.String(), "/", `\/`)}
+	out := []string{min.String(), strings.ReplaceAll(min.String(), "/", `\/`)}
+	// What JSON encoders escape beyond that: encoding/json <, > and &,
+	// .NET's default encoder also ', + and `, PHP /.
+	escapable := func(c byte) bool { return c >= 0x80 || strings.IndexByte("<>&'+`/", c) >= 0 }
+	return append(out, escapings(s, escapable, func(c byte, hex string) string { return "\\u00" + fmt.Sprintf(hex, c) })...)
+}
+
+// jsonUnescape undoes the JSON escapes in s (\uXXXX, \", \\, \/, \b,
+// \f, \n, \r, \t) wherever they are, leaving anything else as it is: a
+// header may hold JSON around the escaped text, or be no JSON at all.
+func jsonUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch c := s[i+1]; c {
+		case '"', '\\', '/':
+			b.WriteByte(c)
+			i++
+		case 'b', 'f', 'n', 'r', 't':
+			b.WriteByte(map[byte]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}[c])
+			i++
+		case 'u':
+			if n, err := strconv.ParseUint(s[min(i+2, len(s)):min(i+6, len(s))], 16, 16); err == nil && i+6 <= len(s) {
+				b.WriteRune(rune(n))
+				i += 5
+				continue
+			}
+			b.WriteByte(s[i])
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
