@@ -39,6 +39,10 @@ var (
 // bundle and Java store).
 var reservedExposeTrees = []string{"/proc", "/sys", "/dev", "/run/corral"}
 
+// sandboxDirs are directories a sandbox's tree has (or a distro image
+// does): an exposed file cannot be bound over one.
+var sandboxDirs = []string{"/tmp", "/run", "/var", "/var/tmp", "/var/run", "/home", "/root", "/mnt", "/opt", "/srv", "/media", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64"}
+
 // credentialHopHeaders are headers a credential may not be put in: the
 // proxy or its transport sets, strips or reads them (framing, the
 // connection, the proxy's own authentication), so a value there would be
@@ -246,6 +250,9 @@ func checkExposeFile(s string) (msg, hint string) {
 	}
 	if c := path.Clean(rest); c != rest {
 		return fmt.Sprintf("path %q is not clean (no \"..\", \".\", \"//\" or trailing \"/\")", s), "write " + strconv.Quote(strings.TrimSuffix(s, rest)+c)
+	}
+	if slices.Contains(sandboxDirs, s) {
+		return fmt.Sprintf("%q names a directory the sandbox has, not a file", s), how
 	}
 	for _, d := range reservedExposeTrees {
 		if rest == s && Within(s, d) {

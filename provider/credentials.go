@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/corral-sandbox/corral/policy"
@@ -62,11 +63,30 @@ func credentialFile(c policy.ResolvedCredential) (CredentialFile, error) {
 	return CredentialFile{Credential: c.Name, Field: c.Field, Name: "credential-" + c.Name, Path: c.File, Data: []byte(c.Placeholder)}, nil
 }
 
-// CredentialLoss is what Map says of r's credential files: where each
-// goes (info; never the placeholder), or why it cannot (an error).
+// providerSetEnv are the variables every sandbox with governed egress
+// gets from its provider (ProxyEnvAuth, TrustEnv, the Java options),
+// which win over the workload's environment.
+func providerSetEnv() []string {
+	var out []string
+	for _, kv := range append(append(ProxyEnvAuth(1, "u", "p"), TrustEnv(TrustBundlePath)...), "JAVA_TOOL_OPTIONS=") {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(out, k)
+	}
+	return out
+}
+
+// CredentialLoss is what Map says of r's credentials: an exposed variable
+// the provider sets itself (the placeholder would never be seen: an
+// error), and where each file goes (info; never the placeholder), or why
+// it cannot (an error).
 func CredentialLoss(r *policy.Resolved) LossReport {
 	var out LossReport
+	set := providerSetEnv()
 	for _, c := range r.Credentials {
+		if e := c.Expose.Env; e != "" && slices.Contains(set, e) {
+			out = append(out, Loss{Severity: SeverityError, Area: "credentials", Field: c.Field + ".expose.env",
+				Message: fmt.Sprintf("credential %q: the provider sets %s itself (governed egress, or the sandbox's trust), so the workload would never see the placeholder there: expose it under another name", c.Name, e)})
+		}
 		if c.File == "" {
 			continue
 		}

@@ -33,10 +33,10 @@ func hasCredentialFiles(r *policy.Resolved) bool {
 // StateBase, where they are kept (trustLoss says it for a policy that
 // inspects egress).
 func credentialLoss(r *policy.Resolved) []provider.Loss {
-	if !hasCredentialFiles(r) {
-		return nil
-	}
 	loss := provider.CredentialLoss(r)
+	if !hasCredentialFiles(r) {
+		return loss
+	}
 	if err := refuseStateGrant(r); err != nil && !r.InspectsEgress() {
 		loss = append(loss, provider.Loss{Severity: provider.SeverityError, Area: "filesystem", Field: stateGrant(r, StateBase()).Field, Message: err.Error()})
 	}
