@@ -114,6 +114,9 @@ func readSource(ctx context.Context, rc policy.ResolvedCredential, environ []str
 	case s.Env != "":
 		for _, kv := range environ {
 			if k, v, ok := strings.Cut(kv, "="); ok && k == s.Env {
+				if strings.TrimSpace(v) == "" {
+					return "", fmt.Errorf("source env %s is set but empty", s.Env)
+				}
 				return strings.TrimSpace(v), nil
 			}
 		}
