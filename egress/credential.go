@@ -503,8 +503,10 @@ func (q *credRequest) substituteBody(r *http.Request, places []place, usable fun
 		return
 	}
 	for _, pl := range places {
-		if ph := []byte(q.cs.creds[pl.cred].Placeholder); bytes.Contains(b, ph) {
-			b = bytes.ReplaceAll(b, ph, usable(pl.cred).value)
+		// (usable again: the credential may have been revoked while the
+		// body was read; its placeholder is then left, a finding)
+		if ph, st := []byte(q.cs.creds[pl.cred].Placeholder), usable(pl.cred); st != nil && bytes.Contains(b, ph) {
+			b = bytes.ReplaceAll(b, ph, st.value)
 			q.use(pl.cred)
 		}
 	}
@@ -729,6 +731,9 @@ func (q *credRequest) guardResponse(res *http.Response) error {
 		return nil
 	}
 	q.maskHeader(ps, res.Header, "response header")
+	// The trailers' names as announced: ReverseProxy writes them in a
+	// Trailer header before the body (their values are masked at EOF).
+	q.maskHeader(ps, res.Trailer, "response trailer")
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// A WebSocket's frames from the server, scanned as a body
 		// (their framing kept: masks are the same length).
