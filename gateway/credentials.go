@@ -28,7 +28,6 @@ import (
 // sources are read by the session on the gateway's host at every start.
 // No value is ever in a response, an event, a log or an error.
 
-
 // checkSources refuses what a gateway sandbox's credentials cannot read:
 // the gateway's own environment is not its caller's, and reading it for a
 // policy would hand the daemon's variables to whoever writes the policy.
@@ -227,7 +226,7 @@ func (s *Server) credentialCall(id, name string) (rec store.Sandbox, c policy.Cr
 	return rec, pol.Credentials[i], unlock, nil
 }
 
-// live is the session of sandbox id if this gateway holds it.
+// liveSession is the session of sandbox id if this gateway holds it.
 func (s *Server) liveSession(id string) *session.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
