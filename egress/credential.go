@@ -587,14 +587,8 @@ func (q *credRequest) reflectPatterns() *patterns {
 // masked ('*' is a token character, RFC 9110 5.6.2).
 func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
 	for name, vals := range h {
-		found := func(i int) { f := &ps.forms[i]; q.find(f.cred, FindingReflection, where+" "+name+how(f.how), "masked") }
-		for i, v := range vals {
-			b := []byte(v)
-			ps.mask(b, found)
-			vals[i] = string(b)
-		}
 		lname := []byte(strings.ToLower(name))
-		masked := false
+		var inName []int // forms found in the name
 		for i := range ps.forms {
 			f := bytes.ToLower(ps.forms[i].b)
 			for off := 0; ; {
@@ -604,13 +598,27 @@ func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
 				}
 				j += off
 				copy(lname[j:j+len(f)], bytes.Repeat([]byte{'*'}, len(f)))
-				off, masked = j+len(f), true
-				found(i)
+				off = j + len(f)
+				inName = append(inName, i)
 			}
 		}
-		if masked {
+		shown := name // in findings: masked, since the audit log's redaction matches the value's case only
+		if len(inName) > 0 {
+			shown = string(lname)
 			delete(h, name)
-			h[string(lname)] = vals
+			h[shown] = vals
+		}
+		found := func(i int) {
+			f := &ps.forms[i]
+			q.find(f.cred, FindingReflection, where+" "+shown+how(f.how), "masked")
+		}
+		for _, i := range inName {
+			found(i)
+		}
+		for i, v := range vals {
+			b := []byte(v)
+			ps.mask(b, found)
+			vals[i] = string(b)
 		}
 	}
 }
