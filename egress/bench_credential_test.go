@@ -308,7 +308,8 @@ func BenchmarkGzipDecode(b *testing.B) {
 // occurrences that one bytes.Index per form finds, in texts long enough
 // to take it, of values with all their forms (and of a set of several
 // values, and of forms that begin alike, overlap and repeat), at every
-// position and overlapping each other; mask covers them all.
+// position and overlapping each other; mask covers them all; holdBack
+// holds back what trying every suffix against every form would.
 func TestScanSkipIndex(t *testing.T) {
 	plain := jsonLines(1<<20, 1)
 	sets := map[string][]string{
@@ -358,6 +359,20 @@ func TestScanSkipIndex(t *testing.T) {
 			for k := range want {
 				if !got[k] {
 					t.Fatalf("%s round %d: form %d at %d not found", name, round, k[0], k[1])
+				}
+			}
+			for k := 0; k < 8; k++ { // holdBack: the longest suffix that is a proper prefix of a form
+				cut := text[:rng.IntN(len(text)+1)]
+				want := 0
+				for n := min(len(cut), ps.maxLen-1); n > 0 && want == 0; n-- {
+					for i := range ps.forms {
+						if len(ps.forms[i].b) > n && bytes.HasPrefix(ps.forms[i].b, cut[len(cut)-n:]) {
+							want = n
+						}
+					}
+				}
+				if got := ps.holdBack(cut); got != want {
+					t.Fatalf("%s: holdBack of %d bytes %d, want %d", name, len(cut), got, want)
 				}
 			}
 			masked := append([]byte(nil), text...)

@@ -36,6 +36,7 @@ type patterns struct {
 	// inForm marks every byte that occurs in a form: a chunk that ends
 	// in another byte holds nothing back.
 	inForm [256]bool
+	starts [256]bool // the forms' first bytes
 	// skip is the one-pass search of a stream's chunks, built at the
 	// first long chunk (a set's forms are all added before it is used).
 	skip atomic.Pointer[skipIndex]
@@ -55,6 +56,7 @@ func (ps *patterns) add(f form) {
 	for _, c := range f.b {
 		ps.inForm[c] = true
 	}
+	ps.starts[f.b[0]] = true
 }
 
 // first is the first form found in b (nil when none).
@@ -186,16 +188,20 @@ func (x *skipIndex) find(ps *patterns, b []byte, at func(i, j int)) {
 }
 
 // holdBack is how many bytes at the end of b could begin a form (the
-// longest suffix of b that is a proper prefix of one).
+// longest suffix of b that is a proper prefix of one): the suffixes are
+// tried longest first, only those that begin with a form's first byte.
 func (ps *patterns) holdBack(b []byte) int {
 	if len(b) == 0 || !ps.inForm[b[len(b)-1]] {
 		return 0
 	}
-	for k := min(len(b), ps.maxLen-1); k > 0; k-- {
-		tail := b[len(b)-k:]
+	for j := max(0, len(b)-(ps.maxLen-1)); j < len(b); j++ {
+		if !ps.starts[b[j]] {
+			continue
+		}
+		tail := b[j:]
 		for i := range ps.forms {
-			if len(ps.forms[i].b) > k && bytes.HasPrefix(ps.forms[i].b, tail) {
-				return k
+			if f := ps.forms[i].b; len(f) > len(tail) && f[0] == tail[0] && bytes.HasPrefix(f, tail) {
+				return len(tail)
 			}
 		}
 	}
@@ -216,6 +222,7 @@ type scanReader struct {
 	buf    []byte  // read, not yet passed on: buf[:ready] is scanned and free to go
 	pooled *[]byte // buf's first array, from scanBufs
 	off    int     // start of what is not yet passed on
+	hold   int     // how much of buf waits for the next chunk (nothing once the source ended)
 	seen   []bool  // per form: reported
 	err    error
 }
@@ -232,7 +239,7 @@ func newScanReader(src io.ReadCloser, ps *patterns, masking bool, hit func(*form
 
 func (r *scanReader) Read(p []byte) (int, error) {
 	for {
-		if ready := len(r.buf) - r.held(); r.off < ready {
+		if ready := len(r.buf) - r.hold; r.off < ready {
 			n := copy(p, r.buf[r.off:ready])
 			r.off += n
 			return n, nil
@@ -267,19 +274,13 @@ func (r *scanReader) Read(p []byte) (int, error) {
 		r.buf = r.buf[:len(r.buf)+n]
 		r.err = err
 		r.scan()
+		if r.hold = 0; err == nil {
+			r.hold = r.ps.holdBack(r.buf)
+		}
 		if n == 0 && err == nil {
 			return 0, nil
 		}
 	}
-}
-
-// held is how much of buf waits for the next chunk (nothing once the
-// source ended).
-func (r *scanReader) held() int {
-	if r.err != nil {
-		return 0
-	}
-	return r.ps.holdBack(r.buf[r.off:])
 }
 
 func (r *scanReader) scan() {
