@@ -166,7 +166,7 @@ func TestAttackCredentialHeaderTricks(t *testing.T) {
 		{"bound and unbound copies", false, "Authorization: Bearer " + testPH + "\r\nAuthorization: Token " + testPH, false},
 		{"bound and X- header", false, "Authorization: Bearer " + testPH + "\r\nX-Debug: " + testPH, false},
 		{"folded", false, "Authorization: Bearer\r\n " + testPH, true},                              // unfolded by the server: the upstream reads what was decided
-		{"in a header name", false, "X-" + testPH + ": 1\r\nAuthorization: Bearer " + testPH, true}, // names are not places, nor data that leaks
+		{"in a header name", false, "X-" + testPH + ": 1\r\nAuthorization: Bearer " + testPH, false}, // a name is not a bound place
 		{"case of scheme", false, "Authorization: BEARER " + testPH, true},
 		{"trailing space", false, "Authorization: Bearer " + testPH + " ", true}, // OWS, trimmed by the server
 		{"basic extra colon", true, "Authorization: Basic " + b64("u:"+testPH+":x"), false},

@@ -58,21 +58,49 @@ type Binding struct {
 
 // secretState is a credential's value and its validity, swapped whole.
 type secretState struct {
-	value    []byte
-	expires  time.Time // zero: never
-	revoked  bool
-	reflects [][]byte // the forms of value the reflection guard looks for
+	value   []byte
+	expires time.Time // zero: never
+	revoked bool
+	// reflects are the forms the reflection guard looks for: of value,
+	// and of the maxOldValues values before it (an upstream may quote a
+	// rotated or revoked key later: "key ... was revoked").
+	reflects [][]byte
+	values   []string // value and the old ones, newest first
+}
+
+// maxOldValues is how many replaced values responses are still masked for.
+const maxOldValues = 4
+
+// next is the state after c's current one with value v ("" for a
+// revocation).
+func (c *Credential) next(v string) *secretState {
+	st := &secretState{value: []byte(v)}
+	if v != "" {
+		st.values = []string{v}
+	}
+	if old := c.state.Load(); old != nil {
+		st.values = append(st.values, old.values...)
+	}
+	st.values = st.values[:min(len(st.values), maxOldValues+1)]
+	for _, x := range st.values {
+		st.reflects = append(st.reflects, valueForms(x)...)
+	}
+	return st
 }
 
 // SetValue puts v in force from the next request on (a rotation: the
 // placeholder stays); expires zero means it does not expire.
 func (c *Credential) SetValue(v string, expires time.Time) {
-	c.state.Store(&secretState{value: []byte(v), expires: expires, reflects: valueForms(v)})
+	st := c.next(v)
+	st.expires = expires
+	c.state.Store(st)
 }
 
 // Revoke ends the credential: its placeholder is refused from now on.
 func (c *Credential) Revoke() {
-	c.state.Store(&secretState{revoked: true})
+	st := c.next("")
+	st.revoked = true
+	c.state.Store(st)
 }
 
 // CredentialFinding is what Config.Finding hears: a placeholder where it
@@ -241,11 +269,24 @@ func compileCredentials(p *Proxy, creds []*Credential, report func(CredentialFin
 	return cs, nil
 }
 
-// hide is s with the placeholders in it masked: a finding never carries
-// one.
+// hide is s with the placeholders in it masked, without case (a header
+// name comes canonicalised): a finding never carries one.
 func (cs *credSet) hide(s string) string {
-	b := []byte(s)
-	cs.detect.mask(b, nil)
+	b, lower := []byte(s), []byte(strings.ToLower(s))
+	for i := range cs.detect.forms {
+		f := bytes.ToLower(cs.detect.forms[i].b)
+		for off := 0; ; {
+			j := bytes.Index(lower[off:], f)
+			if j < 0 {
+				break
+			}
+			j += off
+			for k := j; k < j+len(f); k++ {
+				b[k] = '*'
+			}
+			off = j + len(f)
+		}
+	}
 	return string(b)
 }
 
@@ -341,6 +382,9 @@ func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest
 	}
 	var changes []change
 	for name, vals := range r.Header {
+		for _, h := range cs.findName(name) {
+			q.mismatch(h.cred, "header name"+h.how, false)
+		}
 		for i, v := range vals {
 			nv := v
 			for _, pl := range here {
@@ -352,7 +396,7 @@ func (cs *credSet) request(r *http.Request, t target, cpath string) *credRequest
 				}
 			}
 			for _, h := range cs.findIn(nv, name == "Authorization" || name == "Proxy-Authorization") {
-				q.mismatch(h.cred, "header "+name+h.how, false)
+				q.mismatch(h.cred, "header "+cs.hide(name)+h.how, false)
 			}
 			if nv != v {
 				changes = append(changes, change{name, i, nv})
@@ -565,6 +609,20 @@ func (cs *credSet) findIn(s string, auth bool) []hit {
 	return out
 }
 
+// findName finds the placeholders in a header name, without case (names
+// are canonicalised on the way).
+func (cs *credSet) findName(name string) []hit {
+	var out []hit
+	lname := strings.ToLower(name)
+	for i := range cs.detect.forms {
+		f := &cs.detect.forms[i]
+		if strings.Contains(lname, strings.ToLower(string(f.b))) && !slices.ContainsFunc(out, func(h hit) bool { return h.cred == f.cred }) {
+			out = append(out, hit{f.cred, how(f.how)})
+		}
+	}
+	return out
+}
+
 // reflectPatterns are the forms of the values of q's bound credentials:
 // those sent and those in force now.
 func (q *credRequest) reflectPatterns() *patterns {
@@ -633,7 +691,7 @@ func (q *credRequest) scrub(s string) string {
 
 func reflectHow(st *secretState, b []byte) string {
 	switch {
-	case bytes.Equal(b, st.value):
+	case slices.Contains(st.values, string(b)):
 		return ""
 	case bytes.IndexByte(b, '%') >= 0:
 		return "percent-encoded"
@@ -650,8 +708,11 @@ func (cs *credSet) plainRequest(r *request, t target, path string, d *Decision) 
 	q := &credRequest{cs: cs, base: CredentialFinding{Host: t.host, Port: t.port, Method: r.method, Path: cs.hide(stripQuery(path))}}
 	for _, h := range r.headers {
 		name := http.CanonicalHeaderKey(h.name)
+		for _, x := range cs.findName(name) {
+			q.mismatch(x.cred, "header name"+x.how, false)
+		}
 		for _, x := range cs.findIn(h.value, name == "Authorization" || name == "Proxy-Authorization") {
-			q.mismatch(x.cred, "header "+name+x.how, false)
+			q.mismatch(x.cred, "header "+cs.hide(name)+x.how, false)
 		}
 	}
 	for _, x := range cs.findIn(path, false) {

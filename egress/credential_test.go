@@ -204,6 +204,7 @@ func TestCredentialMismatches(t *testing.T) {
 		{name: "query", host: "a", where: "query", query: "key=" + testPH},
 		{name: "percent-encoded query", host: "b", where: "query (percent-encoded)", query: "k=%73%6B-corralPLACEHOLDERabcdefghij0123456789"},
 		{name: "path", host: "b", where: "path", query: ""},
+		{name: "header name", host: "b", where: "header name", hdr: []string{"X-" + testPH, "1"}},
 	}
 	for _, mode := range []string{"deny", "forward"} {
 		for _, c := range cases {
@@ -527,5 +528,21 @@ func TestCredentialPlainHTTP(t *testing.T) {
 			t.Fatalf("forward: status %d hits %d", resp.StatusCode, up.hits.Load())
 		}
 		found.wait(t, FindingMismatch, "header Authorization", "forwarded")
+	}
+}
+
+// TestCredentialOldValueMasked: after a rotation and a revocation, a
+// response quoting the old value is still masked.
+func TestCredentialOldValueMasked(t *testing.T) {
+	rig := newCredRig(t, true, true, bearer, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "key "+testValue+" was replaced")
+	})
+	rig.cred.SetValue("rotated-value-0123456789", time.Time{})
+	if resp, body := rig.do(t, "GET", rig.aURL+"/", "", "Authorization", "Bearer "+testPH); resp.StatusCode != 200 || strings.Contains(body, testValue) {
+		t.Fatalf("after a rotation: %d %q", resp.StatusCode, body)
+	}
+	rig.cred.Revoke()
+	if resp, body := rig.do(t, "GET", rig.aURL+"/", ""); resp.StatusCode != 200 || strings.Contains(body, testValue) {
+		t.Fatalf("after a revocation: %d %q", resp.StatusCode, body)
 	}
 }

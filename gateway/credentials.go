@@ -4,8 +4,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -140,50 +138,19 @@ func placeholders(creds []store.Credential) map[string]string {
 	return out
 }
 
-// secrets are the session's values of res's stored credentials. A
-// revoked one (whose value the store forgot) and an expired one get a
-// random stand-in that is never a secret, so that the proxy, which serves
-// as soon as the session is open, never sends their value in the moment
-// before applyCredentials puts the revocation or the expiry in force.
-func secrets(res *policy.Resolved, creds []store.Credential) map[string]string {
-	out := map[string]string{}
-	for _, c := range res.Credentials {
-		i := slices.IndexFunc(creds, func(r store.Credential) bool { return r.Name == c.Name })
-		if !c.Source.Stored || i < 0 { // none: the session refuses the stored credential
-			continue
-		}
-		if exp := creds[i].Expires; creds[i].Revoked || (!exp.IsZero() && !time.Now().Before(exp)) {
-			b := make([]byte, 32)
-			_, _ = rand.Read(b)
-			out[c.Name] = hex.EncodeToString(b)
-			continue
-		}
-		out[c.Name] = creds[i].Value
-	}
-	return out
-}
-
-// applyCredentials puts the stored revocations and expiries in force in a
-// session just opened or recovered.
-func applyCredentials(sess *session.Session, creds []store.Credential) error {
-	known := map[string]bool{}
-	for _, c := range sess.Credentials() {
-		known[c.Name] = true
-	}
+// secrets are the session's values of res's stored credentials (a
+// revoked one has none: the store forgot it), and states their stored
+// revocations and expiries, which the session puts in force before its
+// proxy serves.
+func secrets(res *policy.Resolved, creds []store.Credential) (map[string]string, map[string]session.CredentialState) {
+	values, states := map[string]string{}, map[string]session.CredentialState{}
 	for _, c := range creds {
-		var err error
-		switch {
-		case !known[c.Name]: // a row a recreate's new policy dropped, not yet pruned
-		case c.Revoked:
-			err = sess.RevokeCredential(c.Name)
-		case !c.Expires.IsZero() && c.Value != "":
-			err = sess.SetCredential(c.Name, c.Value, c.Expires)
-		}
-		if err != nil {
-			return fmt.Errorf("credential %s: %w", c.Name, err)
+		states[c.Name] = session.CredentialState{Revoked: c.Revoked, Expires: c.Expires}
+		if i := slices.IndexFunc(res.Credentials, func(r policy.ResolvedCredential) bool { return r.Name == c.Name }); i >= 0 && res.Credentials[i].Source.Stored && !c.Revoked {
+			values[c.Name] = c.Value
 		}
 	}
-	return nil
+	return values, states
 }
 
 // credentialCall is a credential call's hold on sandbox id: its gate

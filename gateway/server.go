@@ -428,9 +428,6 @@ func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provi
 		return nil, err
 	}
 	h, err := hold(p, sess, log)
-	if err == nil {
-		err = applyCredentials(sess, creds)
-	}
 	if err != nil {
 		_ = sess.Close()
 		_ = log.Close()
@@ -443,9 +440,10 @@ func (s *Server) bringUp(ctx context.Context, id string, p Provider, plan *provi
 // its stored credentials. No credential reads the gateway's environment
 // (checkSources refuses env sources): its Environ is empty.
 func (s *Server) sessionConfig(p Provider, id string, plan *provider.Plan, log *audit.Log, step func(string), creds []store.Credential) session.Config {
+	values, states := secrets(plan.Policy, creds)
 	return session.Config{Provider: p, Plan: plan, Log: log, Version: s.cfg.Version, Step: step,
 		Options: provider.ProvisionOptions{ID: id, Persistent: true, Owner: s.cfg.Instance},
-		Environ: []string{}, Secrets: secrets(plan.Policy, creds)}
+		Environ: []string{}, Secrets: values, CredentialStates: states}
 }
 
 // removeLogs removes a deleted sandbox's output and audit logs (a
@@ -1066,9 +1064,6 @@ func (s *Server) recover(ctx context.Context, r store.Sandbox, p Provider, plan 
 		return nil, err
 	}
 	h, err := hold(p, sess, log)
-	if err == nil {
-		err = applyCredentials(sess, creds)
-	}
 	if err != nil {
 		sess.Detach() // left as it is: nothing is destroyed on a guess
 		_ = log.Close()

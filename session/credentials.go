@@ -44,6 +44,12 @@ type CredentialStatus struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
+// CredentialState is a credential's revocation and expiry (Config).
+type CredentialState struct {
+	Revoked bool
+	Expires time.Time // zero: none
+}
+
 // credentials are a session's egress credentials with their state.
 type credentials struct {
 	mu      sync.Mutex
@@ -60,7 +66,7 @@ type credentials struct {
 // line, or shorter than minCredentialBytes, and every credential of a
 // policy the workload could rewrite (its file inside a read-write grant:
 // a source is a command corral runs, or a file it reads, on the host).
-func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, secrets map[string]string) (*credentials, []string, error) {
+func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, secrets map[string]string, states map[string]CredentialState) (*credentials, []string, error) {
 	if len(r.Credentials) == 0 {
 		return nil, nil, nil
 	}
@@ -76,6 +82,17 @@ func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, 
 	cs := &credentials{res: r.Credentials, expires: map[string]time.Time{}, revoked: map[string]bool{}}
 	var values []string
 	for _, rc := range r.Credentials {
+		c := &egress.Credential{Name: rc.Name, Placeholder: rc.Placeholder, Deny: rc.OnMismatch != policy.MismatchForward}
+		for _, ep := range rc.Endpoints {
+			c.Bindings = append(c.Bindings, binding(ep))
+		}
+		cs.list = append(cs.list, c)
+		st := states[rc.Name]
+		if st.Revoked {
+			c.Revoke()
+			cs.revoked[rc.Name] = true
+			continue
+		}
 		v, err := readSource(ctx, rc, environ, secrets)
 		if err == nil {
 			err = CheckCredentialValue(v)
@@ -83,12 +100,8 @@ func loadCredentials(ctx context.Context, r *policy.Resolved, environ []string, 
 		if err != nil {
 			return nil, nil, provider.Errorf(provider.CodePolicyRejected, "%s (%s): %v", rc.Field, rc.Name, err)
 		}
-		c := &egress.Credential{Name: rc.Name, Placeholder: rc.Placeholder, Deny: rc.OnMismatch != policy.MismatchForward}
-		for _, ep := range rc.Endpoints {
-			c.Bindings = append(c.Bindings, binding(ep))
-		}
-		c.SetValue(v, time.Time{})
-		cs.list = append(cs.list, c)
+		c.SetValue(v, st.Expires)
+		cs.expires[rc.Name] = st.Expires
 		values = append(values, egress.ValueForms(v)...)
 	}
 	return cs, values, nil
@@ -148,6 +161,13 @@ func readSource(ctx context.Context, rc policy.ResolvedCredential, environ []str
 // canonical when the policy was resolved: one that is a symlink now was
 // changed since).
 func readFileNoFollow(path string) ([]byte, error) {
+	if li, err := os.Lstat(path); err != nil {
+		return nil, err
+	} else if li.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s is a symlink now", path)
+	} else if !li.Mode().IsRegular() { // a FIFO would block the open
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -184,6 +204,9 @@ func runSource(ctx context.Context, s policy.CredentialSource) (string, error) {
 	}
 	if err != nil {
 		msg := strings.TrimSpace(errb.String())
+		if v := strings.TrimSpace(out.String()); len(v) >= minCredentialBytes {
+			msg = strings.ReplaceAll(msg, v, audit.Redacted) // a script that echoed its value
+		}
 		if msg != "" {
 			msg = ": " + msg
 		}

@@ -57,13 +57,14 @@ func TestCredentialSources(t *testing.T) {
 		{src: `{file: ` + short + `}`, err: "shorter than 8 bytes"},
 		{src: `{command: [sh, -c, "echo cmd-value-123456"]}`, want: "cmd-value-123456"},
 		{src: `{command: [sh, -c, "echo oops >&2; exit 3"]}`, err: "source command sh failed: exit status 3: oops"},
+		{src: `{command: [sh, -c, "echo echoed-value-123; echo bad echoed-value-123 >&2; exit 1"]}`, err: "exit status 1: bad [REDACTED]"},
 		{src: `{command: [sh, -c, "sleep 5"], timeout: 200ms}`, err: "did not finish within 200ms"},
 		{src: `{command: [sh, -c, "printf 'a-long-value\nsecond-line'"]}`, err: "line break"},
 		{src: `{stored: true}`, err: "no value was given"},
 	} {
 		r := credPolicy(t, t.TempDir(), c.src)
 		start := time.Now()
-		cs, values, err := loadCredentials(context.Background(), r, []string{"TOK_SRC=env-value-123456"}, nil)
+		cs, values, err := loadCredentials(context.Background(), r, []string{"TOK_SRC=env-value-123456"}, nil, nil)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%s: error %v, want %q", c.src, err, c.err)
@@ -90,7 +91,7 @@ func TestCredentialFileSwappedForSymlink(t *testing.T) {
 	os.WriteFile(other, []byte("someone-elses-secret"), 0o600)
 	os.Remove(file)
 	os.Symlink(other, file)
-	if _, _, err := loadCredentials(context.Background(), r, nil, nil); err == nil || !strings.Contains(err.Error(), "changed while it was opened") {
+	if _, _, err := loadCredentials(context.Background(), r, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("symlink followed: %v", err)
 	}
 }
@@ -102,7 +103,7 @@ func TestCredentialPolicyInWritableGrant(t *testing.T) {
 	r := credPolicy(t, dir, `{env: TOK_SRC}`)
 	real, _ := filepath.EvalSymlinks(dir)
 	r.Grants = append(r.Grants, policy.PathGrant{Path: real, Access: policy.AccessReadWrite, Dir: true, Field: "filesystem.read_write[0]"})
-	if _, _, err := loadCredentials(context.Background(), r, []string{"TOK_SRC=env-value-123456"}, nil); err == nil || !strings.Contains(err.Error(), "could change the sources") {
+	if _, _, err := loadCredentials(context.Background(), r, []string{"TOK_SRC=env-value-123456"}, nil, nil); err == nil || !strings.Contains(err.Error(), "could change the sources") {
 		t.Fatalf("policy in a read-write grant: %v", err)
 	}
 }
@@ -140,5 +141,25 @@ func TestCredentialValuesNeverLogged(t *testing.T) {
 	}
 	if err := s.SetCredential("nope", "long-enough-value", time.Time{}); err == nil {
 		t.Fatal("an unknown credential was taken")
+	}
+}
+
+// TestCredentialStatesBeforeTheProxy: a stored revocation is in force
+// from the start (its source is not even read), an expiry too.
+func TestCredentialStatesBeforeTheProxy(t *testing.T) {
+	r := credPolicy(t, t.TempDir(), `{env: TOK_UNSET}`)
+	cs, _, err := loadCredentials(context.Background(), r, nil, nil, map[string]CredentialState{"tok": {Revoked: true}})
+	if err != nil || !cs.revoked["tok"] {
+		t.Fatalf("revoked: %v %+v", err, cs)
+	}
+	r = credPolicy(t, t.TempDir(), `{env: TOK_SRC}`)
+	past := time.Now().Add(-time.Minute)
+	cs, _, err = loadCredentials(context.Background(), r, []string{"TOK_SRC=env-value-123456"}, nil, map[string]CredentialState{"tok": {Expires: past}})
+	if err != nil || !cs.expires["tok"].Equal(past) {
+		t.Fatalf("expired: %v %+v", err, cs)
+	}
+	s := &Session{creds: cs}
+	if st := s.Credentials(); len(st) != 1 || st[0].State != "expired" {
+		t.Fatalf("status %+v", st)
 	}
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// Secrets are the values of credentials whose source is stored (the
 	// gateway's), by name.
 	Secrets map[string]string
+	// CredentialStates are credentials' revocations and expiries to put
+	// in force before the proxy serves (the gateway's, stored), by name:
+	// a revoked one's source is not read.
+	CredentialStates map[string]CredentialState
 	// Step, when set, is called after each step of Open: "provisioned",
 	// "started" (the gateway's crash tests stop there).
 	Step func(step string)
@@ -183,7 +187,7 @@ func (s *Session) checkEgress(ctx context.Context) error {
 	if environ == nil {
 		environ = os.Environ()
 	}
-	creds, values, err := loadCredentials(ctx, s.pol, environ, s.cfg.Secrets)
+	creds, values, err := loadCredentials(ctx, s.pol, environ, s.cfg.Secrets, s.cfg.CredentialStates)
 	if err != nil {
 		return err
 	}
