@@ -165,7 +165,7 @@ func TestAttackCredentialHeaderTricks(t *testing.T) {
 		{"other scheme", false, "Authorization: Token " + testPH, false},
 		{"bound and unbound copies", false, "Authorization: Bearer " + testPH + "\r\nAuthorization: Token " + testPH, false},
 		{"bound and X- header", false, "Authorization: Bearer " + testPH + "\r\nX-Debug: " + testPH, false},
-		{"folded", false, "Authorization: Bearer\r\n " + testPH, true},                              // unfolded by the server: the upstream reads what was decided
+		{"folded", false, "Authorization: Bearer\r\n " + testPH, true},                               // unfolded by the server: the upstream reads what was decided
 		{"in a header name", false, "X-" + testPH + ": 1\r\nAuthorization: Bearer " + testPH, false}, // a name is not a bound place
 		{"case of scheme", false, "Authorization: BEARER " + testPH, true},
 		{"trailing space", false, "Authorization: Bearer " + testPH + " ", true}, // OWS, trimmed by the server
