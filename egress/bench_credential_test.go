@@ -252,8 +252,8 @@ func BenchmarkCredentialDownload(b *testing.B) {
 	}
 }
 
-// BenchmarkCredentialGzipDownload: the same 64 MiB gzip-encoded (about
-// 1/5 the size on the wire), through the proxy holding the credential:
+// BenchmarkCredentialGzipDownload: the same 64 MiB gzip-encoded (a
+// quarter of the size on the wire), through the proxy holding the credential:
 // from the unbound host the proxy passes the gzip bytes and the client
 // decodes them; from the bound host the guard decodes them, scans them
 // and sends them on decoded. Throughput is of the decoded bytes.
