@@ -546,3 +546,36 @@ func TestCredentialOldValueMasked(t *testing.T) {
 		t.Fatalf("after a revocation: %d %q", resp.StatusCode, body)
 	}
 }
+
+// TestCredentialHeldTailReleased: a chunk that ends in what could begin
+// the value is not held until the next one when the upstream pauses (an
+// interactive stream would stall), and a value begun in it is still
+// masked in what follows.
+func TestCredentialHeldTailReleased(t *testing.T) {
+	next := make(chan struct{})
+	rig := newCredRig(t, false, true, bearer, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "prompt> "+testValue[:4])
+		w.(http.Flusher).Flush()
+		<-next
+		io.WriteString(w, testValue[4:]+" done")
+	})
+	req, _ := http.NewRequest("GET", rig.aURL+"/tty", nil)
+	req.Header.Set("Authorization", "Bearer "+testPH)
+	resp, err := rig.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	want := "prompt> " + testValue[:4]
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(resp.Body, buf, len(want))
+	if err != nil || string(buf[:n]) != want {
+		t.Fatalf("first read %q %v", buf[:n], err)
+	}
+	close(next)
+	rest, _ := io.ReadAll(resp.Body)
+	if got := string(buf[:n]) + string(rest); strings.Contains(got, testValue[4:]) || !strings.HasSuffix(got, " done") {
+		t.Fatalf("the value's rest was not masked: %q", got)
+	}
+	rig.found.wait(t, FindingReflection, "response body", "masked")
+}

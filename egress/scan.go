@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The credential scanner: a small set of byte patterns (a credential's
@@ -225,7 +226,27 @@ type scanReader struct {
 	hold   int     // how much of buf waits for the next chunk (nothing once the source ended)
 	seen   []bool  // per form: reported
 	err    error
+
+	// A held tail waits at most holdIdle for the next chunk (an
+	// interactive stream, a WebSocket's echo, must not stall): the read
+	// goes on in the background (into tmp), and the tail is passed on,
+	// masked if it is a form's first minHeldMask bytes or more; released
+	// keeps it, so that a form it begins is masked in what comes next.
+	pending  chan asyncRead
+	tmp      []byte
+	released []byte
 }
+
+// asyncRead is a background read's result.
+type asyncRead struct {
+	n   int
+	err error
+}
+
+const (
+	holdIdle    = 10 * time.Millisecond
+	minHeldMask = 8
+)
 
 // scanBufs are scanReaders' buffers: a stream takes one at its first
 // read and gives it back once it has passed everything on, so that a
@@ -270,8 +291,11 @@ func (r *scanReader) Read(p []byte) (int, error) {
 		if cap(r.buf)-len(r.buf) < 4<<10 {
 			r.buf = append(r.buf, make([]byte, 32<<10)...)[:len(r.buf)]
 		}
-		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
-		r.buf = r.buf[:len(r.buf)+n]
+		n, err, idle := r.read()
+		if idle {
+			r.release()
+			continue
+		}
 		r.err = err
 		r.scan()
 		if r.hold = 0; err == nil {
@@ -283,18 +307,87 @@ func (r *scanReader) Read(p []byte) (int, error) {
 	}
 }
 
-func (r *scanReader) scan() {
-	report := func(i int) {
-		if !r.seen[i] {
-			r.seen[i] = true
-			r.hit(&r.ps.forms[i])
+// read appends the source's next chunk to buf. With a tail held, it
+// reads in the background and gives up after holdIdle (idle: nothing
+// was read yet, the read goes on).
+func (r *scanReader) read() (n int, err error, idle bool) {
+	if r.pending == nil && r.hold == 0 {
+		n, err = r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
+		return n, err, false
+	}
+	if r.pending == nil {
+		if r.tmp == nil {
+			r.tmp = make([]byte, 32<<10)
+		}
+		r.pending = make(chan asyncRead, 1)
+		go func(ch chan<- asyncRead, b []byte) {
+			n, err := r.src.Read(b)
+			ch <- asyncRead{n, err}
+		}(r.pending, r.tmp)
+	}
+	var wait <-chan time.Time
+	if r.hold > 0 {
+		t := time.NewTimer(holdIdle)
+		defer t.Stop()
+		wait = t.C
+	}
+	select {
+	case a := <-r.pending:
+		r.pending = nil
+		r.buf = append(r.buf, r.tmp[:a.n]...)
+		return a.n, a.err, false
+	case <-wait:
+		return 0, nil, true
+	}
+}
+
+// release passes the held tail on (the source is idle), masked when it
+// is long enough to be a form's start on purpose.
+func (r *scanReader) release() {
+	tail := r.buf[r.off:]
+	if r.masking && len(tail) >= minHeldMask {
+		for i := range r.ps.forms {
+			if bytes.HasPrefix(r.ps.forms[i].b, tail) {
+				for k := range tail {
+					tail[k] = '*'
+				}
+				r.report(i)
+				break
+			}
 		}
 	}
+	r.released = append(r.released[:0], tail...)
+	r.hold = 0
+}
+
+func (r *scanReader) report(i int) {
+	if !r.seen[i] {
+		r.seen[i] = true
+		r.hit(&r.ps.forms[i])
+	}
+}
+
+func (r *scanReader) scan() {
+	if len(r.released) > 0 {
+		// A form that began in a released tail: its rest is masked.
+		k := len(r.released)
+		both := append(r.released, r.buf...)
+		r.ps.find(both, func(i, j int) {
+			if j < k && r.masking {
+				for x := k; x < j+len(r.ps.forms[i].b); x++ {
+					r.buf[x-k] = '*'
+				}
+			}
+			r.report(i)
+		})
+		r.released = r.released[:0]
+	}
 	if r.masking {
-		r.ps.mask(r.buf, report)
+		r.ps.mask(r.buf, r.report)
 		return
 	}
-	r.ps.find(r.buf, func(i, _ int) { report(i) })
+	r.ps.find(r.buf, func(i, _ int) { r.report(i) })
 }
 
 func (r *scanReader) Close() error { return r.src.Close() }
