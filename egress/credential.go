@@ -66,6 +66,23 @@ type secretState struct {
 	// rotated or revoked key later: "key ... was revoked").
 	reflects [][]byte
 	values   []string // value and the old ones, newest first
+	ps       atomic.Pointer[patterns]
+}
+
+// patterns are st's forms as a set for the guard (cred: the
+// credential's index in its credSet), built once.
+func (st *secretState) patterns(cred int) *patterns {
+	if ps := st.ps.Load(); ps != nil && ps.forms[0].cred == cred {
+		return ps
+	}
+	ps := &patterns{}
+	for _, b := range st.reflects {
+		ps.add(form{b: b, cred: cred, how: reflectHow(st, b)})
+	}
+	if len(ps.forms) > 0 {
+		st.ps.Store(ps)
+	}
+	return ps
 }
 
 // maxOldValues is how many replaced values responses are still masked for.
@@ -626,6 +643,9 @@ func (cs *credSet) findName(name string) []hit {
 // reflectPatterns are the forms of the values of q's bound credentials:
 // those sent and those in force now.
 func (q *credRequest) reflectPatterns() *patterns {
+	if len(q.scan) == 1 && q.sent[0] == q.cs.creds[q.scan[0]].current() && q.sent[0] != nil {
+		return q.sent[0].patterns(q.scan[0]) // the common case: one credential, not rotated since
+	}
 	ps := &patterns{}
 	for k, i := range q.scan {
 		for _, st := range []*secretState{q.sent[k], q.cs.creds[i].current()} {
@@ -644,10 +664,14 @@ func (q *credRequest) reflectPatterns() *patterns {
 // name that is the value comes back in another case): such a name is
 // masked ('*' is a token character, RFC 9110 5.6.2).
 func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
+	short := ps.minLen()
 	for name, vals := range h {
 		lname := []byte(strings.ToLower(name))
 		var inName []int // forms found in the name
 		for i := range ps.forms {
+			if len(name) < short {
+				break
+			}
 			f := bytes.ToLower(ps.forms[i].b)
 			for off := 0; ; {
 				j := bytes.Index(lname[off:], f)
@@ -674,6 +698,9 @@ func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
 			found(i)
 		}
 		for i, v := range vals {
+			if len(v) < short {
+				continue
+			}
 			b := []byte(v)
 			ps.mask(b, found)
 			vals[i] = string(b)

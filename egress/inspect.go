@@ -248,8 +248,7 @@ func (in *inspector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithValue(ctx, credKey{}, cq)
 		// ReverseProxy relays 1xx heads (103 Early Hints) straight to
 		// the client, before ModifyResponse: they are masked here.
-		ps := cq.reflectPatterns()
-		cw.informational = func(h http.Header) { cq.maskHeader(ps, h, "response header (1xx)") }
+		cw.informational = func(h http.Header) { cq.maskHeader(cq.reflectPatterns(), h, "response header (1xx)") }
 	}
 	// The address this request went to, on the handler's goroutine
 	// (a reused upstream connection is dialled by no one).
