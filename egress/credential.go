@@ -291,7 +291,7 @@ func compileCredentials(p *Proxy, creds []*Credential, report func(CredentialFin
 func (cs *credSet) hide(s string) string {
 	b, lower := []byte(s), []byte(strings.ToLower(s))
 	for i := range cs.detect.forms {
-		f := bytes.ToLower(cs.detect.forms[i].b)
+		f := cs.detect.lower[i]
 		for off := 0; ; {
 			j := bytes.Index(lower[off:], f)
 			if j < 0 {
@@ -630,10 +630,13 @@ func (cs *credSet) findIn(s string, auth bool) []hit {
 // are canonicalised on the way).
 func (cs *credSet) findName(name string) []hit {
 	var out []hit
-	lname := strings.ToLower(name)
+	if len(name) < cs.detect.minLen() {
+		return nil
+	}
+	lname := []byte(strings.ToLower(name))
 	for i := range cs.detect.forms {
 		f := &cs.detect.forms[i]
-		if strings.Contains(lname, strings.ToLower(string(f.b))) && !slices.ContainsFunc(out, func(h hit) bool { return h.cred == f.cred }) {
+		if bytes.Contains(lname, cs.detect.lower[i]) && !slices.ContainsFunc(out, func(h hit) bool { return h.cred == f.cred }) {
 			out = append(out, hit{f.cred, how(f.how)})
 		}
 	}
@@ -672,7 +675,7 @@ func (q *credRequest) maskHeader(ps *patterns, h http.Header, where string) {
 			if len(name) < short {
 				break
 			}
-			f := bytes.ToLower(ps.forms[i].b)
+			f := ps.lower[i]
 			for off := 0; ; {
 				j := bytes.Index(lname[off:], f)
 				if j < 0 {

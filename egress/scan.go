@@ -34,6 +34,9 @@ type form struct {
 type patterns struct {
 	forms  []form
 	maxLen int
+	// lower are the forms in lower case (header names are compared
+	// without case).
+	lower [][]byte
 	// inForm marks every byte that occurs in a form: a chunk that ends
 	// in another byte holds nothing back.
 	inForm [256]bool
@@ -53,21 +56,12 @@ func (ps *patterns) add(f form) {
 		}
 	}
 	ps.forms = append(ps.forms, f)
+	ps.lower = append(ps.lower, bytes.ToLower(f.b))
 	ps.maxLen = max(ps.maxLen, len(f.b))
 	for _, c := range f.b {
 		ps.inForm[c] = true
 	}
 	ps.starts[f.b[0]] = true
-}
-
-// first is the first form found in b (nil when none).
-func (ps *patterns) first(b []byte) *form {
-	for i := range ps.forms {
-		if bytes.Contains(b, ps.forms[i].b) {
-			return &ps.forms[i]
-		}
-	}
-	return nil
 }
 
 // mask overwrites every occurrence of every form in b with '*' (same
