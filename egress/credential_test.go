@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -552,30 +553,56 @@ func TestCredentialOldValueMasked(t *testing.T) {
 // interactive stream would stall), and a value begun in it is still
 // masked in what follows.
 func TestCredentialHeldTailReleased(t *testing.T) {
-	next := make(chan struct{})
-	rig := newCredRig(t, false, true, bearer, func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "prompt> "+testValue[:4])
-		w.(http.Flusher).Flush()
-		<-next
-		io.WriteString(w, testValue[4:]+" done")
-	})
-	req, _ := http.NewRequest("GET", rig.aURL+"/tty", nil)
-	req.Header.Set("Authorization", "Bearer "+testPH)
-	resp, err := rig.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	for _, cut := range []int{4, 12} { // under and over minHeldMask
+		next := make(chan struct{})
+		rig := newCredRig(t, false, true, bearer, func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "prompt> "+testValue[:cut])
+			w.(http.Flusher).Flush()
+			<-next
+			io.WriteString(w, testValue[cut:]+" done")
+		})
+		req, _ := http.NewRequest("GET", rig.aURL+"/tty", nil)
+		req.Header.Set("Authorization", "Bearer "+testPH)
+		resp, err := rig.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "prompt> " + testValue[:cut]
+		if cut >= minHeldMask {
+			want = "prompt> " + strings.Repeat("*", cut)
+		}
+		buf := make([]byte, 64)
+		n, err := io.ReadAtLeast(resp.Body, buf, len(want))
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("cut %d: first read %q %v", cut, buf[:n], err)
+		}
+		close(next)
+		rest, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got := string(buf[:n]) + string(rest); strings.Contains(got, testValue[cut:]) || !strings.HasSuffix(got, " done") {
+			t.Fatalf("cut %d: the value's rest was not masked: %q", cut, got)
+		}
+		rig.found.wait(t, FindingReflection, "response body", "masked")
 	}
-	defer resp.Body.Close()
-	want := "prompt> " + testValue[:4]
-	buf := make([]byte, 64)
-	n, err := io.ReadAtLeast(resp.Body, buf, len(want))
-	if err != nil || string(buf[:n]) != want {
-		t.Fatalf("first read %q %v", buf[:n], err)
+}
+
+// TestValueFormsOfAwkwardValues: a value with '"', '\\' and '<' is
+// recognised as encoding/json (escaping all three) and JSON.stringify
+// (the first two) write it, and split across an idle pause.
+func TestValueFormsOfAwkwardValues(t *testing.T) {
+	v := `rv/+=833f5dbcb3257764"\<x`
+	goJSON, _ := json.Marshal(v)
+	var js strings.Builder // JSON.stringify: only '"' and '\' escaped
+	for _, c := range v {
+		if c == '"' || c == '\\' {
+			js.WriteByte('\\')
+		}
+		js.WriteRune(c)
 	}
-	close(next)
-	rest, _ := io.ReadAll(resp.Body)
-	if got := string(buf[:n]) + string(rest); strings.Contains(got, testValue[4:]) || !strings.HasSuffix(got, " done") {
-		t.Fatalf("the value's rest was not masked: %q", got)
+	forms := ValueForms(v)
+	for _, want := range []string{string(goJSON[1 : len(goJSON)-1]), js.String()} {
+		if !slices.Contains(forms, want) {
+			t.Errorf("%q is not among the forms of %q", want, v)
+		}
 	}
-	rig.found.wait(t, FindingReflection, "response body", "masked")
 }

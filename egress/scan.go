@@ -340,6 +340,7 @@ func (r *scanReader) read() (n int, err error, idle bool) {
 // is long enough to be a form's start on purpose.
 func (r *scanReader) release() {
 	tail := r.buf[r.off:]
+	r.released = append(r.released[:0], tail...) // as it came: what follows is matched against it
 	if r.masking && len(tail) >= minHeldMask {
 		for i := range r.ps.forms {
 			if bytes.HasPrefix(r.ps.forms[i].b, tail) {
@@ -351,7 +352,6 @@ func (r *scanReader) release() {
 			}
 		}
 	}
-	r.released = append(r.released[:0], tail...)
 	r.hold = 0
 }
 
@@ -493,10 +493,13 @@ func jsonForms(s string) []string {
 		}
 	}
 	out := []string{min.String(), strings.ReplaceAll(min.String(), "/", `\/`)}
-	// What JSON encoders escape beyond that: encoding/json <, > and &,
-	// .NET's default encoder also ', + and `, PHP /.
+	// What JSON encoders escape beyond that (in the string with '"' and
+	// '\\' escaped already): encoding/json <, > and &, .NET's default
+	// encoder also ', + and `, PHP /.
 	escapable := func(c byte) bool { return c >= 0x80 || strings.IndexByte("<>&'+`/", c) >= 0 }
-	return append(out, escapings(s, escapable, func(c byte, hex string) string { return "\\u00" + fmt.Sprintf(hex, c) })...)
+	u := func(c byte, hex string) string { return "\\u00" + fmt.Sprintf(hex, c) }
+	all := func(byte) bool { return true }
+	return append(append(out, escapings(min.String(), escapable, u)...), escapeBytes(s, all, u, "%02X"), escapeBytes(s, all, u, "%02x"))
 }
 
 // jsonUnescape undoes the JSON escapes in s (\uXXXX, \", \\, \/, \b,
