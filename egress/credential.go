@@ -192,10 +192,10 @@ func placeholderForms(ph string) []form {
 	return out
 }
 
-// state is c's current value and validity (nil before SetValue).
+// current is c's value and validity (nil before SetValue).
 func (c *Credential) current() *secretState { return c.state.Load() }
 
-// usable says why the credential cannot be substituted now ("" when it
+// unusable says why the credential cannot be substituted now ("" when it
 // can).
 func (st *secretState) unusable(now time.Time) string {
 	switch {
