@@ -606,3 +606,26 @@ func TestValueFormsOfAwkwardValues(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialBodyDetectedAcrossPauses: a placeholder in a request body
+// sent three bytes at a time, with pauses, is found (nothing is held back
+// on the way up: the bytes before are carried over).
+func TestCredentialBodyDetectedAcrossPauses(t *testing.T) {
+	rig := newCredRig(t, false, true, bearer, nil)
+	pr, pw := io.Pipe()
+	go func() {
+		body := `{"q":"` + testPH + `"}`
+		for i := 0; i < len(body); i += 3 {
+			pw.Write([]byte(body[i:min(i+3, len(body))]))
+			time.Sleep(15 * time.Millisecond)
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("POST", rig.bURL+"/x", pr)
+	resp, err := rig.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	rig.found.wait(t, FindingMismatch, "body", "forwarded")
+}

@@ -224,11 +224,25 @@ type scanReader struct {
 	// A held tail waits at most holdIdle for the next chunk (an
 	// interactive stream, a WebSocket's echo, must not stall): the read
 	// goes on in the background (into tmp), and the tail is passed on,
-	// masked if it is a form's first minHeldMask bytes or more; released
-	// keeps it, so that a form it begins is masked in what comes next.
-	pending  chan asyncRead
-	tmp      []byte
-	released []byte
+	// masked if it is a form's first minHeldMask bytes or more.
+	pending chan asyncRead
+	tmp     []byte
+	// carry is the last bytes passed on (as they came, at most maxLen-1),
+	// so that a form they begin is found, and its rest masked, in what
+	// comes next.
+	carry, junction []byte
+}
+
+// lastBytes is the last n bytes of prev followed by b, in prev's array
+// when it can be (prev is reused).
+func lastBytes(prev, b []byte, n int) []byte {
+	if len(b) >= n {
+		return append(prev[:0], b[len(b)-n:]...)
+	}
+	if keep := n - len(b); len(prev) > keep {
+		prev = append(prev[:0], prev[len(prev)-keep:]...)
+	}
+	return append(prev, b...)
 }
 
 // asyncRead is a background read's result.
@@ -292,9 +306,12 @@ func (r *scanReader) Read(p []byte) (int, error) {
 		}
 		r.err = err
 		r.scan()
-		if r.hold = 0; err == nil {
+		if r.hold = 0; err == nil && r.masking {
+			// Only a masking stream holds: one that only reports finds
+			// what spans chunks through carry, and delays nothing.
 			r.hold = r.ps.holdBack(r.buf)
 		}
+		r.carry = lastBytes(r.carry, r.buf[:len(r.buf)-r.hold], r.ps.maxLen-1)
 		if n == 0 && err == nil {
 			return 0, nil
 		}
@@ -340,7 +357,7 @@ func (r *scanReader) read() (n int, err error, idle bool) {
 // is long enough to be a form's start on purpose.
 func (r *scanReader) release() {
 	tail := r.buf[r.off:]
-	r.released = append(r.released[:0], tail...) // as it came: what follows is matched against it
+	r.carry = lastBytes(r.carry, tail, r.ps.maxLen-1) // as it came: what follows is matched against it
 	if r.masking && len(tail) >= minHeldMask {
 		for i := range r.ps.forms {
 			if bytes.HasPrefix(r.ps.forms[i].b, tail) {
@@ -363,19 +380,20 @@ func (r *scanReader) report(i int) {
 }
 
 func (r *scanReader) scan() {
-	if len(r.released) > 0 {
-		// A form that began in a released tail: its rest is masked.
-		k := len(r.released)
-		both := append(r.released, r.buf...)
-		r.ps.find(both, func(i, j int) {
-			if j < k && r.masking {
-				for x := k; x < j+len(r.ps.forms[i].b); x++ {
+	if k := len(r.carry); k > 0 {
+		// A form that began in what was passed on: its rest is here.
+		r.junction = append(append(r.junction[:0], r.carry...), r.buf[:min(len(r.buf), r.ps.maxLen-1)]...)
+		r.ps.find(r.junction, func(i, j int) {
+			if j >= k {
+				return // wholly here: found below
+			}
+			if r.masking {
+				for x := k; x < min(j+len(r.ps.forms[i].b), len(r.junction)); x++ {
 					r.buf[x-k] = '*'
 				}
 			}
 			r.report(i)
 		})
-		r.released = r.released[:0]
 	}
 	if r.masking {
 		r.ps.mask(r.buf, r.report)
