@@ -93,6 +93,9 @@ type Resolved struct {
 	// each exposed variable is in Env already, each exposed file is the
 	// provider's to create (ResolvedCredential.File).
 	Credentials []ResolvedCredential `json:"credentials,omitempty"`
+	// Consent is the consent ceiling made concrete; nil: nothing may be
+	// asked.
+	Consent *ResolvedConsent `json:"consent,omitempty"`
 }
 
 // PlaceholderMark is the extended attribute internal/placeholder sets on

@@ -53,6 +53,9 @@ type Policy struct {
 	// egress proxy substitutes the values for their endpoints
 	// (credentials.go).
 	Credentials []Credential `json:"credentials,omitempty" yaml:"credentials"`
+	// Consent is the ceiling of what the workload may ask a person for
+	// while it runs (consent.go); nil: nothing.
+	Consent *Consent `json:"consent,omitempty" yaml:"consent"`
 	// UI is what the workload may do with the desktop (providers that
 	// have one, e.g. mxc). Nil means the restrictive posture: no windows,
 	// no clipboard, no input injection.
