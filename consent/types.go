@@ -84,8 +84,8 @@ type Request struct {
 	// it.
 	Ceiling   string    `json:"ceiling,omitempty"`
 	State     State     `json:"state"`
-	Effective bool      `json:"effective"` // in force, read back from the kernel or the proxy
-	Path      string    `json:"path,omitempty"` // where a folder grant is inside
+	Effective bool      `json:"effective"`        // in force, read back from the kernel or the proxy
+	Path      string    `json:"path,omitempty"`   // where a folder grant is inside
 	Detail    string    `json:"detail,omitempty"` // why refused/denied/failed, as the agent should read it
 	Decision  *Decision `json:"decision,omitempty"`
 	Grant     string    `json:"grant,omitempty"` // the grant's id, once approved
@@ -123,11 +123,11 @@ type Grant struct {
 	// Desired is whether it should be in force; Effective what the
 	// kernel (folders: the sandbox's mountinfo) or the proxy (hosts: the
 	// rules of revision Revision) shows.
-	Desired   bool   `json:"desired"`
-	Effective bool   `json:"effective"`
-	Mode      provider.ConsentMode `json:"mode"`
-	Path      string `json:"path,omitempty"`
-	Revision  int    `json:"revision,omitempty"`
+	Desired   bool                  `json:"desired"`
+	Effective bool                  `json:"effective"`
+	Mode      provider.ConsentMode  `json:"mode"`
+	Path      string                `json:"path,omitempty"`
+	Revision  int                   `json:"revision,omitempty"`
 	Folder    *provider.GrantStatus `json:"folder,omitempty"`
-	Detail    string `json:"detail,omitempty"`
+	Detail    string                `json:"detail,omitempty"`
 }
