@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
+	"github.com/corral-sandbox/corral/internal/peerhttp"
 )
 
 // DefaultSocket is where the gateway listens and the CLI connects when
@@ -54,24 +55,7 @@ func DefaultDB() string {
 // listener speaks TLS; without, only loopback addresses are accepted.
 func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		if fi, err := os.Lstat(path); err == nil {
-			if fi.Mode()&os.ModeSocket == 0 {
-				return nil, fmt.Errorf("%s exists and is not a socket", path)
-			}
-			if c, err := net.Dial("unix", path); err == nil {
-				c.Close()
-				return nil, fmt.Errorf("%s: another gateway is listening there", path)
-			}
-			_ = os.Remove(path)
-		}
-		l, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, err
-		}
-		return l, os.Chmod(path, 0o600)
+		return peerhttp.ListenUnix(path)
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -86,12 +70,9 @@ func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 	return net.Listen("tcp", addr)
 }
 
-type peerKey struct{}
-
-// Handler is the API behind authentication: on a unix socket the peer's
-// uid (SO_PEERCRED) must be this process's or root's; on TCP the request
-// must carry "Authorization: Bearer TOKEN" with the token (compared in
-// constant time). Anything else is 401 or 403 before any handler runs.
+// Handler is the API behind authentication (PeerAuth), with the
+// approvers' consent API (consent.ApproverHandler on the server's hub)
+// beside it.
 func Handler(srv *Server, token string) http.Handler {
 	mux := http.NewServeMux()
 	// Requests are bounded: a unary exec's stdin travels in one message.
@@ -99,6 +80,15 @@ func Handler(srv *Server, token string) http.Handler {
 	mux.Handle(gatewayv1connect.NewSandboxServiceHandler(srv, limit))
 	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv, limit))
 	mux.Handle(gatewayv1connect.NewCredentialServiceHandler(srv, limit))
+	srv.consentRoutes(mux, token)
+	return PeerAuth(mux, token)
+}
+
+// PeerAuth lets a request reach h only when, on a unix socket (Serve), the
+// peer's uid (SO_PEERCRED) is this process's or root's, or, on TCP, it
+// carries "Authorization: Bearer TOKEN" with token (compared in constant
+// time; "" accepts none). Anything else is 401 or 403 before h runs.
+func PeerAuth(h http.Handler, token string) http.Handler {
 	errs := connect.NewErrorWriter()
 	refuse := func(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
 		if errs.IsSupported(r) { // the client's protocol carries the reason
@@ -112,70 +102,36 @@ func Handler(srv *Server, token string) http.Handler {
 		http.Error(w, msg, status)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if uid, ok := r.Context().Value(peerKey{}).(int); ok {
-			if uid != os.Getuid() && uid != 0 {
+		if uid, ok := PeerUID(r); ok {
+			if !peerhttp.Allowed(uid) {
 				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("uid %d may not use this gateway (only uid %d and root)", uid, os.Getuid()))
 				return
 			}
-		} else {
-			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			if !strings.EqualFold(scheme, "Bearer") || token == "" || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) != 1 {
-				w.Header().Set("WWW-Authenticate", "Bearer")
-				refuse(w, r, connect.CodeUnauthenticated, "missing or wrong bearer token: pass the gateway's token file with --token-file")
-				return
-			}
+		} else if !BearerOK(r, token) {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			refuse(w, r, connect.CodeUnauthenticated, "missing or wrong bearer token: pass the gateway's token file with --token-file")
+			return
 		}
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
+
+// BearerOK reports whether r carries "Authorization: Bearer TOKEN" with
+// token (constant time; "" accepts none).
+func BearerOK(r *http.Request, token string) bool {
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Bearer") && token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+}
+
+// PeerUID is peerhttp.PeerUID.
+func PeerUID(r *http.Request) (uid int, ok bool) { return peerhttp.PeerUID(r) }
 
 // MaxMessage bounds one request message (bytes): 16 MiB.
 const MaxMessage = 16 << 20
 
-// Serve serves h on l (HTTP/1.1 and cleartext HTTP/2, so gRPC clients
-// work too) until ctx ends.
+// Serve serves h on l until ctx ends (peerhttp.Serve).
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if uc, ok := c.(*net.UnixConn); ok {
-				if uid, ok := peerUID(uc); ok {
-					return context.WithValue(ctx, peerKey{}, uid)
-				}
-				return context.WithValue(ctx, peerKey{}, -1)
-			}
-			return ctx
-		}}
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetHTTP2(true) // over TLS (the listener's)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		<-ctx.Done()
-		// Let the calls under way finish (a create, an exec) for a while.
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(c)
-	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	<-drained
-	return nil
-}
-
-func peerUID(c *net.UnixConn) (int, bool) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
-		return 0, false
-	}
-	return int(cred.Uid), true
+	return peerhttp.Serve(ctx, l, h)
 }
 
 // Clients are the API's clients on one connection pool.

@@ -166,7 +166,7 @@ func (s *Server) SetPolicy(ctx context.Context, req *connect.Request[gw.SetPolic
 		return nil, storeErr(m.Id, err)
 	}
 	s.mu.Lock()
-	s.live[m.Id] = sb
+	s.putLive(m.Id, sb)
 	s.mu.Unlock()
 	if err := s.cfg.Store.KeepCredentials(m.Id, credentialNames(res)); err != nil { // those the new policy dropped
 		return nil, connect.NewError(connect.CodeInternal, err)

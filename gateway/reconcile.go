@@ -93,7 +93,7 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		if err == nil {
 			layers, _ := json.Marshal(h.sess.Layers())
 			s.mu.Lock()
-			s.live[r.ID] = h
+			s.putLive(r.ID, h)
 			s.mu.Unlock()
 			rep.Adopted = append(rep.Adopted, r.ID)
 			s.event(r.ID, "adopted", "running after a gateway restart; layers verified from outside again")

@@ -31,6 +31,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/consent"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
@@ -92,6 +93,8 @@ type Server struct {
 	live map[string]*held
 	// starts are the slots of Config.MaxStarts, by provider name.
 	starts map[string]chan struct{}
+	// hub is the consent brokers of live's sessions (putLive).
+	hub *consent.Hub
 }
 
 // held is a live sandbox: its session, the session's sandbox as a
@@ -126,7 +129,7 @@ func (h *held) close() {
 
 // New returns a server; call Reconcile before serving.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]*held{}, starts: map[string]chan struct{}{}}
+	s := &Server{cfg: cfg, gates: map[string]*gate{}, live: map[string]*held{}, starts: map[string]chan struct{}{}, hub: consent.NewHub()}
 	for name, n := range cfg.MaxStarts {
 		if n > 0 {
 			s.starts[name] = make(chan struct{}, n)
@@ -300,7 +303,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[gw.Crea
 	}
 	layers, _ := json.Marshal(h.sess.Layers())
 	s.mu.Lock()
-	s.live[id] = h // held, so that a failure below releases it all
+	s.putLive(id, h) // held, so that a failure below releases it all
 	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
 		r.Phase, r.Reason, r.Layers, r.ProviderState = store.PhaseReady, "", string(layers), h.state()
@@ -931,7 +934,7 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[gw.Start
 	layers, _ := json.Marshal(sb.sess.Layers())
 	lossJSON, _ := json.Marshal(loss)
 	s.mu.Lock()
-	s.live[id] = sb
+	s.putLive(id, sb)
 	s.mu.Unlock()
 	rec, err = s.cfg.Store.Update(id, rec.Version, func(r *store.Sandbox) {
 		r.Phase, r.Reason, r.Layers, r.Losses, r.ProviderState = store.PhaseReady, "", string(layers), string(lossJSON), sb.state()
@@ -1005,7 +1008,7 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[gw.Dele
 func (s *Server) release(ctx context.Context, id string, p Provider) error {
 	s.mu.Lock()
 	h := s.live[id]
-	delete(s.live, id)
+	s.dropLive(id)
 	s.mu.Unlock()
 	if h != nil {
 		h.close()
@@ -1081,7 +1084,7 @@ func (s *Server) Close() {
 	for id, h := range s.live {
 		h.sess.Detach()
 		_ = h.log.Close()
-		delete(s.live, id)
+		s.dropLive(id)
 	}
 }
 

@@ -239,6 +239,10 @@ func (p Paths) Audit() string    { return filepath.Join(p.Dir, "log", "audit.jso
 func (p Paths) Home() string     { return filepath.Join(p.Dir, "home") }
 func (p Paths) PIDFile() string  { return filepath.Join(p.Dir, "supervisor.pid") }
 
+// Approvals is the supervisor's approvers' consent API socket (a policy
+// with a consent section; `corral approvals --service NAME`).
+func (p Paths) Approvals() string { return filepath.Join(p.Dir, "approvals.sock") }
+
 // PathsOf returns the paths of session name under base.
 func PathsOf(base, name string) Paths { return Paths{Dir: filepath.Join(base, name)} }
 

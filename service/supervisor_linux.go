@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/audit"
+	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/internal/atomicfile"
 	"github.com/corral-sandbox/corral/internal/detached"
 	"github.com/corral-sandbox/corral/policy"
@@ -87,9 +88,10 @@ type supervisor struct {
 	rec     *Record
 	st      *StartSpec
 	plan    *provider.Plan
-	runs    int      // sandboxes made so far (runOnce)
-	planted int      // paths the workload planted, over all runs (checkPlanted)
-	launch  *os.File // the launcher's pipe, until the first start is told
+	runs    int          // sandboxes made so far (runOnce)
+	planted int          // paths the workload planted, over all runs (checkPlanted)
+	launch  *os.File     // the launcher's pipe, until the first start is told
+	hub     *consent.Hub // the consent broker of the run in progress (serveApprovals)
 	log     *audit.Log
 
 	writeMu  sync.Mutex
@@ -110,7 +112,7 @@ type supervisor struct {
 // (SIGTERM, then SIGKILL after the stop grace) and ends it. launch is the
 // launcher's pipe (nil when none). It returns the process's exit code.
 func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
-	s := &supervisor{o: o, p: Paths{dir}, launch: launch, stopCh: make(chan struct{})}
+	s := &supervisor{o: o, p: Paths{dir}, launch: launch, stopCh: make(chan struct{}), hub: consent.NewHub()}
 	s.status = Status{Name: baseName(s.p), State: StateStarting, Supervisor: ProcOf(os.Getpid())}
 	rec, err := LoadRecord(s.p)
 	if err == nil && (rec.Start == nil || rec.Phase != PhaseReady) {
@@ -148,6 +150,13 @@ func Supervise(dir string, launch *os.File, o SupervisorOptions) int {
 	listeners, err := s.publish()
 	if err != nil {
 		return s.fail(err)
+	}
+	if s.plan.Policy.Consent != nil {
+		stop, err := s.serveApprovals()
+		if err != nil {
+			return s.fail(err)
+		}
+		defer stop()
 	}
 	defer func() {
 		for _, l := range listeners {
@@ -366,9 +375,14 @@ func (s *supervisor) runOnce(ctx context.Context) (Exit, error) {
 	}
 	// Each run is a new session, which reads the file and command sources
 	// again; env sources are the launcher's, handed over at start.
-	sess, err := session.Open(ctx, session.Config{Provider: linux.New(), Plan: s.plan, Log: s.log, Version: s.o.Version, Command: s.st.Command, Environ: s.o.Environ})
+	sess, err := session.Open(ctx, session.Config{Provider: linux.New(), Plan: s.plan, Log: s.log, Version: s.o.Version, Command: s.st.Command, Environ: s.o.Environ,
+		Warn: func(msg string) { s.logf("%s", msg) }})
 	if err != nil {
 		return Exit{}, err
+	}
+	if b := sess.Consent(); b != nil {
+		s.hub.Add(b)
+		defer s.hub.Remove(sess.ID())
 	}
 	defer func() {
 		_ = sess.Close()

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ type Config struct {
 	// Step, when set, is called after each step of Open: "provisioned",
 	// "started" (the gateway's crash tests stop there).
 	Step func(step string)
+	// Warn, when set, receives what the caller should show its user
+	// (standing consent grants ignored, ...).
+	Warn func(msg string)
 }
 
 func (c *Config) step(name string) {
@@ -68,6 +72,9 @@ type Session struct {
 	sw    *egressSwitch // network proxy only
 	trust *trust        // a policy that inspects egress only
 	creds *credentials  // a policy with credentials only
+	consent *consentState // a policy with a consent section only
+	emu     sync.Mutex     // serialises changes of the egress rules
+	rules   policy.Network // the egress rules in force (with consent host grants)
 	stats *egressStats
 
 	mu      sync.Mutex
@@ -210,7 +217,7 @@ func (s *Session) attach() error {
 	sb := s.sb
 	s.info = audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.pol.Hash, Provider: s.cfg.Provider.Name(), Version: s.cfg.Version, Layers: audit.LayersOf(sb.Layers())}
 	if s.pol.Network != policy.NetworkProxy {
-		return nil
+		return s.openConsent()
 	}
 	l := sb.EgressListener()
 	if l == nil { // fail closed: a proxy policy with no proxy would be no network, or worse
@@ -229,7 +236,8 @@ func (s *Session) attach() error {
 		return provider.Wrap(provider.CodeStartFailed, "egress proxy", err)
 	}
 	s.sw = newEgressSwitch(l, p, cred)
-	return nil
+	s.rules = s.pol.Egress
+	return s.openConsent()
 }
 
 // proxyConfig is the proxy's configuration for rules n; roots verify
@@ -262,7 +270,9 @@ func (s *Session) Layers() []provider.LayerStatus { return s.sb.Layers() }
 
 // SetEgress applies new egress rules (allow, deny, allow_private, hosts)
 // to every connection from now on; the connections admitted under the old
-// rules are closed. Only a network proxy session has rules.
+// rules are closed, unless the change only adds (egress.Adds). The
+// consent host grants stay in force on top. Only a network proxy session
+// has rules.
 func (s *Session) SetEgress(n policy.Network) error {
 	apply, err := s.PrepareEgress(n)
 	if err != nil {
@@ -280,6 +290,77 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 	if s.sw == nil {
 		return nil, provider.Errorf(provider.CodePolicyRejected, "egress rules: the session has network %s, not proxy", s.pol.Network)
 	}
+	var hosts []policy.Endpoint // the consent host grants stay in force on top
+	if s.consent != nil {
+		s.consent.mu.Lock()
+		hosts = s.consent.hosts
+		s.consent.mu.Unlock()
+	}
+	full := withHosts(n, hosts)
+	p, err := s.buildProxy(full)
+	if err != nil {
+		return nil, err
+	}
+	return func(ok bool) error {
+		if !ok {
+			p.Close()
+			return nil
+		}
+		if cs := s.consent; cs != nil {
+			cs.mu.Lock()
+			defer cs.mu.Unlock()
+			if !slices.EqualFunc(hosts, cs.hosts, endpointEqual) { // a grant came or went since
+				p.Close()
+				full = withHosts(n, cs.hosts)
+				var err error
+				if p, err = s.buildProxy(full); err != nil {
+					return err
+				}
+			}
+			cs.base = n
+			rev, err := s.install(p, full)
+			cs.rev = rev
+			return err
+		}
+		_, err := s.install(p, full)
+		return err
+	}, nil
+}
+
+// applyEgress puts rules n in force (consent host grants): built, then
+// installed as install says.
+func (s *Session) applyEgress(n policy.Network) (revision int, err error) {
+	p, err := s.buildProxy(n)
+	if err != nil {
+		return 0, err
+	}
+	return s.install(p, n)
+}
+
+// install makes p, built for rules n, the proxy of every new connection.
+// When n only adds to the rules in force, the connections open now stay
+// open; otherwise they are closed with the proxy that admitted them. It
+// returns the rule revision now in force.
+func (s *Session) install(p *egress.Proxy, n policy.Network) (int, error) {
+	s.emu.Lock()
+	defer s.emu.Unlock()
+	var err error
+	if egress.Adds(Rules(s.rules), Rules(n)) {
+		err = s.sw.extend(p)
+	} else {
+		err = s.sw.swap(p)
+	}
+	if err != nil {
+		return 0, provider.Wrap(provider.CodeNotFound, "egress rules", err)
+	}
+	s.rules = n
+	return s.sw.revision(), nil
+}
+
+// buildProxy is a proxy for rules n with the session's CA, credentials
+// and consent hooks. Errors: rules the proxy cannot take
+// (CodePolicyRejected).
+func (s *Session) buildProxy(n policy.Network) (*egress.Proxy, error) {
 	var roots *x509.CertPool
 	if s.trust != nil && len(egress.InspectedHosts(Rules(n))) > 0 {
 		// (egress.New refuses inspected hosts the sandbox's CA does
@@ -287,6 +368,7 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 		if err := checkUpstreamCA(s.pol, n.UpstreamCA); err != nil {
 			return nil, err
 		}
+		var err error
 		if roots, err = upstreamRoots(n.UpstreamCA); err != nil {
 			return nil, provider.Wrap(provider.CodePolicyRejected, "network.upstream_ca", err)
 		}
@@ -295,17 +377,10 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 	if err != nil {
 		return nil, provider.Wrap(provider.CodePolicyRejected, "egress rules", err)
 	}
-	return func(ok bool) error {
-		if !ok {
-			p.Close()
-			return nil
-		}
-		if err := s.sw.swap(p); err != nil {
-			return provider.Wrap(provider.CodeNotFound, "egress rules", err)
-		}
-		return nil
-	}, nil
+	return p, nil
 }
+
+func endpointEqual(a, b policy.Endpoint) bool { return a.Host == b.Host && slices.Equal(a.Ports, b.Ports) }
 
 // Exec is one process of a session, as Exec records it.
 type Exec struct {
@@ -402,6 +477,7 @@ func (s *Session) WarnAggregated(w io.Writer) { s.warnAggregated(w) }
 // Detach closes what this process holds of a persistent sandbox (its
 // egress proxy) and leaves the sandbox running for a later Recover.
 func (s *Session) Detach() {
+	s.closeConsent()
 	if s.sw != nil {
 		s.sw.Close()
 		// This process's copy of the listener too: its accept loop
@@ -427,6 +503,7 @@ func (s *Session) Close() error {
 func (s *Session) teardown() error {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.closeConsent()
 	serr := s.sb.Stop(c)
 	derr := s.sb.Deprovision(c)
 	if s.sw != nil {

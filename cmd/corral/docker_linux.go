@@ -16,7 +16,7 @@ import (
 
 // osCommands are the commands only a Linux build has.
 func osCommands() []*cobra.Command {
-	return []*cobra.Command{newGCCmd(), newImageCmd(), newGatewayCmd(), newSandboxCmd(), newServiceCmd()}
+	return []*cobra.Command{newGCCmd(), newImageCmd(), newGatewayCmd(), newSandboxCmd(), newServiceCmd(), newApprovalsCmd()}
 }
 
 func newGCCmd() *cobra.Command {

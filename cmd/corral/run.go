@@ -189,7 +189,20 @@ func runMain(o runOpts, args []string) error {
 		if o.verbose {
 			printLayers(os.Stderr, "corral: ", opened.Layers())
 		}
-		st, err = opened.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: killed})
+		var prompt *ttyPrompt
+		if o.tty && opened.Consent() != nil && term.IsTerminal(int(os.Stdin.Fd())) {
+			if prompt, err = newTTYPrompt(os.Stdin, os.Stderr); err == nil {
+				spec.Stdin = prompt.Stdin
+			}
+		}
+		var stopConsent func()
+		if err == nil {
+			stopConsent, err = serveRunConsent(opened, prompt)
+		}
+		if err == nil {
+			st, err = opened.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: killed})
+			stopConsent()
+		}
 		if cerr := opened.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
