@@ -236,6 +236,9 @@ func (p *Policy) validate() []*Error {
 	for _, e := range p.validateCredentials() {
 		add(e)
 	}
+	for _, e := range p.validateConsent() {
+		add(e)
+	}
 	if p.UI != nil {
 		switch p.UI.Clipboard {
 		case "", "none", "read", "write", "all":

@@ -1,0 +1,268 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// consentEnv is a fixture: a temp home (with ~/src/a, ~/src/b/.git/hooks,
+// ~/src/b/secret, ~/.ssh, ~/docs -> ~/real/docs), a workdir ~/project,
+// and a policy whose consent section is section.
+type consentEnv struct {
+	env
+	r *Resolved
+}
+
+func newConsentEnv(t *testing.T, src string) consentEnv {
+	t.Helper()
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.home, "src", "a", "deep"), filepath.Join(e.home, "src", "b", ".git", "hooks"),
+		filepath.Join(e.home, "src", "b", "secret"), filepath.Join(e.home, ".ssh"), filepath.Join(e.home, "real", "docs", "x"),
+		filepath.Join(e.home, "src", "proj-1"), filepath.Join(e.home, "src", "proj-2", "sub"))
+	touch(t, filepath.Join(e.home, "src", "b", ".envrc"))
+	if err := os.Symlink(filepath.Join(e.home, "real", "docs"), filepath.Join(e.home, "docs")); err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, src)
+	r, err := p.Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consentEnv{e, r}
+}
+
+const consentFolders = `filesystem:
+  deny: [~/src/b/secret]
+consent:
+  folders:
+    ask: ["~/src/**", "~/docs/*", "~/src/proj-*/sub"]
+    never: [~/src/a/deep, ~/.ssh]
+    access: rw
+`
+
+func TestAskFolder(t *testing.T) {
+	e := newConsentEnv(t, consentFolders)
+	h := e.home
+	for _, c := range []struct {
+		name, path string
+		access     Access
+		field      string // the allowing entry, or the refusing one
+		refused    bool
+		masks      []string
+		readOnly   []string
+	}{
+		{"inside ask", h + "/src/a", AccessReadOnly, "consent.folders.ask[0]", false, []string{h + "/src/a/deep"}, nil},
+		{"** matches zero components", h + "/src", AccessReadOnly, "consent.folders.ask[0]", false, []string{h + "/src/a/deep", h + "/src/b/secret"}, nil},
+		{"** matches several", h + "/src/proj-2/sub", AccessReadOnly, "consent.folders.ask[0]", false, nil, nil},
+		{"outside ask", h + "/real", AccessReadOnly, "consent.folders.ask", true, nil, nil},
+		{"the home", h, AccessReadOnly, "consent.folders.ask", true, nil, nil},
+		{"in never", h + "/src/a/deep", AccessReadOnly, "consent.folders.never[0]", true, nil, nil},
+		{"inside deny", h + "/src/b/secret", AccessReadOnly, "filesystem.deny[0]", true, nil, nil},
+		{"containing deny: masked, protected read-only", h + "/src/b", AccessReadWrite, "consent.folders.ask[0]", false,
+			[]string{h + "/src/b/secret"}, []string{h + "/src/b/.envrc", h + "/src/b/.git"}},
+		{"symlinked ask prefix, * one component", h + "/real/docs/x", AccessReadOnly, "consent.folders.ask[1]", false, nil, nil},
+		{"* is one component only", h + "/real/docs", AccessReadOnly, "consent.folders.ask", true, nil, nil},
+		{"not canonical", h + "/docs/x", AccessReadOnly, RefusedRequest, true, nil, nil},
+		{"not clean", h + "/src/a/../a", AccessReadOnly, RefusedRequest, true, nil, nil},
+		{"missing", h + "/src/none", AccessReadOnly, RefusedRequest, true, nil, nil},
+		{"bad access", h + "/src/a", "x", RefusedRequest, true, nil, nil},
+		{"rw inside a protected path", h + "/src/b/.git/hooks", AccessReadWrite, "filesystem.protected[0]", true, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ref := e.r.AskFolder(c.path, c.access)
+			if c.refused {
+				if ref == nil {
+					t.Fatalf("AskFolder(%s) = %+v, want refused by %s", c.path, got, c.field)
+				}
+				if ref.Field != c.field || ref.Reason == "" {
+					t.Fatalf("refusal %+v, want field %s", ref, c.field)
+				}
+				return
+			}
+			if ref != nil {
+				t.Fatalf("AskFolder(%s) refused: %v", c.path, ref)
+			}
+			if got.Field != c.field || !slices.Equal(got.Masks, c.masks) || !slices.Equal(got.ReadOnly, c.readOnly) {
+				t.Errorf("AskFolder(%s) = %+v, want field %s masks %v read-only %v", c.path, got, c.field, c.masks, c.readOnly)
+			}
+		})
+	}
+}
+
+func TestAskFolderAccessCeiling(t *testing.T) {
+	e := newConsentEnv(t, "consent:\n  folders: {ask: [\"~/src/**\"]}\n")
+	if _, ref := e.r.AskFolder(e.home+"/src/a", AccessReadOnly); ref != nil {
+		t.Fatalf("ro refused: %v", ref)
+	}
+	if _, ref := e.r.AskFolder(e.home+"/src/a", AccessReadWrite); ref == nil || ref.Field != "consent.folders.access" {
+		t.Fatalf("rw above an ro ceiling: %v", ref)
+	}
+	if _, ref := e.r.AskFolder(e.home+"/src/a", ""); ref != nil {
+		t.Fatalf(`"" (ro) refused: %v`, ref)
+	}
+}
+
+func TestAskFolderNoConsent(t *testing.T) {
+	e := newConsentEnv(t, "network: {mode: proxy}\nconsent:\n  hosts: {ask: [api.a.test]}\n")
+	if _, ref := e.r.AskFolder(e.home+"/src/a", AccessReadOnly); ref == nil || ref.Field != "consent.folders" {
+		t.Fatalf("no folders: %v", ref)
+	}
+}
+
+func TestAskHost(t *testing.T) {
+	e := newConsentEnv(t, `network:
+  mode: proxy
+  allow: [{host: api.a.test}]
+  deny: [{host: bad.a.test}, {host: 10.9.0.0/16, ports: [443]}]
+  hosts: {mapped.a.test: 10.9.0.1}
+consent:
+  hosts:
+    ask: ["*.a.test:443", "**.b.test:*", "10.0.0.0/8", "[2001:db8::1]:8443", "mapped.a.test"]
+    never: [secret.a.test, "x.y.b.test:22"]
+`)
+	for _, c := range []struct {
+		host    string
+		port    int
+		field   string
+		refused bool
+	}{
+		{"api.a.test", 443, "consent.hosts.ask[0]", false},
+		{"API.a.test.", 443, "consent.hosts.ask[0]", false},
+		{"api.a.test", 80, "consent.hosts.ask", true},       // the entry's port only
+		{"x.api.a.test", 443, "consent.hosts.ask", true},    // "*." is one label
+		{"a.test", 443, "consent.hosts.ask", true},          // not the domain itself
+		{"x.y.b.test", 8080, "consent.hosts.ask[1]", false}, // "**." any depth, any port
+		{"x.y.b.test", 22, "consent.hosts.never[1]", true},  // never on its port
+		{"secret.a.test", 443, "consent.hosts.never[0]", true},
+		{"bad.a.test", 443, "network.deny[0]", true},
+		{"10.1.2.3", 443, "consent.hosts.ask[2]", false},
+		{"10.9.1.1", 443, "network.deny[1]", true},
+		{"10.9.1.1", 8443, "consent.hosts.ask", true},   // 10.0.0.0/8 without a port is 443
+		{"mapped.a.test", 443, "network.deny[1]", true}, // network.hosts maps it into the deny
+		{"[2001:db8::1]", 8443, "consent.hosts.ask[3]", false},
+		{"2001:db8::1", 8443, "consent.hosts.ask[3]", false},
+		{"*.a.test", 443, RefusedRequest, true},
+		{"api.a.test", 0, RefusedRequest, true},
+		{"a..test", 443, RefusedRequest, true},
+	} {
+		field, ref := e.r.AskHost(c.host, c.port)
+		switch {
+		case c.refused && (ref == nil || ref.Field != c.field):
+			t.Errorf("AskHost(%s, %d) = %q, %v; want refused by %s", c.host, c.port, field, ref, c.field)
+		case !c.refused && (ref != nil || field != c.field):
+			t.Errorf("AskHost(%s, %d) = %q, %v; want allowed by %s", c.host, c.port, field, ref, c.field)
+		}
+	}
+}
+
+func TestAskHostNeedsHosts(t *testing.T) {
+	e := newConsentEnv(t, consentFolders)
+	if _, ref := e.r.AskHost("api.a.test", 443); ref == nil || ref.Field != "consent.hosts" {
+		t.Fatalf("no hosts: %v", ref)
+	}
+}
+
+func TestConsentResolve(t *testing.T) {
+	e := newConsentEnv(t, `consent:
+  folders:
+    ask: ["~/docs/*", "{workdir}/**", "/opt/x*/y"]
+    never: [~/.ssh, ~/missing/x, ~/docs/x]
+  timeout: 1h
+  rate: {per: 2m}
+`)
+	c := e.r.Consent
+	h := e.home
+	want := []ConsentGlob{{h + "/real/docs/*", "consent.folders.ask[0]"}, {e.work + "/**", "consent.folders.ask[1]"}, {"/opt/x*/y", "consent.folders.ask[2]"}}
+	if !slices.Equal(c.Folders, want) {
+		t.Errorf("Folders = %v, want %v", c.Folders, want)
+	}
+	never := []ConsentPath{{h + "/.ssh", "consent.folders.never[0]"}, {h + "/missing/x", "consent.folders.never[1]"}, {h + "/real/docs/x", "consent.folders.never[2]"}}
+	if !slices.Equal(c.FolderNever, never) {
+		t.Errorf("FolderNever = %v, want %v", c.FolderNever, never)
+	}
+	if c.FolderAccess != AccessReadOnly || c.Timeout != time.Hour || c.MaxPending != DefaultConsentMaxPending ||
+		c.Burst != DefaultConsentBurst || c.Per != 2*time.Minute || c.Persist != h+"/.config/corral/grants.local.yaml" {
+		t.Errorf("defaults: %+v", c)
+	}
+	if !slices.Contains(c.State, h+"/.config/corral") || !slices.Contains(c.State, c.Persist) || !slices.Contains(c.State, "/var/lib/corral") {
+		t.Errorf("State = %v", c.State)
+	}
+}
+
+// consentErr parses and resolves src in e, and returns the one error.
+func consentErr(t *testing.T, e env, src string) *Error {
+	t.Helper()
+	p, err := Parse([]byte(src), "p.yaml")
+	if err == nil {
+		_, err = p.Resolve(e.ctx())
+	}
+	var pe *Error
+	if err == nil || !errors.As(err, &pe) {
+		t.Fatalf("no error for\n%s", src)
+	}
+	if es, ok := err.(Errors); ok && len(es) > 1 {
+		t.Fatalf("several errors for\n%s\n%v", src, err)
+	}
+	return pe
+}
+
+func TestConsentErrors(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.home, "state"))
+	for _, c := range []struct {
+		src   string // the consent section, and what follows
+		at    string // where the error points (first occurrence in the file)
+		field string
+		msg   string // part of the message
+	}{
+		{"consent: {}\n", "{}", "consent", "no folders and no hosts"},
+		{"consent: {folders: {ask: []}}\n", "[]", "consent.folders.ask", "no ask globs"},
+		{"consent: {folders: {ask: [src/**]}}\n", "src/**", "consent.folders.ask[0]", "relative path"},
+		{"consent: {folders: {ask: [\"~/src/../x\"]}}\n", "\"~/src/../x\"", "consent.folders.ask[0]", `".." component`},
+		{"consent: {folders: {ask: [\"~/src/a**\"]}}\n", "\"~/src/a**\"", "consent.folders.ask[0]", "** must be a whole component"},
+		{"consent: {folders: {ask: [\"/**\"]}}\n", "\"/**\"", "consent.folders.ask[0]", "matches /"},
+		{"consent: {folders: {ask: [\"/*\"]}}\n", "\"/*\"", "consent.folders.ask[0]", "/proc"},
+		{"consent: {folders: {ask: [\"/pro*/x\"]}}\n", "\"/pro*/x\"", "consent.folders.ask[0]", "/proc"},
+		{"consent: {folders: {ask: [\"/run/user/**\"]}}\n", "\"/run/user/**\"", "consent.folders.ask[0]", "/run"},
+		{"consent: {folders: {ask: [\"~/**\"]}}\n", "\"~/**\"", "consent.folders.ask[0]", "holds your home"},
+		{"consent: {folders: {ask: [~]}}\n", "~]", "consent.folders.ask[0]", "holds your home"},
+		{"consent: {folders: {ask: [\"/*/*/*\"]}}\n", "\"/*/*/*\"", "consent.folders.ask[0]", "/proc"},
+		{"consent: {folders: {ask: [\"~/.config/**\"]}}\n", "\"~/.config/**\"", "consent.folders.ask[0]", "Corral's own state"},
+		{"consent: {folders: {ask: [\"/var/lib/*\"]}}\n", "\"/var/lib/*\"", "consent.folders.ask[0]", "Corral's own state"},
+		{"consent: {folders: {ask: [\"~/src/**\"], never: [\"a/b\"]}}\n", "\"a/b\"", "consent.folders.never[0]", "relative path"},
+		{"consent: {folders: {ask: [\"~/src/**\"], access: write}}\n", "write", "consent.folders.access", "not ro or rw"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, colour: red}\n", "colour", "consent.colour", "unknown field"},
+		{"consent: {folders: {ask: [\"~/src/**\"], nver: [~/.ssh]}}\n", "nver", "consent.folders.nver", `unknown field "nver"`},
+		{"consent: {hosts: {ask: [api.a.test]}}\n", "{ask", "consent.hosts", "host grants are proxy rules"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"*.com\"]}}\n", "\"*.com\"", "consent.hosts.ask[0]", "top-level domain"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:0\"]}}\n", "\"a.test:0\"", "consent.hosts.ask[0]", "1 to 65535"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:70000\"]}}\n", "\"a.test:70000\"", "consent.hosts.ask[0]", "1 to 65535"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:\"]}}\n", "\"a.test:\"", "consent.hosts.ask[0]", "empty port"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [intranet]}}\n", "intranet", "consent.hosts.ask[0]", "single DNS label"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [a.test], never: [\"[10.0.0.1]:22\"]}}\n", "\"[10.0.0.1]:22\"", "consent.hosts.never[0]", "only an IPv6 address"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a_b.test\"]}}\n", "\"a_b.test\"", "consent.hosts.ask[0]", "not a valid host name"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 0}\n", "0}", "consent.timeout", "expire every request"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 25h}\n", "25h", "consent.timeout", "longer than 24h"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, max_pending: 101}\n", "101", "consent.max_pending", "outside 1-100"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, max_pending: 0}\n", "0}", "consent.max_pending", "outside 1-100"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, rate: {burst: 1001}}\n", "1001", "consent.rate.burst", "outside 1-1000"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, rate: {per: 0}}\n", "0}", "consent.rate.per", "longer than 0"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"{workdir}/g.yaml\"}\n", "\"{workdir}/g.yaml\"", "consent.persist", "inside the workdir"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/}\n", "~/state/", "consent.persist", "names a directory"},
+		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"" + e.work + "/g.yaml\"}\n", "\"" + e.work, "consent.persist", "inside the workdir"},
+		{"filesystem: {read_only: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "could read every standing decision"},
+		{"filesystem: {read_write: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "plant standing grants"},
+	} {
+		src := "version: 1\n" + c.src
+		err := consentErr(t, e, src)
+		line, col := positionOf(t, src, c.at)
+		if err.Field != c.field || err.Line != line || err.Column != col || !strings.Contains(err.Msg, c.msg) || err.Hint == "" {
+			t.Errorf("%s:\n got %v (%d:%d)\nwant %s at %d:%d with %q and a hint", c.src, err, err.Line, err.Column, c.field, line, col, c.msg)
+		}
+	}
+}
