@@ -415,3 +415,80 @@ func parseConsentHost(s string, ask bool) (host string, port int, msg, hint stri
 	}
 	return strings.TrimSuffix(asciiLower(h), "."), port, "", ""
 }
+
+// withDefaults is c with every default written out (timeout, max_pending,
+// rate, persist, folders.access) and its pointers its own: what Hash
+// hashes, so that spelling out a default does not change a policy's hash.
+func (c Consent) withDefaults() Consent {
+	if c.Timeout == 0 {
+		c.Timeout = Duration(DefaultConsentTimeout)
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultConsentMaxPending
+	}
+	rate := ConsentRate{Burst: DefaultConsentBurst, Per: Duration(DefaultConsentPer)}
+	if c.Rate != nil {
+		if c.Rate.Burst != 0 {
+			rate.Burst = c.Rate.Burst
+		}
+		if c.Rate.Per != 0 {
+			rate.Per = c.Rate.Per
+		}
+	}
+	c.Rate = &rate
+	if c.Persist == "" {
+		c.Persist = DefaultConsentPersist
+	}
+	if c.Folders != nil {
+		f := *c.Folders
+		if f.Access == "" {
+			f.Access = AccessReadOnly
+		}
+		c.Folders = &f
+	}
+	return c
+}
+
+// Describe says what the ceiling allows, one line each (`corral policy
+// explain`, an approver's prompt): what may be asked and what never, the
+// access ceiling, the timeout, the bounds on requests, where standing
+// grants are kept and which of Corral's state is never granted.
+func (c *ResolvedConsent) Describe() []string {
+	var out []string
+	if len(c.Folders) > 0 {
+		out = append(out, "folders may be asked for (the canonical path must match):")
+		for _, g := range c.Folders {
+			out = append(out, "  "+g.Glob+"  ("+g.Field+")")
+		}
+		for _, n := range c.FolderNever {
+			out = append(out, "  never "+n.Path+"  ("+n.Field+")")
+		}
+		out = append(out, "  never: filesystem.deny entries, credential sources, Corral's state ("+strings.Join(c.State, ", ")+"), /, the home or above, /proc, /sys, /dev, /run, /var/run; refused at or inside, masked inside a granted folder")
+		access := "read-only only"
+		if c.FolderAccess == AccessReadWrite {
+			access = "read-write at most (protected paths inside stay read-only; a folder holding Corral's state or a credential source only read-only)"
+		}
+		out = append(out, "  access: "+access+"; granted folders appear at "+GrantsDir+"/ro/LABEL or "+GrantsDir+"/rw/LABEL")
+	} else {
+		out = append(out, "folders: none may be asked for")
+	}
+	if len(c.Hosts) > 0 {
+		out = append(out, "hosts may be asked for (through the egress proxy):")
+		for _, h := range c.Hosts {
+			out = append(out, "  "+h.String()+"  ("+h.Field+")")
+		}
+		for _, h := range c.HostNever {
+			out = append(out, "  never "+h.String()+"  ("+h.Field+")")
+		}
+		out = append(out, "  never: network.deny entries (also through network.hosts)")
+	} else {
+		out = append(out, "hosts: none may be asked for")
+	}
+	out = append(out, fmt.Sprintf("timeout %s (then expired: a deny); at most %d pending; at most %d new requests per %s (over either: rate_limited)", c.Timeout, c.MaxPending, c.Burst, c.Per))
+	if c.Persist != "" {
+		out = append(out, "standing (always) grants: "+c.Persist)
+	} else {
+		out = append(out, "standing (always) grants: none (the home is unknown and consent.persist is not set)")
+	}
+	return out
+}

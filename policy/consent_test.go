@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -263,6 +265,172 @@ func TestConsentErrors(t *testing.T) {
 		line, col := positionOf(t, src, c.at)
 		if err.Field != c.field || err.Line != line || err.Column != col || !strings.Contains(err.Msg, c.msg) || err.Hint == "" {
 			t.Errorf("%s:\n got %v (%d:%d)\nwant %s at %d:%d with %q and a hint", c.src, err, err.Line, err.Column, c.field, line, col, c.msg)
+		}
+	}
+}
+
+// Corral's own state and a credential's source inside an asked folder:
+// masked read-only, refused read-write (the workload could move the
+// masked directory away and write its own).
+func TestAskFolderState(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.home, ".config", "corral"), filepath.Join(e.home, ".config", "app"), filepath.Join(e.home, "keys"))
+	touch(t, filepath.Join(e.home, "keys", "api"))
+	p := parse(t, `network: {mode: proxy, allow: [{host: api.a.test, tls: inspect}]}
+credentials:
+  - {name: x, source: {file: ~/keys/api}, expose: {env: X}, endpoints: [{host: api.a.test}]}
+consent:
+  folders: {ask: ["~/*", "~/.config/app"], access: rw}
+`)
+	r, err := p.Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.home
+	got, ref := r.AskFolder(h+"/.config", AccessReadOnly)
+	if ref != nil || !slices.Equal(got.Masks, []string{h + "/.config/corral"}) {
+		t.Errorf("ro ~/.config: %+v %v, want ~/.config/corral masked", got, ref)
+	}
+	if _, ref := r.AskFolder(h+"/.config", AccessReadWrite); ref == nil || ref.Field != RefusedBuiltIn || !strings.Contains(ref.Reason, "Corral's own state") {
+		t.Errorf("rw ~/.config: %v, want refused (built-in)", ref)
+	}
+	if _, ref := r.AskFolder(h+"/.config/corral", AccessReadOnly); ref == nil || ref.Field != "consent.folders.ask" {
+		t.Errorf("ro ~/.config/corral: %v, want refused: no glob may match it (Resolve)", ref)
+	}
+	// Should a glob match it (Resolve refuses one that can), the state is
+	// refused still.
+	r.Consent.Folders = append(r.Consent.Folders, ConsentGlob{Glob: h + "/*/*", Field: "test"})
+	if _, ref := r.AskFolder(h+"/.config/corral", AccessReadOnly); ref == nil || ref.Field != RefusedBuiltIn {
+		t.Errorf("ro ~/.config/corral: %v, want refused (built-in)", ref)
+	}
+	if _, ref := r.AskFolder(h+"/.config/app", AccessReadWrite); ref != nil {
+		t.Errorf("rw ~/.config/app: %v", ref)
+	}
+	got, ref = r.AskFolder(h+"/keys", AccessReadOnly)
+	if ref != nil || !slices.Equal(got.Masks, []string{h + "/keys/api"}) {
+		t.Errorf("ro ~/keys: %+v %v, want the source masked", got, ref)
+	}
+	if _, ref := r.AskFolder(h+"/keys", AccessReadWrite); ref == nil || ref.Field != "credentials[0].source.file" {
+		t.Errorf("rw ~/keys: %v, want refused by credentials[0].source.file", ref)
+	}
+}
+
+// A glob whose literal prefix leads, through a symlink, into what may
+// never be asked is refused at Resolve, where it is canonical.
+func TestConsentGlobThroughLink(t *testing.T) {
+	e := newEnv(t)
+	if err := os.Symlink("/proc", filepath.Join(e.home, "p")); err != nil {
+		t.Fatal(err)
+	}
+	src := "version: 1\nconsent: {folders: {ask: [\"~/p/**\"]}}\n"
+	err := consentErr(t, e, src)
+	if line, col := positionOf(t, src, `"~/p/**"`); err.Field != "consent.folders.ask[0]" || err.Line != line || err.Column != col ||
+		!strings.Contains(err.Msg, "resolves to /proc/**") || err.Hint == "" {
+		t.Errorf("got %v", err)
+	}
+}
+
+// With consent.folders, nothing may be granted under /grants, where the
+// slots are mounted; without it, such a grant is the policy's own affair.
+func TestConsentGrantsDir(t *testing.T) {
+	e := newEnv(t)
+	src := "version: 1\nfilesystem: {read_only: [/usr, {path: /grants/x, optional: true}]}\nconsent: {folders: {ask: [\"~/src/**\"]}}\n"
+	err := consentErr(t, e, src)
+	if line, col := positionOf(t, src, "/grants/x"); err.Field != "filesystem.read_only[1]" || err.Line != line || err.Column != col || !strings.Contains(err.Msg, "consent.folders mounts") {
+		t.Errorf("got %v", err)
+	}
+	p := parse(t, "filesystem: {read_only: [/usr, {path: /grants/x, optional: true}]}\n")
+	if _, err := p.Resolve(e.ctx()); err != nil {
+		t.Errorf("without consent: %v", err)
+	}
+}
+
+// The hash covers the section, and spelling out its defaults does not
+// change it.
+func TestConsentHash(t *testing.T) {
+	base := parse(t, "consent: {folders: {ask: [\"~/src/**\"]}}\n")
+	spelled := parse(t, "consent: {folders: {ask: [\"~/src/**\"], access: ro}, timeout: 10m, max_pending: 5, rate: {burst: 5, per: 1m}, persist: ~/.config/corral/grants.local.yaml}\n")
+	if Hash(base) != Hash(spelled) {
+		t.Errorf("spelled-out defaults change the hash")
+	}
+	for _, other := range []string{
+		"consent: {folders: {ask: [\"~/src/*\"]}}\n",
+		"consent: {folders: {ask: [\"~/src/**\"], never: [~/.ssh]}}\n",
+		"consent: {folders: {ask: [\"~/src/**\"], access: rw}}\n",
+		"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 1m}\n",
+		"consent: {folders: {ask: [\"~/src/**\"]}, rate: {burst: 6}}\n",
+		"consent: {folders: {ask: [\"~/src/**\"]}, persist: ~/g.yaml}\n",
+		"",
+	} {
+		if Hash(parse(t, other)) == Hash(base) {
+			t.Errorf("%q hashes as the base", other)
+		}
+	}
+	if base.Consent.Rate != nil || base.Consent.Folders.Access != "" {
+		t.Errorf("Hash changed the policy: %+v", base.Consent)
+	}
+}
+
+func TestConsentDescribe(t *testing.T) {
+	e := newConsentEnv(t, "network: {mode: proxy}\n"+strings.Replace(consentFolders, "consent:\n", "consent:\n  hosts: {ask: [\"*.a.test\"], never: [\"[::1]:*\"]}\n", 1))
+	text := strings.Join(e.r.Consent.Describe(), "\n")
+	for _, want := range []string{e.home + "/src/**  (consent.folders.ask[0])", "never " + e.home + "/.ssh  (consent.folders.never[1])",
+		"read-write at most", "*.a.test:443  (consent.hosts.ask[0])", "never [::1]:*  (consent.hosts.never[0])",
+		"timeout 10m0s", "at most 5 pending", "5 new requests per 1m0s", "standing (always) grants: " + e.home + "/.config/corral/grants.local.yaml"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Describe lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// The schema knows every field of the consent types and refuses the
+// shapes Parse refuses.
+func TestSchemaConsent(t *testing.T) {
+	sch := compiledSchema(t)
+	good := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"~/src/**\", \"{workdir}/x/*\"], never: [~/.ssh], access: rw}\n  hosts: {ask: [\"*.a.test:443\", \"[::1]:*\", 10.0.0.0/8], never: [b.a.test]}\n  timeout: 10m\n  max_pending: 5\n  rate: {burst: 5, per: 1m}\n  persist: ~/.config/corral/g.yaml\n"
+	if _, err := Parse([]byte(good), "p.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sch(good); err != nil {
+		t.Errorf("schema refuses a valid policy: %v", err)
+	}
+	for _, bad := range []string{
+		"consent: {folders: {ask: []}}",
+		"consent: {folders: {never: [~/.ssh]}}",
+		"consent: {folders: {ask: [src]}}",
+		"consent: {folders: {ask: [\"~/a**\"]}}",
+		"consent: {folders: {ask: [\"~/a\"], access: write}}",
+		"consent: {folders: {ask: [\"~/a\"]}, max_pending: 0}",
+		"consent: {folders: {ask: [\"~/a\"]}, rate: {burst: 1001}}",
+		"consent: {folders: {ask: [\"~/a\"]}, commands: {ask: true}}",
+		"consent: {hosts: {ask: [\"a b\"]}}",
+	} {
+		if err := sch("version: 1\n" + bad + "\n"); err == nil {
+			t.Errorf("schema accepts %s", bad)
+		}
+		if _, err := Parse([]byte("version: 1\nnetwork: {mode: proxy}\n"+bad+"\n"), "p.yaml"); err == nil {
+			t.Errorf("Parse accepts %s", bad)
+		}
+	}
+	var s map[string]any
+	if err := json.Unmarshal(Schema(), &s); err != nil {
+		t.Fatal(err)
+	}
+	defs := s["$defs"].(map[string]any)
+	props := defs["consent"].(map[string]any)["properties"].(map[string]any)
+	for name, typ := range map[string]reflect.Type{"": reflect.TypeOf(Consent{}), "folders": reflect.TypeOf(ConsentFolders{}), "hosts": reflect.TypeOf(ConsentHosts{}), "rate": reflect.TypeOf(ConsentRate{})} {
+		ps := props
+		if name != "" {
+			ps = props[name].(map[string]any)["properties"].(map[string]any)
+		}
+		names, _ := structFields(typ)
+		if len(ps) != len(names) {
+			t.Errorf("schema consent %s: %d properties, the type %d", name, len(ps), len(names))
+		}
+		for _, n := range names {
+			if _, ok := ps[n]; !ok {
+				t.Errorf("schema consent %s lacks %q", name, n)
+			}
 		}
 	}
 }

@@ -35,7 +35,7 @@ const (
 // /var/run or Corral's own state (RefusedBuiltIn), when access is rw and
 // path is one DangerousForWrite refuses or holds Corral's state or the
 // persist file (the workload could rename the masked directory away and
-// write its own), or when rw would make a protected path writable (path
+// write its own) or a credential's source file, or when rw would make a protected path writable (path
 // inside one). Otherwise it returns the ask entry that allows it, the
 // masks inside it (a folder holding a never/deny path is allowed with it
 // masked) and, for rw, the paths that stay read-only. Matching is
@@ -136,6 +136,9 @@ func (r *Resolved) AskFolder(path string, access Access) (FolderCeiling, *Consen
 	for _, rc := range r.Credentials {
 		if e := contains(rc.SourceFile, rc.Field+".source.file", "%s, a credential's source"); e != nil {
 			return FolderCeiling{}, e
+		}
+		if access == AccessReadWrite && rc.SourceFile != "" && Within(rc.SourceFile, path) {
+			return refuse(rc.Field+".source.file", "read-write access to %s would let the workload replace %s, a credential's source, and choose the value sent (move the masked directory away and write its own): ask read-only, or for a folder that does not hold it", path, rc.SourceFile)
 		}
 	}
 	out := FolderCeiling{Field: field, Masks: outermost(masks)}

@@ -82,15 +82,21 @@ func (r *resolver) consent(out *Resolved) *ResolvedConsent {
 				rc.FolderNever = append(rc.FolderNever, ConsentPath{Path: canonicalOrNearest(written), Field: field})
 			}
 		}
-		for _, g := range out.Grants {
-			if Within(g.Path, GrantsDir) {
-				r.fail(g.Field, fmt.Sprintf("%s is at or under %s, where consent.folders mounts the grants it makes", g.Path, GrantsDir), "grant a path outside "+GrantsDir+", or remove consent.folders", nil)
+		// A grant written under GrantsDir (optional and missing too: it
+		// may exist at the next start), or leading there.
+		under := map[string]string{}
+		for _, w := range r.written {
+			if Within(w.path, GrantsDir) {
+				under[w.field] = w.path
 			}
 		}
-		for _, w := range r.written {
-			if Within(w.path, GrantsDir) && !Within(canonicalOrNearest(w.path), GrantsDir) {
-				r.fail(w.field, fmt.Sprintf("%s is under %s, where consent.folders mounts the grants it makes", w.path, GrantsDir), "grant a path outside "+GrantsDir+", or remove consent.folders", nil)
+		for _, g := range out.Grants {
+			if _, dup := under[g.Field]; !dup && Within(g.Path, GrantsDir) {
+				under[g.Field] = g.Path
 			}
+		}
+		for _, f := range sortedKeys(under) {
+			r.fail(f, fmt.Sprintf("%s is at or under %s, where consent.folders mounts the grants it makes", under[f], GrantsDir), "grant a path outside "+GrantsDir+", or remove consent.folders", nil)
 		}
 		for _, cred := range out.Credentials {
 			if cred.File != "" && Within(cred.File, GrantsDir) {
