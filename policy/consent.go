@@ -107,12 +107,15 @@ type ResolvedConsent struct {
 	Folders      []ConsentGlob `json:"folders,omitempty"`       // folders.ask
 	FolderNever  []ConsentPath `json:"folders_never,omitempty"` // folders.never, canonical
 	FolderAccess Access        `json:"folders_access,omitempty"`
-	Hosts        []ConsentHost `json:"hosts,omitempty"` // hosts.ask
-	HostNever    []ConsentHost `json:"hosts_never,omitempty"`
-	Timeout      time.Duration `json:"timeout"`
-	MaxPending   int           `json:"max_pending"`
-	Burst        int           `json:"burst"`
-	Per          time.Duration `json:"per"`
+	// Deny are the filesystem.deny entries, expanded and canonical as
+	// FolderNever (missing ones too: one made later is refused still).
+	Deny       []ConsentPath `json:"deny,omitempty"`
+	Hosts      []ConsentHost `json:"hosts,omitempty"` // hosts.ask
+	HostNever  []ConsentHost `json:"hosts_never,omitempty"`
+	Timeout    time.Duration `json:"timeout"`
+	MaxPending int           `json:"max_pending"`
+	Burst      int           `json:"burst"`
+	Per        time.Duration `json:"per"`
 	// Persist is the standing grants file, canonical (its nearest
 	// existing ancestor resolved), may not exist yet; "" when the home is
 	// unknown and consent.persist is not written (no "always" scope).
@@ -130,11 +133,11 @@ type ConsentGlob struct {
 	Field string `json:"field"` // "consent.folders.ask[0]"
 }
 
-// ConsentPath is one folders.never entry: Path canonical (a missing
+// ConsentPath is one folders.never (or filesystem.deny) entry: Path canonical (a missing
 // path's nearest existing ancestor resolved, the rest kept cleaned).
 type ConsentPath struct {
 	Path  string `json:"path"`
-	Field string `json:"field"` // "consent.folders.never[1]"
+	Field string `json:"field"` // "consent.folders.never[1]", "filesystem.deny[0]"
 }
 
 // ConsentHost is one hosts entry: Host as an Endpoint's (lower case,

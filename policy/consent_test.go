@@ -434,3 +434,59 @@ func TestSchemaConsent(t *testing.T) {
 		}
 	}
 }
+
+// The examples of docs/policy.md's consent section and of Consent's doc
+// comment are policies Parse accepts and Resolve resolves.
+func TestConsentDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(doc), "\n## consent\n")
+	_, block, _ := strings.Cut(sec, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	src, err := os.ReadFile("consent.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comment []string
+	_, typ, _ := strings.Cut(string(src), "// Consent is the consent section")
+	for _, line := range strings.Split(typ, "\n") {
+		if l, ok := strings.CutPrefix(line, "//\t"); ok {
+			comment = append(comment, l)
+		}
+	}
+	e := newEnv(t)
+	for name, ex := range map[string]string{"docs/policy.md": block, "Consent": strings.Join(comment, "\n") + "\n"} {
+		if !strings.HasPrefix(ex, "consent:\n") {
+			t.Fatalf("%s: no example found: %q", name, ex)
+		}
+		p, err := Parse([]byte("version: 1\nnetwork: {mode: proxy}\n"+ex), name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := p.Resolve(e.ctx()); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A filesystem.deny entry missing when the policy was resolved is refused
+// still once it exists, and masked in a folder holding it.
+func TestAskFolderDenyMadeLater(t *testing.T) {
+	e := newEnv(t)
+	mkdirs(t, filepath.Join(e.home, "src"))
+	p := parse(t, "filesystem: {deny: [{path: ~/src/later, optional: true}]}\nconsent: {folders: {ask: [\"~/src/**\"]}}\n")
+	r, err := p.Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := filepath.Join(e.home, "src", "later")
+	mkdirs(t, later)
+	if _, ref := r.AskFolder(later, AccessReadOnly); ref == nil || ref.Field != "filesystem.deny[0]" {
+		t.Errorf("made later: %v, want refused by filesystem.deny[0]", ref)
+	}
+	if got, ref := r.AskFolder(filepath.Join(e.home, "src"), AccessReadOnly); ref != nil || !slices.Equal(got.Masks, []string{later}) {
+		t.Errorf("holding it: %+v %v, want it masked", got, ref)
+	}
+}

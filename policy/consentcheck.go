@@ -122,14 +122,14 @@ func (r *Resolved) AskFolder(path string, access Access) (FolderCeiling, *Consen
 			return FolderCeiling{}, e
 		}
 	}
+	for _, d := range c.Deny {
+		if e := contains(d.Path, d.Field, "at or inside %s, which filesystem.deny hides"); e != nil {
+			return FolderCeiling{}, e
+		}
+	}
 	var readOnly []string
 	for _, g := range r.Grants {
-		switch {
-		case g.Access == AccessDeny:
-			if e := contains(g.Path, g.Field, "at or inside %s, which filesystem.deny hides"); e != nil {
-				return FolderCeiling{}, e
-			}
-		case g.Access == AccessReadOnly && access == AccessReadWrite && g.Path != path && Within(g.Path, path):
+		if g.Access == AccessReadOnly && access == AccessReadWrite && g.Path != path && Within(g.Path, path) {
 			readOnly = append(readOnly, g.Path)
 		}
 	}
@@ -289,12 +289,12 @@ func (r *Resolved) homes() []string {
 }
 
 // globSegs splits a clean absolute path or glob into its components ("/"
-// has none).
+// has none; on Windows the volume is the first).
 func globSegs(p string) []string {
 	if p == "/" || p == "" {
 		return nil
 	}
-	return strings.Split(strings.TrimPrefix(p, "/"), "/")
+	return strings.Split(strings.TrimPrefix(filepath.ToSlash(p), "/"), "/")
 }
 
 // globAtOrInside reports whether glob segments g match t or some path

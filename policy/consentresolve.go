@@ -13,7 +13,8 @@ import (
 // components canonical (the longest existing literal prefix resolved,
 // canonicalOrNearest) and refused when they could match what no request
 // may have (ceilingForbids, on the glob as written and as canonical),
-// folders.never paths expanded and canonical, hosts parsed, defaults
+// folders.never and filesystem.deny paths expanded and canonical (a
+// missing one's nearest existing ancestor resolved), hosts parsed, defaults
 // filled, persist expanded and refused where the workload could read or
 // write it (inside the workdir, visible through a grant, in a directory it
 // can write: it would read the decisions, or plant standing grants). With
@@ -80,6 +81,12 @@ func (r *resolver) consent(out *Resolved) *ResolvedConsent {
 			field := fmt.Sprintf("consent.folders.never[%d]", i)
 			if written, ok := r.expand(field, n); ok {
 				rc.FolderNever = append(rc.FolderNever, ConsentPath{Path: canonicalOrNearest(written), Field: field})
+			}
+		}
+		for i, d := range r.p.Filesystem.Deny {
+			field := fmt.Sprintf("filesystem.deny[%d]", i)
+			if written, ok := r.expand(field, d.Path); ok {
+				rc.Deny = append(rc.Deny, ConsentPath{Path: canonicalOrNearest(written), Field: field})
 			}
 		}
 		// A grant written under GrantsDir (optional and missing too: it
