@@ -128,13 +128,14 @@ func isTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // address checks. It is the read-back of a host grant: the rules the
 // proxy compiled, not the ones it was asked for. host is a name or an IP
 // literal as ParseAuthority takes it; anything it refuses is not
-// admitted, and neither is LocalName (never egress).
+// admitted, and neither is the consent API (LocalName, Config.LocalAddr:
+// never egress).
 func (p *Proxy) Admits(host string, port int) bool {
 	if port < 1 || port > 65535 {
 		return false
 	}
 	h, pt, err := ParseAuthority(net.JoinHostPort(strings.Trim(host, "[]"), strconv.Itoa(port)), 0)
-	if err != nil || h == LocalName {
+	if err != nil || p.isLocal(newTarget(h, pt)) {
 		return false
 	}
 	return p.checkPolicy(newTarget(h, pt), &Decision{}) != nil

@@ -29,31 +29,44 @@ const maxLocalDrain = 256 << 10
 // Content-Length; a handler that flushes, or writes more, streams.
 const localHeld = 32 << 10
 
-// local answers a request to LocalName.
+// isLocal: t names the consent API (LocalName, or Config.LocalAddr).
+func (p *Proxy) isLocal(t target) bool {
+	if t.host == LocalName {
+		return true
+	}
+	la := p.cfg.LocalAddr
+	if p.cfg.Local == nil || !la.IsValid() || t.port != int(la.Port()) {
+		return false
+	}
+	return t.ip == la.Addr().Unmap() || t.host == "localhost" && la.Addr().IsLoopback()
+}
+
+// local answers a request to the consent API (isLocal).
 func (s *session) local(r *request, t target, path string, d *Decision) bool {
 	p := s.p
-	d.Local = true
 	refuse := func(reason string) bool {
 		d.Reason = reason
 		s.deny(d, 403)
 		return false
 	}
+	name := hostPort(t.host, t.port)
 	switch {
+	case r.upgrade != "":
+		return refuse(name + " does not take protocol upgrades")
 	case r.method == "CONNECT":
-		return refuse(LocalName + " is the sandbox's consent API, plain HTTP inside the sandbox's own network: CONNECT (https) to it is refused; send http://" + LocalName + "/v1/... through the proxy (HTTP_PROXY)")
+		return refuse(name + " is the sandbox's consent API, plain HTTP inside the sandbox's own network: CONNECT (https) to it is refused; send http://" + LocalName + "/v1/... through the proxy (HTTP_PROXY)")
+	case t.host != LocalName: // Config.LocalAddr: served below
 	case t.port != 80:
 		return refuse(LocalName + " is served on port 80 only (http://" + LocalName + "/)")
 	case p.cfg.Local == nil:
 		return refuse(LocalName + " is reserved for corral's consent API, which this sandbox does not have")
-	case r.upgrade != "":
-		return refuse(LocalName + " does not take protocol upgrades")
 	}
-	return s.serveLocal(r, path, d)
+	return s.serveLocal(r, t, path, d)
 }
 
 // serveLocal runs Config.Local for r and reports whether the connection
 // can carry another request.
-func (s *session) serveLocal(r *request, path string, d *Decision) bool {
+func (s *session) serveLocal(r *request, t target, path string, d *Decision) bool {
 	p := s.p
 	u, err := url.ParseRequestURI(path)
 	if err != nil {
@@ -63,7 +76,7 @@ func (s *session) serveLocal(r *request, path string, d *Decision) bool {
 	}
 	hr := &http.Request{
 		Method: r.method, URL: u, Proto: "HTTP/1." + strconv.Itoa(r.minor), ProtoMajor: 1, ProtoMinor: r.minor,
-		Header: http.Header{}, Host: LocalName, RequestURI: path, RemoteAddr: s.raw.RemoteAddr().String(),
+		Header: http.Header{}, Host: hostHeader(t.host, t.port, 80), RequestURI: path, RemoteAddr: s.raw.RemoteAddr().String(),
 		Body: http.NoBody,
 	}
 	for _, h := range r.headers {
@@ -100,7 +113,7 @@ func (s *session) serveLocal(r *request, path string, d *Decision) bool {
 		p.cfg.Local.ServeHTTP(w, hr)
 		return nil
 	}()
-	d.Allowed, d.Reason, d.Rule = true, "local consent API", "local "+LocalName
+	d.Allowed, d.Reason, d.Rule = true, "local consent API", "local "+hostPort(t.host, t.port)
 	if panicked != nil {
 		// (net/http's answer to a handler that panics: the connection
 		// ends, unanswered unless something was sent.)

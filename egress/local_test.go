@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -204,7 +205,7 @@ func TestLocalName(t *testing.T) {
 		}
 	}
 	var served, refused int
-	for _, d := range tp.log.all() {
+	for _, d := range tp.log.waitN(t, 7) { // (logged once answered) 2 served, 4 refused, 1 egress
 		if d.Host != LocalName {
 			continue
 		}
@@ -261,5 +262,63 @@ func TestLocalStreamsAndSurvivesPanic(t *testing.T) {
 	expectClosed(t, c, c.br)
 	if resp, _ := dialProxy(t, tp.addr).get(t, "http://corral.local/again", ""); resp.StatusCode != 200 {
 		t.Errorf("after a panic: %d", resp.StatusCode)
+	}
+}
+
+// Config.LocalAddr: a request through the proxy for the consent API's
+// address inside the sandbox (or localhost at its port) is served by
+// Local and never dialed; CONNECT to it is refused; without LocalAddr
+// the address is decided by the rules as any other.
+func TestLocalAddr(t *testing.T) {
+	var dialed atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialed.Add(1)
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	la := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
+	// Rules that would let the proxy dial the address, were it egress.
+	pol := Policy{Allow: []Rule{{Host: "127.0.0.1", Ports: []int{port}}, {Host: "localhost", Ports: []int{port}}},
+		AllowPrivate: []Rule{{Host: "127.0.0.0/8"}}, Hosts: map[string]string{"localhost": "127.0.0.1"}}
+	api := &localAPI{}
+	tp := startProxy(t, Config{Local: api, LocalAddr: la, Policy: pol})
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		hp := net.JoinHostPort(host, itoa(port))
+		resp, body := dialProxy(t, tp.addr).get(t, "http://"+hp+"/v1/requests", hp)
+		if resp.StatusCode != 202 || !strings.Contains(body, `"host":"`+hp+`"`) {
+			t.Errorf("%s: %d %s", hp, resp.StatusCode, body)
+		}
+	}
+	resp, body := dialProxy(t, tp.addr).roundTrip(t, "CONNECT 127.0.0.1:"+itoa(port)+" HTTP/1.1\r\n\r\n", "CONNECT")
+	if resp.StatusCode != 403 || !strings.Contains(body, "plain HTTP") {
+		t.Errorf("CONNECT: %d %s", resp.StatusCode, body)
+	}
+	if tp.Admits("127.0.0.1", port) {
+		t.Error("the consent API's address reads back as admitted egress")
+	}
+	if api.calls.Load() != 2 || dialed.Load() != 0 {
+		t.Errorf("Local served %d, the address was dialed %d times", api.calls.Load(), dialed.Load())
+	}
+	// Another port of the address is egress as ever (here allowed by
+	// no rule).
+	if resp, _ := dialProxy(t, tp.addr).get(t, "http://127.0.0.1:"+itoa(port+1)+"/", ""); resp.StatusCode != 403 {
+		t.Errorf("127.0.0.1:%d: %d", port+1, resp.StatusCode)
+	}
+	// Without LocalAddr the rules decide, and this one dials.
+	plain := startProxy(t, Config{Local: api, Policy: pol})
+	dialProxy(t, plain.addr).get(t, "http://127.0.0.1:"+itoa(port)+"/", "")
+	if api.calls.Load() != 2 || dialed.Load() != 1 {
+		t.Errorf("without LocalAddr: Local served %d, dialed %d (want 2, 1)", api.calls.Load(), dialed.Load())
 	}
 }

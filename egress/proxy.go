@@ -70,10 +70,11 @@ type Decision struct {
 	// Credentials names, comma-separated, the credentials whose values
 	// the request carried upstream (substituted for their placeholders).
 	Credentials string
-	// Local: a request to the reserved name LocalName, answered by
-	// Config.Local (Allowed, Reason "local consent API") or refused
-	// (CONNECT, a port other than 80, no Local). Nothing was resolved
-	// or dialed: it is not egress.
+	// Local: a request to the consent API (the reserved name
+	// LocalName, or Config.LocalAddr), answered by Config.Local
+	// (Allowed, Reason "local consent API") or refused (CONNECT,
+	// LocalName at a port other than 80, no Local). Nothing was
+	// resolved or dialed: it is not egress.
 	Local bool
 }
 
@@ -122,6 +123,14 @@ type Config struct {
 	// through the proxy (local.go). Nil: requests to LocalName are
 	// refused. Either way LocalName is never resolved or dialed.
 	Local http.Handler
+	// LocalAddr, when valid and Local is set, is where the same API
+	// listens inside the sandbox (127.0.0.1:3129): a plain-HTTP request
+	// for it that comes through the proxy (curl, Python and others
+	// send even loopback URLs to HTTP_PROXY unless NO_PROXY exempts
+	// them) is served by Local too, as the address means inside the
+	// sandbox; for a loopback address "localhost" at its port as well.
+	// It is never dialed (the proxy's own loopback is another one).
+	LocalAddr netip.AddrPort
 }
 
 // Proxy is one sandbox's egress proxy.
@@ -680,7 +689,7 @@ func (s *session) handle(r *request) bool {
 		} else {
 			t = newTarget(h, port)
 			d.Host, d.Port = t.host, t.port
-			d.Local = t.host == LocalName
+			d.Local = s.p.isLocal(t)
 			if r.method != "CONNECT" {
 				d.URL = "http://" + hostHeader(t.host, t.port, 80) + stripQuery(path)
 			}
@@ -713,7 +722,7 @@ func (s *session) handle(r *request) bool {
 		s.deny(d, 417)
 		return false
 	}
-	if t.host == LocalName {
+	if d.Local {
 		return s.local(r, t, path, d)
 	}
 	rules := s.p.checkPolicy(t, d)
