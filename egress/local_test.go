@@ -109,21 +109,11 @@ func TestLocalName(t *testing.T) {
 	up := startUpstream(t, "127.0.0.1", http.HandlerFunc(hello))
 	// A listener on the address the name would dial on port 80, when
 	// one can be had (root, port free).
-	var at80 atomic.Int64
+	at80 := &atomic.Int64{}
 	have80 := false
 	if ln, err := net.Listen("tcp", "127.0.0.2:80"); err == nil {
 		have80 = true
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				at80.Add(1)
-				c.Close()
-			}
-		}()
+		at80 = countAccepts(t, ln)
 	} else {
 		t.Logf("no listener on 127.0.0.2:80 (%v): the port-80 dial is checked by the resolver and the other upstream only", err)
 	}
@@ -270,22 +260,11 @@ func TestLocalStreamsAndSurvivesPanic(t *testing.T) {
 // Local and never dialed; CONNECT to it is refused; without LocalAddr
 // the address is decided by the rules as any other.
 func TestLocalAddr(t *testing.T) {
-	var dialed atomic.Int64
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dialed.Add(1)
-			c.Close()
-		}
-	}()
+	dialed := countAccepts(t, ln)
 	port := ln.Addr().(*net.TCPAddr).Port
 	la := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
 	// Rules that would let the proxy dial the address, were it egress.
@@ -321,4 +300,22 @@ func TestLocalAddr(t *testing.T) {
 	if api.calls.Load() != 2 || dialed.Load() != 1 {
 		t.Errorf("without LocalAddr: Local served %d, dialed %d (want 2, 1)", api.calls.Load(), dialed.Load())
 	}
+}
+
+// countAccepts accepts and closes every connection on ln, counting them,
+// until the test ends.
+func countAccepts(t testing.TB, ln net.Listener) *atomic.Int64 {
+	n := &atomic.Int64{}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	return n
 }
