@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -69,6 +70,12 @@ type Decision struct {
 	// Credentials names, comma-separated, the credentials whose values
 	// the request carried upstream (substituted for their placeholders).
 	Credentials string
+	// Local: a request to the consent API (the reserved name
+	// LocalName, or Config.LocalAddr), answered by Config.Local
+	// (Allowed, Reason "local consent API") or refused (CONNECT,
+	// LocalName at a port other than 80, no Local). Nothing was
+	// resolved or dialed: it is not egress.
+	Local bool
 }
 
 // Config configures a Proxy.
@@ -103,6 +110,27 @@ type Config struct {
 	// Finding is called once per CredentialFinding; it must be safe for
 	// concurrent use. Nil drops them.
 	Finding func(CredentialFinding)
+	// ConsentHint is asked, for a target that no allow rule matches
+	// and no deny rule refuses (the one denial an added allow entry,
+	// a host grant, can lift), how the workload may ask for it; a
+	// non-empty answer is the 403 body's "consent" field
+	// (HostRequestHint makes the usual text). Nil or "": no field. It
+	// gets the canonical host (ParseAuthority) and port, runs on the
+	// denial's path and must be safe for concurrent use.
+	ConsentHint func(host string, port int) string
+	// Local serves the plain-HTTP (absolute-form) requests to the
+	// reserved name LocalName on port 80: the sandbox's consent API
+	// through the proxy (local.go). Nil: requests to LocalName are
+	// refused. Either way LocalName is never resolved or dialed.
+	Local http.Handler
+	// LocalAddr, when valid and Local is set, is where the same API
+	// listens inside the sandbox (127.0.0.1:3129): a plain-HTTP request
+	// for it that comes through the proxy (curl, Python and others
+	// send even loopback URLs to HTTP_PROXY unless NO_PROXY exempts
+	// them) is served by Local too, as the address means inside the
+	// sandbox; for a loopback address "localhost" at its port as well.
+	// It is never dialed (the proxy's own loopback is another one).
+	LocalAddr netip.AddrPort
 }
 
 // Proxy is one sandbox's egress proxy.
@@ -120,6 +148,14 @@ type Proxy struct {
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
 	wg        sync.WaitGroup
+	// Retirement (live.go): retired proxies take no connections and
+	// hand the ones they carry to next at a request boundary; clients
+	// counts the client connections served, idle those waiting for a
+	// request head.
+	retired bool
+	next    func(net.Conn) bool
+	clients int
+	idle    map[*session]struct{}
 
 	insp  *inspector // nil when nothing is inspected
 	creds *credSet   // nil without credentials
@@ -168,6 +204,7 @@ func New(cfg Config) (*Proxy, error) {
 		sem:       make(chan struct{}, cfg.MaxConns),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
+		idle:      map[*session]struct{}{},
 	}
 	if cfg.Credential != "" {
 		p.authWant = base64.StdEncoding.EncodeToString([]byte("corral:" + cfg.Credential))
@@ -210,7 +247,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 		c, err := l.Accept()
 		if err != nil {
 			<-p.sem
-			if p.isClosed() {
+			if p.stopped() {
 				return nil
 			}
 			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
@@ -226,18 +263,23 @@ func (p *Proxy) Serve(l net.Listener) error {
 		}
 		backoff = 0
 		if !p.track(c) {
+			// Closed since: a retired proxy's successor takes what
+			// it accepted last.
 			<-p.sem
-			c.Close()
+			if !p.handOn(c) {
+				c.Close()
+			}
 			return nil
 		}
 		go func() {
 			defer p.wg.Done()
 			defer func() { <-p.sem }()
-			defer p.untrack(c)
-			defer c.Close()
+			defer p.clientDone(c)
 			setNoDelay(c)
 			s := &session{p: p, raw: c}
-			s.serve()
+			if !s.serve() {
+				c.Close()
+			}
 		}()
 	}
 }
@@ -248,7 +290,16 @@ func (p *Proxy) isClosed() bool {
 	return p.closed
 }
 
-// track registers c (and one goroutine in wg) unless the proxy is closed.
+// stopped reports whether the proxy takes no more connections (closed
+// or retired).
+func (p *Proxy) stopped() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed || p.retired
+}
+
+// track registers client connection c (and one goroutine in wg) unless
+// the proxy is closed.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -256,6 +307,7 @@ func (p *Proxy) track(c net.Conn) bool {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	p.clients++
 	p.wg.Add(1)
 	return true
 }
@@ -495,6 +547,9 @@ type denialBody struct {
 	Port   int    `json:"port"`
 	Rule   string `json:"rule"`
 	Hint   string `json:"hint"`
+	// Consent is how to ask a person for the target (Config.ConsentHint);
+	// absent when asking could not help.
+	Consent string `json:"consent,omitempty"`
 }
 
 var statusText = map[int]string{
@@ -503,6 +558,7 @@ var statusText = map[int]string{
 	407: "Proxy Authentication Required",
 	417: "Expectation Failed",
 	431: "Request Header Fields Too Large",
+	500: "Internal Server Error",
 	501: "Not Implemented",
 	502: "Bad Gateway",
 	505: "HTTP Version Not Supported",
@@ -514,15 +570,17 @@ var errorText = map[int]string{
 	407: "proxy authentication required",
 	417: "expectation failed",
 	431: "request header too large",
+	500: "internal error",
 	501: "not implemented",
 	502: "upstream unreachable",
 	505: "HTTP version not supported",
 }
 
-// denialResponse renders a JSON error response that closes the connection.
-func denialResponse(d *Decision) []byte {
+// denialResponse renders a JSON error response that closes the
+// connection; consent, when set, is its "consent" field.
+func denialResponse(d *Decision, consent string) []byte {
 	body, _ := json.Marshal(denialBody{
-		Error: errorText[d.Status], Reason: d.Reason, Host: d.Host, Port: d.Port, Rule: d.Rule, Hint: d.Hint,
+		Error: errorText[d.Status], Reason: d.Reason, Host: d.Host, Port: d.Port, Rule: d.Rule, Hint: d.Hint, Consent: consent,
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\n", d.Status, statusText[d.Status])
@@ -548,7 +606,10 @@ type session struct {
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
 var writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
 
-func (s *session) serve() {
+// serve serves the connection until it ends, or until a retired proxy
+// hands it on at a request boundary (true: the connection is no longer
+// the caller's).
+func (s *session) serve() (handedOn bool) {
 	p := s.p
 	s.cc = &deadlineConn{Conn: s.raw}
 	s.br = readerPool.Get().(*bufio.Reader)
@@ -562,8 +623,18 @@ func (s *session) serve() {
 	}()
 	for {
 		s.cc.refresh = 0
-		s.raw.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
-		if _, err := s.br.Peek(1); err != nil {
+		idleUntil := time.Now().Add(p.cfg.IdleTimeout)
+		s.raw.SetReadDeadline(idleUntil)
+		if !p.idleEnter(s) {
+			return s.handOn()
+		}
+		_, err := s.br.Peek(1)
+		if p.idleLeave(s) && (err == nil || isTimeout(err) && time.Now().Before(idleUntil)) {
+			// Retired while waiting (Retire cut the wait short), or a
+			// request began after: the successor decides it.
+			return s.handOn()
+		}
+		if err != nil {
 			return
 		}
 		s.raw.SetReadDeadline(time.Now().Add(p.cfg.HeaderTimeout))
@@ -584,13 +655,17 @@ func (s *session) serve() {
 }
 
 // deny writes a denial and logs the decision.
-func (s *session) deny(d *Decision, status int) {
+func (s *session) deny(d *Decision, status int) { s.denyWith(d, status, "") }
+
+// denyWith is deny whose body carries consent, how to ask for the
+// target ("": no such field).
+func (s *session) denyWith(d *Decision, status int, consent string) {
 	if status != 502 {
 		d.Allowed = false
 	}
 	d.Status = status
 	s.raw.SetWriteDeadline(time.Now().Add(s.p.cfg.HeaderTimeout))
-	s.raw.Write(denialResponse(d))
+	s.raw.Write(denialResponse(d, consent))
 	s.p.log(d)
 }
 
@@ -614,6 +689,7 @@ func (s *session) handle(r *request) bool {
 		} else {
 			t = newTarget(h, port)
 			d.Host, d.Port = t.host, t.port
+			d.Local = s.p.isLocal(t)
 			if r.method != "CONNECT" {
 				d.URL = "http://" + hostHeader(t.host, t.port, 80) + stripQuery(path)
 			}
@@ -646,9 +722,16 @@ func (s *session) handle(r *request) bool {
 		s.deny(d, 417)
 		return false
 	}
+	if d.Local {
+		return s.local(r, t, path, d)
+	}
 	rules := s.p.checkPolicy(t, d)
 	if rules == nil {
-		s.deny(d, 403)
+		consent := ""
+		if d.Rule == "" && s.p.cfg.ConsentHint != nil {
+			consent = s.p.cfg.ConsentHint(t.host, t.port) // no deny rule refused it
+		}
+		s.denyWith(d, 403, consent)
 		return false
 	}
 	if r.method == "CONNECT" {

@@ -60,11 +60,7 @@ func (p *Policy) validateCredentials() []*Error {
 	}
 	var errs []*Error
 	add := func(e *Error) { errs = append(errs, e) }
-	if p.Network.Mode != NetworkProxy {
-		mode := p.Network.Mode
-		if mode == "" {
-			mode = NetworkNone
-		}
+	if mode := p.networkMode(); mode != NetworkProxy {
 		add(p.errNear("credentials", fmt.Sprintf("credentials need network.mode: proxy (it is %s): the egress proxy is what puts a value in place of its placeholder", mode),
 			"set network.mode: proxy and allow each credential's endpoints with tls: inspect"))
 	}

@@ -631,34 +631,7 @@ func TestSchemaCredentials(t *testing.T) {
 			}
 		}
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	// The schema's patterns are ECMA-262 (\u0000); Go's regexp writes \x{0000}.
-	c.UseRegexpEngine(func(re string) (jsonschema.Regexp, error) {
-		return regexp.Compile(regexp.MustCompile(`\\u([0-9a-fA-F]{4})`).ReplaceAllString(re, `\x{$1}`))
-	})
-	if err := c.AddResource("schema.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := func(src string) error {
-		var v any
-		if err := yaml.Unmarshal([]byte(src), &v); err != nil {
-			t.Fatal(err)
-		}
-		data, _ := json.Marshal(v)
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sch.Validate(inst)
-	}
+	check := compiledSchema(t)
 	good := credPolicy(goodCredentials, "")
 	if _, err := Parse([]byte(good), "p.yaml"); err != nil {
 		t.Fatal(err)
@@ -680,5 +653,39 @@ func TestSchemaCredentials(t *testing.T) {
 		if err := check(credPolicy(bad, "")); err == nil {
 			t.Errorf("schema accepts %s", bad)
 		}
+	}
+}
+
+// compiledSchema compiles Schema and returns a check of a YAML policy
+// against it.
+func compiledSchema(t *testing.T) func(src string) error {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	// The schema's patterns are ECMA-262 (\u0000); Go's regexp writes \x{0000}.
+	c.UseRegexpEngine(func(re string) (jsonschema.Regexp, error) {
+		return regexp.Compile(regexp.MustCompile(`\\u([0-9a-fA-F]{4})`).ReplaceAllString(re, `\x{$1}`))
+	})
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(src string) error {
+		var v any
+		if err := yaml.Unmarshal([]byte(src), &v); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(v)
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sch.Validate(inst)
 	}
 }

@@ -102,15 +102,25 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 // checkSourceFile refuses a source file the sandbox can see (as written,
 // written, or where it leads, canon) or replace (its directory writable).
 func (r *resolver) checkSourceFile(field string, out *Resolved, written, canon string) {
+	r.checkHostFile(field, out, written, canon, "read the value", "choose the value")
+}
+
+// checkHostFile refuses a file of the host's that the sandbox must not
+// reach (a credential's source, consent's standing grants): one it can
+// see (as written, written, or where it leads, canon), one that is
+// missing where it could make it, and one in a directory it can write
+// (it could put another in its place). read and plant say what the
+// workload would gain by seeing or by making it.
+func (r *resolver) checkHostFile(field string, out *Resolved, written, canon, read, plant string) {
 	for _, q := range slices.Compact([]string{written, canon}) {
 		g := out.Covering(q)
 		if _, err := os.Lstat(q); err != nil && g.Path != "" && g.Access == AccessReadWrite {
-			r.fail(field, fmt.Sprintf("%s does not exist, and the workload could make it (%s grants %s read-write) and choose the value", q, g.Field, g.Path),
+			r.fail(field, fmt.Sprintf("%s does not exist, and the workload could make it (%s grants %s read-write) and %s", q, g.Field, g.Path, plant),
 				"keep the file outside every read-write grant", nil)
 			return
 		}
 		if g.Path != "" && g.Access != AccessDeny {
-			r.fail(field, fmt.Sprintf("%s is visible inside the sandbox (%s grants %s %s): the workload could read the value", q, g.Field, g.Path, g.Access),
+			r.fail(field, fmt.Sprintf("%s is visible inside the sandbox (%s grants %s %s): the workload could %s", q, g.Field, g.Path, g.Access, read),
 				"keep the file outside every grant, or add it to filesystem.deny", nil)
 			return
 		}

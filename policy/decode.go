@@ -83,6 +83,18 @@ func describe(n *yaml.Node) string {
 	return "an unexpected node"
 }
 
+// homeField reports whether field holds a path, where a bare ~ (YAML's
+// null) means the home: filesystem.protected and consent.folders entries,
+// consent.persist.
+func homeField(field string) bool {
+	for _, list := range []string{"filesystem.protected[", "consent.folders.ask[", "consent.folders.never["} {
+		if strings.HasPrefix(field, list) {
+			return true
+		}
+	}
+	return field == "consent.persist"
+}
+
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
@@ -94,7 +106,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 		n = n.Alias
 	}
 	if isNull(n) {
-		if n.Value == "~" && (v.Type() == pathRuleType || strings.HasPrefix(field, "filesystem.protected[")) {
+		if n.Value == "~" && (v.Type() == pathRuleType || homeField(field)) {
 			// A bare ~ is YAML's null, but in a path list it means home.
 			n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "~", Line: n.Line, Column: n.Column}
 		} else {

@@ -8,7 +8,7 @@ import (
 
 // Hash returns "sha256:<hex>" of the canonical JSON of p: p with every
 // default made explicit (Protected, Env.Pass, IncludeWorkdir, network mode,
-// one entry per layer) and marshalled with encoding/json (struct fields in
+// one entry per layer, the consent section's defaults) and marshalled with encoding/json (struct fields in
 // declaration order, map keys sorted, sizes in bytes, durations as Go
 // duration strings). Formatting, comments, key order and YAML-versus-JSON do
 // not change the hash; spelling out a default does not either (git:
@@ -39,6 +39,10 @@ func canonicalJSON(p *Policy) []byte {
 	}
 	if c.Filesystem.Git == GitReadOnly {
 		c.Filesystem.Git = "" // the default, omitted: hashes from before the field stay valid
+	}
+	if p.Consent != nil {
+		cs := p.Consent.withDefaults()
+		c.Consent = &cs
 	}
 	layers := Layers{}
 	for _, l := range AllLayers {

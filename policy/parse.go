@@ -154,8 +154,9 @@ func yamlError(filename string, err error) *Error {
 
 // Validate runs the static checks that need no host access: the version,
 // path syntax, network mode, limits, layers, environment names,
-// run_as_user and credentials (their syntax, and that the network rules let
-// the proxy substitute at each endpoint). Parse calls it; Resolve calls it again so that a policy built
+// run_as_user, credentials (their syntax, and that the network rules let
+// the proxy substitute at each endpoint) and the consent ceiling
+// (validateConsent). Parse calls it; Resolve calls it again so that a policy built
 // in code is checked too. It returns nil, one *Error or Errors.
 func (p *Policy) Validate() error {
 	return asError(p.validate())
@@ -234,6 +235,9 @@ func (p *Policy) validate() []*Error {
 		add(e)
 	}
 	for _, e := range p.validateCredentials() {
+		add(e)
+	}
+	for _, e := range p.validateConsent() {
 		add(e)
 	}
 	if p.UI != nil {

@@ -130,6 +130,11 @@ type Placeholder struct {
 //   - Each credential gets its placeholder, put in Env under its exposed
 //     variable; a source the sandbox would see and an exposed file inside
 //     a grant are refused (credresolve.go).
+//   - The consent ceiling is made concrete (consentresolve.go): its globs
+//     and paths expanded and canonical, a glob that could match /, the
+//     home, a kernel or service tree or Corral's state refused, a persist
+//     file the workload could read or write refused, and with
+//     consent.folders a grant at or under /grants refused.
 //
 // Errors are *Error (or Errors) with Field set and, when p came from a file,
 // the position of the offending value.
@@ -244,10 +249,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	}
 	sortGrants(grants)
 
-	mode := p.Network.Mode
-	if mode == "" {
-		mode = NetworkNone
-	}
+	mode := p.networkMode()
 	layers := Layers{}
 	for k, v := range p.Layers {
 		layers[k] = v
@@ -272,6 +274,10 @@ func (r *resolver) run() (*Resolved, []*Error) {
 	}
 	out.Credentials = creds
 	out.Env = resolveEnv(p.Process.Env, r.ctx.Environ, exposed)
+	out.Consent = r.consent(out)
+	if len(r.errs) > 0 {
+		return nil, r.errs
+	}
 	return out, nil
 }
 

@@ -22,6 +22,8 @@
 //	layers:
 //	  landlock: optional                  # others stay required
 //	docker: {image: corral/base:1}        # docker provider only
+//	consent:                              # what the workload may ask for live
+//	  folders: {ask: ["~/src/**"], never: [~/.ssh]}
 //
 // Load and Parse decode strictly and run the static checks (Validate);
 // Resolve then checks the policy against the host and a caller (Context)

@@ -149,21 +149,34 @@ func (l *egressStats) summary(w io.Writer) {
 
 // egressSwitch serves a sandbox's egress listener with whichever proxy is
 // current: it accepts, and hands each connection to the current proxy
-// through an egress.Handoff. Swapping in a proxy with new rules applies
-// them to every connection from then on; the old proxy is closed with the
-// connections it carried (they were admitted under old rules).
+// through an egress.Handoff. New rules are a new proxy, which takes every
+// connection from then on, in one of two ways:
+//   - swap (a change that removes or narrows something): the previous
+//     proxies are closed with the connections they carried (they were
+//     admitted under rules no longer in force);
+//   - extend (a change that only adds, egress.Adds: a host grant): the
+//     previous proxy is retired (egress.Proxy.Retire) and its
+//     connections go on, as the rules that admitted them are still in
+//     force; an idle keep-alive connection moves to the new proxy at its
+//     next request. A retired proxy closes when its last connection
+//     ends, or when a swap or Close does.
+//
+// Each swap or extend is a new rule revision, numbered from 1 upwards in
+// the switch's life; revision reads back the one in force.
 type egressSwitch struct {
-	mu     sync.Mutex
-	cur    *egress.Handoff
-	proxy  *egress.Proxy
-	l      net.Listener
-	cred   string
-	closed bool // no proxy ever again (Close)
+	mu      sync.Mutex
+	cur     *egress.Handoff
+	proxy   *egress.Proxy
+	rev     uint64                     // the revision of proxy
+	retired map[*egress.Proxy]struct{} // still carrying connections
+	l       net.Listener
+	cred    string
+	closed  bool // no proxy ever again (Close)
 }
 
-// newEgressSwitch serves l with p from now on.
+// newEgressSwitch serves l with p (revision 1) from now on.
 func newEgressSwitch(l net.Listener, p *egress.Proxy, cred string) *egressSwitch {
-	sw := &egressSwitch{l: l, cred: cred}
+	sw := &egressSwitch{l: l, cred: cred, retired: map[*egress.Proxy]struct{}{}}
 	_ = sw.swap(p) // a new switch is open
 	go sw.accept()
 	return sw
@@ -185,43 +198,135 @@ func (sw *egressSwitch) accept() {
 			continue
 		}
 		delay = 0
-		sw.mu.Lock()
-		h := sw.cur
-		sw.mu.Unlock()
-		if h == nil || !h.Give(c) {
+		if !sw.give(c) {
 			c.Close()
 		}
 	}
 }
 
-// swap makes p the proxy for new connections and closes the previous one;
-// after Close it closes p and says so.
+// give hands c to the current proxy; false after Close. A proxy
+// replaced while c was on its way (its Handoff closed) passes c on to
+// the one that replaced it.
+func (sw *egressSwitch) give(c net.Conn) bool {
+	for {
+		sw.mu.Lock()
+		h := sw.cur
+		sw.mu.Unlock()
+		if h == nil {
+			return false
+		}
+		if h.Give(c) {
+			return true
+		}
+		sw.mu.Lock()
+		same := sw.cur == h
+		sw.mu.Unlock()
+		if same { // closed under us, not replaced
+			return false
+		}
+	}
+}
+
+// swap makes p the proxy for new connections and closes the previous
+// ones (current and retired) with their connections; after Close it
+// closes p and says so.
 func (sw *egressSwitch) swap(p *egress.Proxy) error {
+	_, old, err := sw.install(p, false)
+	for _, o := range old {
+		o.Close()
+	}
+	return err
+}
+
+// extend makes p the proxy for new connections and retires the previous
+// one without closing what it carries: for rules that only add to the
+// previous ones (egress.Adds; the caller decides, extend does not
+// check). It returns p's revision; after Close it closes p and says so.
+func (sw *egressSwitch) extend(p *egress.Proxy) (uint64, error) {
+	rev, old, err := sw.install(p, true)
+	for _, o := range old {
+		o.Retire(sw.give)
+		go func() {
+			<-o.Done()
+			sw.mu.Lock()
+			delete(sw.retired, o)
+			sw.mu.Unlock()
+		}()
+	}
+	return rev, err
+}
+
+// install makes p current under a new revision, and returns that and
+// the proxies to retire (retire: the one p replaces, now counted
+// retired) or to close (all before p, forgotten); after Close it closes
+// p and says so.
+func (sw *egressSwitch) install(p *egress.Proxy, retire bool) (uint64, []*egress.Proxy, error) {
 	h := egress.NewHandoff(sw.l.Addr())
 	sw.mu.Lock()
 	if sw.closed {
 		sw.mu.Unlock()
 		p.Close()
-		return errors.New("the session's egress is closed")
+		return 0, nil, errors.New("the session's egress is closed")
 	}
-	old := sw.proxy
+	var old []*egress.Proxy
+	if sw.proxy != nil {
+		old = append(old, sw.proxy)
+	}
+	if retire {
+		if sw.proxy != nil {
+			sw.retired[sw.proxy] = struct{}{}
+		}
+	} else {
+		for r := range sw.retired {
+			old = append(old, r)
+		}
+		clear(sw.retired)
+	}
 	sw.cur, sw.proxy = h, p
+	sw.rev++
+	rev := sw.rev
 	sw.mu.Unlock()
 	go func() { _ = p.Serve(h) }()
-	if old != nil {
-		old.Close()
-	}
-	return nil
+	return rev, old, nil
 }
 
-// Close stops handing over and closes the current proxy (not the
-// listener, which belongs to the sandbox).
+// revision is the rule revision of the proxy that takes new connections
+// (1 for the session's first rules; 0 after Close).
+func (sw *egressSwitch) revision() uint64 {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.closed {
+		return 0
+	}
+	return sw.rev
+}
+
+// inForce reads back whether the rules in force admit host:port
+// (egress.Proxy.Admits on the proxy taking new connections) and under
+// which revision; (0, false) after Close.
+func (sw *egressSwitch) inForce(host string, port int) (uint64, bool) {
+	sw.mu.Lock()
+	p, rev := sw.proxy, sw.rev
+	sw.mu.Unlock()
+	if p == nil {
+		return 0, false
+	}
+	return rev, p.Admits(host, port)
+}
+
+// Close stops handing over and closes the current proxy and the retired
+// ones (not the listener, which belongs to the sandbox).
 func (sw *egressSwitch) Close() {
 	sw.mu.Lock()
-	p := sw.proxy
+	ps := []*egress.Proxy{sw.proxy}
+	for r := range sw.retired {
+		ps = append(ps, r)
+	}
 	sw.cur, sw.proxy, sw.closed = nil, nil, true
 	sw.mu.Unlock()
-	if p != nil {
-		p.Close()
+	for _, p := range ps {
+		if p != nil {
+			p.Close()
+		}
 	}
 }

@@ -142,6 +142,12 @@ func printPlan(plan *provider.Plan) {
 			fmt.Println("  " + line)
 		}
 	}
+	if r.Consent != nil {
+		fmt.Println("\nconsent:")
+		for _, line := range r.Consent.Describe() {
+			fmt.Println("  " + line)
+		}
+	}
 	if d, ok := plan.Details.(provider.Summarizer); ok {
 		fmt.Println("\nplan:")
 		for _, line := range d.Summary() {

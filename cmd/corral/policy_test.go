@@ -203,20 +203,7 @@ credentials:
 	}
 	// The command as run: text and JSON, when a provider can map the policy here.
 	for _, args := range [][]string{{"explain", "-C", dir, file}, {"explain", "-o", "json", "-C", dir, file}} {
-		out := filepath.Join(dir, "out")
-		f, err := os.Create(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout := os.Stdout
-		os.Stdout = f
-		cmd := newPolicyCmd()
-		cmd.SetArgs(args)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err = cmd.Execute()
-		os.Stdout = stdout
-		f.Close()
-		text, _ := os.ReadFile(out)
+		text, err := runPolicyCmd(t, args...)
 		if len(text) == 0 {
 			t.Logf("%v: no plan here (%v)", args, err)
 			continue
@@ -307,4 +294,45 @@ func FuzzCredentialReachAgreesWithProxy(f *testing.F) {
 			t.Errorf("endpoint %s port %d with allow %q (%q, ports %v), deny %q: policy: %v; proxy: %v", host, port, allow, mode, ports(allowPort), deny, validated, perr)
 		}
 	})
+}
+
+// `corral policy explain` prints the consent ceiling.
+func TestExplainConsent(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "p.yaml")
+	src := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"" + dir + "/src/**\"], never: [\"" + dir + "/src/.ssh\"]}\n  hosts: {ask: [\"*.example.com\"]}\n  timeout: 2m\n"
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text, err := runPolicyCmd(t, "explain", "-C", dir, file)
+	if len(text) == 0 {
+		t.Skipf("no plan here (%v)", err)
+	}
+	canon, _ := filepath.EvalSymlinks(dir)
+	for _, want := range []string{"\nconsent:\n  folders may be asked for", canon + "/src/**  (consent.folders.ask[0])", "never " + canon + "/src/.ssh",
+		"read-only only", "*.example.com:443  (consent.hosts.ask[0])", "timeout 2m0s"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("explain lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// runPolicyCmd runs `corral policy ARGS...` and returns what it printed.
+func runPolicyCmd(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = f
+	cmd := newPolicyCmd()
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err = cmd.Execute()
+	os.Stdout = stdout
+	f.Close()
+	text, _ := os.ReadFile(out)
+	return text, err
 }

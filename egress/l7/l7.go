@@ -308,6 +308,14 @@ func anyGlob(globs []string, v string) bool {
 	return false
 }
 
+// MatchSegments reports whether segs match the glob segments pat: a "**"
+// element matches any number of segments (zero too), any other element
+// exactly one, as a glob in which '*' is any run of characters and every
+// other character itself. It is the one copy of the rule for a rule's
+// path glob and for the policy's consent folder globs (policy
+// consentcheck.go), in at most len(pat)*len(segs) segment matches.
+func MatchSegments(pat, segs []string) bool { return matchSegs(pat, segs) }
+
 // matchSegs matches path segments against glob segments, where "**"
 // matches any number of segments and any other glob exactly one.
 func matchSegs(pat, segs []string) bool {

@@ -46,8 +46,11 @@ func Apply(s Spec) (string, error) {
 		ll.RWDirs(s.RWDirs...).WithRefer().WithIoctlDev(),
 		ll.RWFiles(s.RWFiles...).WithIoctlDev(),
 	}
-	if s.DenyTCP && s.ConnectPort != 0 {
-		rules = append(rules, ll.ConnectTCP(uint16(s.ConnectPort)))
+	connects := s.Connects()
+	if s.DenyTCP {
+		for _, p := range connects {
+			rules = append(rules, ll.ConnectTCP(uint16(p)))
+		}
 	}
 	if s.DenyTCP {
 		for _, p := range s.ServePorts {
@@ -59,21 +62,26 @@ func Apply(s Spec) (string, error) {
 	}
 	parts := []string{"filesystem"}
 	if s.DenyTCP && abi >= 4 {
-		switch {
-		case len(s.ServePorts) > 0:
-			conn := s.ServePorts
-			if s.ConnectPort != 0 {
-				conn = append([]int{s.ConnectPort}, conn...)
-			}
-			parts = append(parts, fmt.Sprintf("tcp (bind only to ports %v, connect only to ports %v)", s.ServePorts, conn))
-		case s.ConnectPort != 0:
-			parts = append(parts, fmt.Sprintf("tcp (connect only to port %d)", s.ConnectPort))
-		default:
-			parts = append(parts, "tcp")
-		}
+		parts = append(parts, tcpDescription(connects, s.ServePorts))
 	}
 	if abi >= 6 {
 		parts = append(parts, "scope(abstract-unix,signal)")
 	}
 	return fmt.Sprintf("abi %d: %s", abi, strings.Join(parts, ", ")), nil
+}
+
+// tcpDescription says what TCP a ruleset that handles it allows:
+// "tcp", "tcp (connect only to port 3128)", "tcp (connect only to ports
+// [3128 3129])", or with serve ports "tcp (bind only to ports [8080],
+// connect only to ports [3128 8080])".
+func tcpDescription(connects, serve []int) string {
+	switch conn := append(append([]int(nil), connects...), serve...); {
+	case len(serve) > 0:
+		return fmt.Sprintf("tcp (bind only to ports %v, connect only to ports %v)", serve, conn)
+	case len(conn) == 1:
+		return fmt.Sprintf("tcp (connect only to port %d)", conn[0])
+	case len(conn) > 1:
+		return fmt.Sprintf("tcp (connect only to ports %v)", conn)
+	}
+	return "tcp"
 }

@@ -8,9 +8,28 @@ type Spec struct {
 	ROFiles     []string `json:"ro_files,omitempty"`
 	RWDirs      []string `json:"rw_dirs,omitempty"`
 	RWFiles     []string `json:"rw_files,omitempty"`
-	DenyTCP     bool     `json:"deny_tcp"`               // handle TCP bind/connect: none allowed but ConnectPort
-	ConnectPort int      `json:"connect_port,omitempty"` // the one TCP port connect(2) may reach (the proxy)
+	DenyTCP     bool     `json:"deny_tcp"`               // handle TCP bind/connect: none allowed but the connect ports
+	ConnectPort int      `json:"connect_port,omitempty"` // a TCP port connect(2) may reach (the egress proxy's)
+	// ConnectPorts are more TCP ports connect(2) may reach (the consent
+	// channel's, provider.ConsentPort), besides ConnectPort.
+	ConnectPorts []int `json:"connect_ports,omitempty"`
 	// ServePorts are TCP ports the workload may bind(2) and connect(2) to:
 	// a service's own listeners, in its own network namespace.
 	ServePorts []int `json:"serve_ports,omitempty"`
+}
+
+// Connects is every TCP port connect(2) may reach with DenyTCP, besides
+// ServePorts: ConnectPort then ConnectPorts, without zeros or repeats.
+func (s Spec) Connects() []int {
+	var out []int
+	for _, p := range append([]int{s.ConnectPort}, s.ConnectPorts...) {
+		dup := false
+		for _, q := range out {
+			dup = dup || q == p
+		}
+		if p != 0 && !dup {
+			out = append(out, p)
+		}
+	}
+	return out
 }
