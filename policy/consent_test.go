@@ -124,7 +124,7 @@ func TestAskHost(t *testing.T) {
   hosts: {mapped.a.test: 10.9.0.1}
 consent:
   hosts:
-    ask: ["*.a.test:443", "**.b.test:*", "10.0.0.0/8", "[2001:db8::1]:8443", "mapped.a.test"]
+    ask: ["*.a.test:443", "**.b.test:*", "10.0.0.0/8", "[2001:db8::1]:8443", "mapped.a.test", "[fd00::/8]:*"]
     never: [secret.a.test, "x.y.b.test:22"]
 `)
 	for _, c := range []struct {
@@ -148,6 +148,7 @@ consent:
 		{"mapped.a.test", 443, "network.deny[1]", true}, // network.hosts maps it into the deny
 		{"[2001:db8::1]", 8443, "consent.hosts.ask[3]", false},
 		{"2001:db8::1", 8443, "consent.hosts.ask[3]", false},
+		{"fd00::5", 22, "consent.hosts.ask[5]", false},
 		{"*.a.test", 443, RefusedRequest, true},
 		{"api.a.test", 0, RefusedRequest, true},
 		{"a..test", 443, RefusedRequest, true},
@@ -246,7 +247,7 @@ func TestConsentErrors(t *testing.T) {
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:70000\"]}}\n", "\"a.test:70000\"", "consent.hosts.ask[0]", "1 to 65535"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:\"]}}\n", "\"a.test:\"", "consent.hosts.ask[0]", "empty port"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [intranet]}}\n", "intranet", "consent.hosts.ask[0]", "single DNS label"},
-		{"network: {mode: proxy}\nconsent: {hosts: {ask: [a.test], never: [\"[10.0.0.1]:22\"]}}\n", "\"[10.0.0.1]:22\"", "consent.hosts.never[0]", "only an IPv6 address"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [a.test], never: [\"[10.0.0.1]:22\"]}}\n", "\"[10.0.0.1]:22\"", "consent.hosts.never[0]", "only an IPv6 address or CIDR"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a_b.test\"]}}\n", "\"a_b.test\"", "consent.hosts.ask[0]", "not a valid host name"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 0}\n", "0}", "consent.timeout", "expire every request"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 25h}\n", "25h", "consent.timeout", "longer than 24h"},
@@ -387,7 +388,7 @@ func TestConsentDescribe(t *testing.T) {
 // shapes Parse refuses.
 func TestSchemaConsent(t *testing.T) {
 	sch := compiledSchema(t)
-	good := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"~/src/**\", \"{workdir}/x/*\"], never: [~/.ssh], access: rw}\n  hosts: {ask: [\"*.a.test:443\", \"[::1]:*\", 10.0.0.0/8], never: [b.a.test]}\n  timeout: 10m\n  max_pending: 5\n  rate: {burst: 5, per: 1m}\n  persist: ~/.config/corral/g.yaml\n"
+	good := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"~/src/**\", \"{workdir}/x/*\"], never: [~/.ssh], access: rw}\n  hosts: {ask: [\"*.a.test:443\", \"[::1]:*\", 10.0.0.0/8, \"[fd00::/8]:22\"], never: [b.a.test]}\n  timeout: 10m\n  max_pending: 5\n  rate: {burst: 5, per: 1m}\n  persist: ~/.config/corral/g.yaml\n"
 	if _, err := Parse([]byte(good), "p.yaml"); err != nil {
 		t.Fatal(err)
 	}
