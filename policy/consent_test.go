@@ -491,3 +491,19 @@ func TestAskFolderDenyMadeLater(t *testing.T) {
 		t.Errorf("holding it: %+v %v, want it masked", got, ref)
 	}
 }
+
+// A system tree may be granted read-only, never read-write.
+func TestAskFolderSystemTree(t *testing.T) {
+	e := newEnv(t)
+	r, err := parse(t, "consent: {folders: {ask: [\"/usr/*\"], access: rw}}\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := canon(t, "/usr/share")
+	if _, ref := r.AskFolder(dir, AccessReadOnly); ref != nil {
+		t.Errorf("ro %s: %v", dir, ref)
+	}
+	if _, ref := r.AskFolder(dir, AccessReadWrite); ref == nil || ref.Field != RefusedBuiltIn || !strings.Contains(ref.Reason, "modify the host system") {
+		t.Errorf("rw %s: %v, want refused (built-in)", dir, ref)
+	}
+}
