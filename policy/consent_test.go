@@ -258,6 +258,7 @@ func TestConsentErrors(t *testing.T) {
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"{workdir}/g.yaml\"}\n", "\"{workdir}/g.yaml\"", "consent.persist", "inside the workdir"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/}\n", "~/state/", "consent.persist", "names a directory"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"" + e.work + "/g.yaml\"}\n", "\"" + e.work, "consent.persist", "inside the workdir"},
+		{"filesystem: {include_workdir: false}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: \"" + e.work + "/g.yaml\"}\n", "\"" + e.work, "consent.persist", "inside the workdir"},
 		{"filesystem: {read_only: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "could read every standing decision"},
 		{"filesystem: {read_write: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "plant standing grants"},
 	} {
