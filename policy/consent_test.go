@@ -371,6 +371,19 @@ func TestConsentHash(t *testing.T) {
 	if base.Consent.Rate != nil || base.Consent.Folders.Access != "" {
 		t.Errorf("Hash changed the policy: %+v", base.Consent)
 	}
+	// Marshalled to JSON and parsed back, it is the same policy.
+	full := parse(t, "network: {mode: proxy}\nconsent: {folders: {ask: [\"~/src/**\"], never: [~/.ssh], access: rw}, hosts: {ask: [\"[::1]:*\"]}, timeout: 1m, max_pending: 2, rate: {burst: 3, per: 5s}, persist: ~/g.yaml}\n")
+	data, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data, "p.json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if Hash(back) != Hash(full) {
+		t.Errorf("the JSON round trip changed the policy:\n%s", data)
+	}
 }
 
 func TestConsentDescribe(t *testing.T) {
