@@ -71,6 +71,11 @@ func planConsent(r *policy.Resolved, spec *InitSpec) []provider.Loss {
 	add := func(sev provider.Severity, field, format string, args ...any) {
 		loss = append(loss, provider.Loss{Severity: sev, Area: "filesystem", Field: field, Message: fmt.Sprintf(format, args...)})
 	}
+	// The slot and the note live in the sandbox's state directory, which
+	// no grant may show (as for the trust and credential files).
+	if err := refuseStateGrant(r); err != nil && !r.InspectsEgress() && !hasCredentialFiles(r) {
+		add(provider.SeverityError, stateGrant(r, StateBase()).Field, "%s", err.Error())
+	}
 	if len(c.Folders) > 0 {
 		if g := slotsGrant(r); g.Path != "" {
 			add(provider.SeverityError, g.Field, "%s (%s) covers %s, where the folders the workload may ask for (consent.folders) appear: narrow the rule so that it leaves %s alone", g.Path, g.Access, provider.GrantSlots, provider.GrantSlots)

@@ -518,6 +518,12 @@ func TestMapConsent(t *testing.T) {
 	if none.slots() || slices.Contains(none.Landlock.RODirs, provider.GrantSlotRO) {
 		t.Error("slots planned without consent.folders")
 	}
+	// A grant that shows the state directory (the slot's) is refused.
+	t.Setenv(StateDirEnv, filepath.Join(wd, "state"))
+	sr := &policy.Resolved{Grants: []policy.PathGrant{{Path: wd, Access: policy.AccessReadWrite, Dir: true, Field: "filesystem.read_write[0]"}}, Consent: &policy.ResolvedConsent{}}
+	if loss := planConsent(sr, &InitSpec{NewNet: true}); !provider.LossReport(loss).HasErrors() || loss[0].Field != "filesystem.read_write[0]" {
+		t.Errorf("a grant of the state directory: %+v, want an error on the grant", loss)
+	}
 	// A grant that covers /grants is refused.
 	r := &policy.Resolved{Grants: []policy.PathGrant{{Path: "/", Access: policy.AccessReadOnly, Dir: true, Field: "filesystem.read_only[0]"}}, Consent: &policy.ResolvedConsent{Folders: []policy.ConsentGlob{{Glob: "/**"}}}}
 	if loss := planConsent(r, &InitSpec{NewNet: true}); !provider.LossReport(loss).HasErrors() {
