@@ -454,16 +454,33 @@ func TestGrantsLocked(t *testing.T) {
 	}
 }
 
-// The consent channel: with network none, the workload connects to
+// The consent channel: with network none, and with network proxy (two
+// listeners from init, each where it belongs), the workload connects to
 // 127.0.0.1:3129 (Landlock allows that port) and ConsentPeer names the
 // connecting process from the kernel's tables.
 func TestConsentChannel(t *testing.T) {
 	needPureGo(t)
+	for _, mode := range []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy} {
+		t.Run(string(mode), func(t *testing.T) { testConsentChannel(t, mode) })
+	}
+}
+
+func testConsentChannel(t *testing.T, mode policy.NetworkMode) {
 	wd, home := workdirs(t, 65534)
-	sb, sh := startShell(t, consentPlan(t, wd, home, false, nil))
+	sb, sh := startShell(t, consentPlan(t, wd, home, false, func(p *policy.Policy) { p.Network.Mode = mode }))
 	l := sb.ConsentListener()
 	if l == nil {
 		t.Fatal("no consent listener")
+	}
+	if e := sb.EgressListener(); (e != nil) != (mode == policy.NetworkProxy) {
+		t.Fatalf("egress listener %v with network %s", e, mode)
+	} else if e != nil {
+		if got := e.Addr().(*net.TCPAddr).Port; got != provider.ProxyPort {
+			t.Errorf("the egress listener is at port %d, want %d", got, provider.ProxyPort)
+		}
+	}
+	if got := l.Addr().(*net.TCPAddr).Port; got != provider.ConsentPort {
+		t.Errorf("the consent listener is at port %d, want %d", got, provider.ConsentPort)
 	}
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -618,6 +635,7 @@ func TestGrantsUnprivileged(t *testing.T) {
 		t.Skip("not root: the grant tests themselves run unprivileged")
 	}
 	out := asTestUser(t, "^(TestGrants(Live|Refused|NoSlots|Persistent)|TestConsentChannel)$")
+	out = strings.ReplaceAll(out, "--- PASS: TestConsentChannel/", "(sub) ")
 	if n := strings.Count(out, "--- PASS: "); n != 5 {
 		t.Fatalf("the grant tests as corral-test: %d passed, want 5:\n%s", n, out)
 	}
