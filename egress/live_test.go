@@ -130,6 +130,19 @@ func TestRetire(t *testing.T) {
 	if resp, _ := keep.get(t, "http://up.test:"+itoa(up.port)+"/", ""); resp.StatusCode != 200 {
 		t.Fatalf("GET: %d", resp.StatusCode)
 	}
+	// The keep-alive connection waits for its next request (the
+	// tunnel's session is splicing, not waiting).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		tp.mu.Lock()
+		n := len(tp.idle)
+		tp.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for a request, want 1", n)
+		}
+	}
 	handed := make(chan net.Conn, 1)
 	tp.Retire(func(c net.Conn) bool { handed <- c; return true })
 	var c net.Conn

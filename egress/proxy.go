@@ -6,9 +6,14 @@
 // address, checks the TLS SNI of CONNECT tunnels against the CONNECT host and
 // explains every denial.
 //
-// Decision order: parse (ParseAuthority) -> deny rules -> allow rules ->
-// resolve (Policy.Hosts, then the resolver) -> per address: deny CIDRs,
-// Classify, AllowPrivate -> dial the first acceptable address.
+// Decision order: parse (ParseAuthority) -> the consent API (LocalName,
+// Config.LocalAddr: served by Config.Local, never egress; local.go) ->
+// deny rules -> allow rules -> resolve (Policy.Hosts, then the resolver)
+// -> per address: deny CIDRs, Classify, AllowPrivate -> dial the first
+// acceptable address.
+//
+// New rules are a new Proxy; one that only adds to the old one's (Adds)
+// takes over from it without closing what it carries (Retire; live.go).
 //
 // CONNECT: after the policy allows the target and an acceptable address is
 // found, the proxy answers 200 and reads the client's first bytes (at most
@@ -282,12 +287,6 @@ func (p *Proxy) Serve(l net.Listener) error {
 			}
 		}()
 	}
-}
-
-func (p *Proxy) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
 }
 
 // stopped reports whether the proxy takes no more connections (closed

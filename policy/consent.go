@@ -67,8 +67,9 @@ type ConsentFolders struct {
 // ConsentHosts is consent.hosts (network.mode proxy only: a host grant is
 // a proxy rule). Entries are "HOST[:PORT]", HOST as a network.allow
 // entry's (an exact name, a "*." or "**." wildcard first label, an IP
-// literal, "[v6]" with a port, or a CIDR; a single label other than
-// localhost only in never), PORT 1-65535 or "*" for any (default 443).
+// literal or a CIDR, an IPv6 one in brackets when a port follows,
+// "[fd00::/8]:*"; a single label other than localhost only in never),
+// PORT 1-65535 or "*" for any (default 443): parseConsentHost.
 type ConsentHosts struct {
 	Ask   []string `json:"ask" yaml:"ask"`
 	Never []string `json:"never,omitempty" yaml:"never"`
@@ -149,13 +150,13 @@ type ConsentHost struct {
 }
 
 // String is the entry as "host:port", "host:*" for any port, an IPv6
-// address in brackets.
+// address or CIDR in brackets (as parseConsentHost reads it back).
 func (h ConsentHost) String() string {
 	port := "*"
 	if h.Port != 0 {
 		port = strconv.Itoa(h.Port)
 	}
-	if strings.Contains(h.Host, ":") && !strings.Contains(h.Host, "/") {
+	if strings.Contains(h.Host, ":") {
 		return "[" + h.Host + "]:" + port
 	}
 	return h.Host + ":" + port
@@ -366,7 +367,7 @@ func ceilingForbids(g string, homes, state []string) (msg, hint string) {
 // parseConsentHost parses a hosts entry "HOST[:PORT|:*]" into a host
 // (lower case, no trailing dot) and a port (0: any; DefaultConsentPort
 // when none is written). An IPv6 address takes a port only in brackets
-// ("[::1]:8443"); without brackets it is the whole host. HOST is checked
+// ("[::1]:8443", "[fd00::/8]:*"); without brackets it is the whole host. HOST is checked
 // by checkEndpointHost, the network.allow hosts' rule, and for an ask
 // entry (ask) a single label other than localhost is refused, as an
 // allow entry without single_label.
@@ -389,8 +390,12 @@ func parseConsentHost(s string, ask bool) (host string, port int, msg, hint stri
 				return "", 0, fmt.Sprintf("%q has an empty port", s), how
 			}
 		}
-		if a, err := netip.ParseAddr(h); err != nil || !a.Is6() {
-			return "", 0, fmt.Sprintf("%q: only an IPv6 address goes in brackets", s), how
+		a, err := netip.ParseAddr(h)
+		if pfx, perr := netip.ParsePrefix(h); perr == nil {
+			a, err = pfx.Addr(), nil
+		}
+		if err != nil || !a.Is6() {
+			return "", 0, fmt.Sprintf("%q: only an IPv6 address or CIDR goes in brackets", s), how
 		}
 	case strings.Count(s, ":") == 1:
 		h, p, _ = strings.Cut(s, ":")

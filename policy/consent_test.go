@@ -124,7 +124,7 @@ func TestAskHost(t *testing.T) {
   hosts: {mapped.a.test: 10.9.0.1}
 consent:
   hosts:
-    ask: ["*.a.test:443", "**.b.test:*", "10.0.0.0/8", "[2001:db8::1]:8443", "mapped.a.test"]
+    ask: ["*.a.test:443", "**.b.test:*", "10.0.0.0/8", "[2001:db8::1]:8443", "mapped.a.test", "[fd00::/8]:*"]
     never: [secret.a.test, "x.y.b.test:22"]
 `)
 	for _, c := range []struct {
@@ -148,6 +148,7 @@ consent:
 		{"mapped.a.test", 443, "network.deny[1]", true}, // network.hosts maps it into the deny
 		{"[2001:db8::1]", 8443, "consent.hosts.ask[3]", false},
 		{"2001:db8::1", 8443, "consent.hosts.ask[3]", false},
+		{"fd00::5", 22, "consent.hosts.ask[5]", false},
 		{"*.a.test", 443, RefusedRequest, true},
 		{"api.a.test", 0, RefusedRequest, true},
 		{"a..test", 443, RefusedRequest, true},
@@ -246,7 +247,7 @@ func TestConsentErrors(t *testing.T) {
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:70000\"]}}\n", "\"a.test:70000\"", "consent.hosts.ask[0]", "1 to 65535"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a.test:\"]}}\n", "\"a.test:\"", "consent.hosts.ask[0]", "empty port"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [intranet]}}\n", "intranet", "consent.hosts.ask[0]", "single DNS label"},
-		{"network: {mode: proxy}\nconsent: {hosts: {ask: [a.test], never: [\"[10.0.0.1]:22\"]}}\n", "\"[10.0.0.1]:22\"", "consent.hosts.never[0]", "only an IPv6 address"},
+		{"network: {mode: proxy}\nconsent: {hosts: {ask: [a.test], never: [\"[10.0.0.1]:22\"]}}\n", "\"[10.0.0.1]:22\"", "consent.hosts.never[0]", "only an IPv6 address or CIDR"},
 		{"network: {mode: proxy}\nconsent: {hosts: {ask: [\"a_b.test\"]}}\n", "\"a_b.test\"", "consent.hosts.ask[0]", "not a valid host name"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 0}\n", "0}", "consent.timeout", "expire every request"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, timeout: 25h}\n", "25h", "consent.timeout", "longer than 24h"},
@@ -257,6 +258,7 @@ func TestConsentErrors(t *testing.T) {
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"{workdir}/g.yaml\"}\n", "\"{workdir}/g.yaml\"", "consent.persist", "inside the workdir"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/}\n", "~/state/", "consent.persist", "names a directory"},
 		{"consent: {folders: {ask: [\"~/src/**\"]}, persist: \"" + e.work + "/g.yaml\"}\n", "\"" + e.work, "consent.persist", "inside the workdir"},
+		{"filesystem: {include_workdir: false}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: \"" + e.work + "/g.yaml\"}\n", "\"" + e.work, "consent.persist", "inside the workdir"},
 		{"filesystem: {read_only: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "could read every standing decision"},
 		{"filesystem: {read_write: [~/state]}\nconsent: {folders: {ask: [\"~/src/**\"]}, persist: ~/state/g.yaml}\n", "~/state/g.yaml", "consent.persist", "plant standing grants"},
 	} {
@@ -369,6 +371,19 @@ func TestConsentHash(t *testing.T) {
 	if base.Consent.Rate != nil || base.Consent.Folders.Access != "" {
 		t.Errorf("Hash changed the policy: %+v", base.Consent)
 	}
+	// Marshalled to JSON and parsed back, it is the same policy.
+	full := parse(t, "network: {mode: proxy}\nconsent: {folders: {ask: [\"~/src/**\"], never: [~/.ssh], access: rw}, hosts: {ask: [\"[::1]:*\"]}, timeout: 1m, max_pending: 2, rate: {burst: 3, per: 5s}, persist: ~/g.yaml}\n")
+	data, err := json.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data, "p.json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if Hash(back) != Hash(full) {
+		t.Errorf("the JSON round trip changed the policy:\n%s", data)
+	}
 }
 
 func TestConsentDescribe(t *testing.T) {
@@ -387,7 +402,7 @@ func TestConsentDescribe(t *testing.T) {
 // shapes Parse refuses.
 func TestSchemaConsent(t *testing.T) {
 	sch := compiledSchema(t)
-	good := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"~/src/**\", \"{workdir}/x/*\"], never: [~/.ssh], access: rw}\n  hosts: {ask: [\"*.a.test:443\", \"[::1]:*\", 10.0.0.0/8], never: [b.a.test]}\n  timeout: 10m\n  max_pending: 5\n  rate: {burst: 5, per: 1m}\n  persist: ~/.config/corral/g.yaml\n"
+	good := "version: 1\nnetwork: {mode: proxy}\nconsent:\n  folders: {ask: [\"~/src/**\", \"{workdir}/x/*\"], never: [~/.ssh], access: rw}\n  hosts: {ask: [\"*.a.test:443\", \"[::1]:*\", 10.0.0.0/8, \"[fd00::/8]:22\"], never: [b.a.test]}\n  timeout: 10m\n  max_pending: 5\n  rate: {burst: 5, per: 1m}\n  persist: ~/.config/corral/g.yaml\n"
 	if _, err := Parse([]byte(good), "p.yaml"); err != nil {
 		t.Fatal(err)
 	}
@@ -488,5 +503,21 @@ func TestAskFolderDenyMadeLater(t *testing.T) {
 	}
 	if got, ref := r.AskFolder(filepath.Join(e.home, "src"), AccessReadOnly); ref != nil || !slices.Equal(got.Masks, []string{later}) {
 		t.Errorf("holding it: %+v %v, want it masked", got, ref)
+	}
+}
+
+// A system tree may be granted read-only, never read-write.
+func TestAskFolderSystemTree(t *testing.T) {
+	e := newEnv(t)
+	r, err := parse(t, "consent: {folders: {ask: [\"/usr/*\"], access: rw}}\n").Resolve(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := canon(t, "/usr/share")
+	if _, ref := r.AskFolder(dir, AccessReadOnly); ref != nil {
+		t.Errorf("ro %s: %v", dir, ref)
+	}
+	if _, ref := r.AskFolder(dir, AccessReadWrite); ref == nil || ref.Field != RefusedBuiltIn || !strings.Contains(ref.Reason, "modify the host system") {
+		t.Errorf("rw %s: %v, want refused (built-in)", dir, ref)
 	}
 }

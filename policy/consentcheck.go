@@ -25,22 +25,32 @@ const (
 
 // AskFolder checks one folder request against the consent ceiling: path is
 // the canonical host directory asked for (absolute, clean, symlinks
-// resolved, existing), access ro or rw ("" is ro). It is refused (with the
-// entry that refuses it) when the policy has no consent.folders, when path
-// is not such a directory (RefusedRequest), when no folders.ask glob
-// matches path (Field "consent.folders.ask"), when access is above
-// folders.access, when path is at or inside a folders.never entry, a
-// filesystem.deny entry or a credential's source file, when it is /, the
-// home or a directory above it, at or inside /proc, /sys, /dev, /run,
-// /var/run or Corral's own state (RefusedBuiltIn), when access is rw and
-// path is one DangerousForWrite refuses or holds Corral's state or the
-// persist file (the workload could rename the masked directory away and
-// write its own) or a credential's source file, or when rw would make a protected path writable (path
-// inside one). Otherwise it returns the ask entry that allows it, the
-// masks inside it (a folder holding a never/deny path is allowed with it
-// masked) and, for rw, the paths that stay read-only. Matching is
-// lexical over canonical paths (ConsentGlob.Glob, Within): the folder
-// is the one the person is shown.
+// resolved, existing), access ro or rw ("" is ro). It is refused, with
+// the entry that refuses it, when
+//   - the policy has no consent.folders ("consent.folders");
+//   - path is not such a directory, or access is neither (RefusedRequest);
+//   - no folders.ask glob matches path ("consent.folders.ask"), matched
+//     lexically over components (l7.MatchSegments: "*" within one, a "**"
+//     component any number, none too) against the canonical glob;
+//   - access is rw and folders.access is not ("consent.folders.access");
+//   - path is /, the home or a directory above it, at or inside /proc,
+//     /sys, /dev, /run, /var/run or Corral's own state
+//     (ResolvedConsent.State: RefusedBuiltIn);
+//   - path is at or inside a folders.never entry, a filesystem.deny entry
+//     (as written, so one made after Resolve too) or a credential's source
+//     file (that entry);
+//   - access is rw and path is one DangerousForWrite refuses, or holds
+//     Corral's state or a credential's source (the workload could rename
+//     the masked directory away and write its own), or is inside a
+//     protected path (that filesystem.protected entry).
+//
+// Otherwise it returns the ask entry that allows it and, inside path
+// (Within, the one containment rule), the Masks (the never, deny, state and
+// source paths it holds, and a real /run or /var/run) and, for rw, the
+// ReadOnly paths (protected entries as Resolve finds them under a
+// read-write root, and filesystem.read_only entries) and the Unprotected
+// ones (absent protected paths). A mask may lie inside a read-only path:
+// an applier places read-only binds before masks.
 func (r *Resolved) AskFolder(path string, access Access) (FolderCeiling, *ConsentRefusal) {
 	refuse := func(field, format string, args ...any) (FolderCeiling, *ConsentRefusal) {
 		return FolderCeiling{}, &ConsentRefusal{Field: field, Reason: fmt.Sprintf(format, args...)}

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == providertest.CredentialProbeArg {
 		providertest.CredentialProbeMain(os.Args[2:])
 	}
+	if len(os.Args) > 1 && os.Args[1] == consentClientArg {
+		consentClientMain()
+	}
 	os.Exit(m.Run())
 }
 

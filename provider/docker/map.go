@@ -30,6 +30,8 @@ const (
 	EgressSocket = RunDir + "/egress.sock"
 	// ControlSocket is the supervisor's end of init's lifeline.
 	ControlSocket = RunDir + "/control.sock"
+	// ConsentSocket is the supervisor's consent channel (consentchan.go).
+	ConsentSocket = RunDir + "/consent.sock"
 )
 
 // imageTrees are the system directories the image serves: a read-only
@@ -94,6 +96,11 @@ type ShimSpec struct {
 	// seccomp filter refuses socket(AF_UNIX) (seccomp.Options). Init's
 	// own filter does not: it reaches the supervisor's sockets.
 	DenyUnixSockets bool `json:"deny_unix_sockets,omitempty"`
+	// ConsentPort, when non-zero, is the loopback TCP port where init
+	// listens for the consent channel (provider.ConsentChannel) and
+	// forwards each connection to ConsentSocket, first telling the peer's
+	// address (consentchan.go).
+	ConsentPort int `json:"consent_port,omitempty"`
 }
 
 // Spec is the docker provider's plan (Plan.Details): the container Corral
@@ -138,6 +145,15 @@ type Spec struct {
 	// (provider.CredentialFiles), in their order: each one target, where
 	// Map found it can go (mapCredentials); Source added by Provision.
 	Credentials []Trust `json:"credentials,omitempty"`
+	// Slots: the policy has consent.folders and the daemon propagates
+	// mounts, so Provision mounts a host slot that the container binds at
+	// provider.GrantSlots (grants.go).
+	Slots bool `json:"slots,omitempty"`
+	// FolderMode is how the sandbox takes folder grants (live, or
+	// requires-recreate where the daemon cannot propagate); "" without
+	// consent.folders. GrantsUnavailable says why not live.
+	FolderMode        provider.ConsentMode `json:"folder_mode,omitempty"`
+	GrantsUnavailable string               `json:"grants_unavailable,omitempty"`
 }
 
 // WorkloadUID is the host uid the workload runs as (for audit records).
@@ -266,6 +282,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	loss = append(loss, provider.UnixSocketsLoss(r, spec.Shim.Seccomp, h.landlockABI))
 	p.mapTrust(ctx, r, spec, add)
 	p.mapCredentials(ctx, r, spec, add)
+	mapConsent(r, spec, h, add)
 	for _, base := range []string{stateBase(), managedBase()} {
 		if l := stateExposed(r, base); l != nil {
 			loss = append(loss, *l)

@@ -59,6 +59,7 @@ type hostFacts struct {
 	rootless    bool
 	landlockABI int
 	dataRoot    string // the daemon's data root (DockerRootDir), e.g. /var/lib/docker
+	osName      string // the daemon's OperatingSystem ("Docker Desktop" for Docker Desktop's VM)
 	bin         string // the corral binary mounted into containers
 	binErr      error  // why it cannot be (not static)
 }
@@ -102,6 +103,7 @@ func (p *Provider) facts() *hostFacts {
 		h.cli, h.version, h.apiVersion = cli, v.Version, v.APIVersion
 		h.cgroup = info.Info.CgroupDriver + " v" + info.Info.CgroupVersion
 		h.dataRoot = info.Info.DockerRootDir
+		h.osName = info.Info.OperatingSystem
 		for name := range info.Info.Runtimes {
 			h.runtimes = append(h.runtimes, name)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/moby/profiles/seccomp"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/grants"
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/internal/placeholder"
 	"github.com/corral-sandbox/corral/internal/procstat"
@@ -70,6 +71,10 @@ type Sandbox struct {
 	stopped bool
 
 	placeholders *placeholder.Set // absent protected names, held while the container may exist
+
+	slot    *grants.Slot // the host side of the grant slots (Spec.Slots), grants.go
+	grants  liveGrants
+	consent *consentListener // the consent channel (ShimSpec.ConsentPort), consentchan.go
 }
 
 // stateBase is where per-sandbox state dirs live: /run/corral/docker as
@@ -264,6 +269,16 @@ func (s *Sandbox) prepareState(trust, store []byte) error {
 			return err
 		}
 	}
+	if s.spec.Shim.ConsentPort != 0 {
+		l, err := listen("consent.sock")
+		if err != nil {
+			return err
+		}
+		s.consent = newConsentListener(l, s.isInit)
+	}
+	if s.spec.Slots {
+		return s.mountSlot()
+	}
 	return nil
 }
 
@@ -377,6 +392,14 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		}
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: b.Target, ReadOnly: b.ReadOnly,
 			BindOptions: &mount.BindOptions{NonRecursive: true, Propagation: mount.PropagationRPrivate}})
+	}
+	if sp.Slots {
+		// rslave: grants mounted in the host's slot later reach the
+		// running container (and a restarted one: the bind is recursive).
+		// Read-only at its top only, so the slot's directories cannot
+		// change inside while read-write grants below stay writable.
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: slotPath(s.state), Target: provider.GrantSlots, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRSlave, ReadOnlyNonRecursive: true}})
 	}
 	ours := []*Trust{sp.Trust, sp.Store}
 	for i := range sp.Credentials {
@@ -500,6 +523,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	s.oomBase = oomKills(s.initPID)
 	layers, err := verify(s.plan.Layers, s.spec, s.initPID, insp.Container.HostConfig, hello)
 	s.layers = layers
+	if err == nil {
+		err = s.verifySlots()
+	}
+	if err == nil && s.consent != nil {
+		s.consent.start()
+	}
 	return err
 }
 
@@ -777,6 +806,12 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 			l.Close()
 		}
 	}
+	if s.consent != nil {
+		s.consent.Close()
+	}
+	if s.slot != nil {
+		s.slot.Close() // its mounts go with the state dir (removeState)
+	}
 	if s.state != "" {
 		if err := removeState(s.state); err != nil && first == nil {
 			first = provider.Wrap(provider.CodeStopFailed, "docker: remove "+s.state, err)
@@ -785,9 +820,16 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 	return first
 }
 
-// removeState removes a state dir; its mode-000 mask directory is made
-// writable first.
+// removeState removes a state dir: every mount in it detached first (its
+// grant slot: os.RemoveAll crosses mount points, and would reach the
+// folders granted read-write; nothing is removed while one stays), its
+// mode-000 mask directory made writable.
 func removeState(dir string) error {
+	if grants.Mounted(dir) {
+		if err := grants.Detach(dir); err != nil {
+			return fmt.Errorf("%s keeps a mount, so it is not removed: %w", dir, err)
+		}
+	}
 	_ = os.Chmod(filepath.Join(dir, "masks", "dir"), 0o700)
 	return os.RemoveAll(dir)
 }
@@ -931,10 +973,35 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 		s.egress = l
 		s.egressPeers = &peerListener{UnixListener: l, allow: s.inContainer}
 	}
+	if sp.Spec.Shim.ConsentPort != 0 {
+		path := filepath.Join(state, "consent.sock")
+		_ = os.Remove(path) // the previous process's
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err == nil {
+			err = os.Chmod(path, 0o666)
+		}
+		if err != nil {
+			if l != nil {
+				l.Close()
+			}
+			if s.egress != nil {
+				s.egress.Close()
+			}
+			return nil, provider.Wrap(provider.CodeStartFailed, "docker sandbox "+id+": consent socket", err)
+		}
+		s.consent = newConsentListener(l, s.isInit)
+		s.consent.start()
+	}
 	// Init checked Landlock inside when it started; the host's ABI is what
 	// the shim will find now.
 	layers, err := verify(sp.Layers, sp.Spec, s.initPID, c.HostConfig, initHello{Landlock: landlock.ABI()})
 	s.layers = layers
+	if err == nil {
+		err = s.recoverSlot()
+	}
+	if err == nil {
+		err = s.verifySlots()
+	}
 	if err == nil {
 		// Held again, so that no other run removes them under this
 		// container; one already gone was removed while mounted here,
@@ -948,6 +1015,12 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 		s.placeholders.Close() // the container may still have them mounted
 		if s.egress != nil {
 			s.egress.Close()
+		}
+		if s.consent != nil {
+			s.consent.Close()
+		}
+		if s.slot != nil {
+			s.slot.Close()
 		}
 		return nil, err
 	}

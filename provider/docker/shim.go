@@ -86,8 +86,13 @@ func InitMain(args []string) {
 		}
 	}
 	if spec.ProxyPort != 0 {
-		if err := forwardEgress(spec.ProxyPort); err != nil {
+		if err := forward(spec.ProxyPort, EgressSocket, false); err != nil {
 			hello.Error = "egress forwarder: " + err.Error()
+		}
+	}
+	if spec.ConsentPort != 0 && hello.Error == "" {
+		if err := forward(spec.ConsentPort, ConsentSocket, true); err != nil {
+			hello.Error = "consent forwarder: " + err.Error()
 		}
 	}
 	if spec.Seccomp {
@@ -139,10 +144,14 @@ func InitMain(args []string) {
 	os.Exit(0)
 }
 
-// forwardEgress listens on 127.0.0.1:port in the container's network
-// namespace and splices every connection to the supervisor's egress proxy
-// on EgressSocket: the container's only way out.
-func forwardEgress(port int) error {
+// forward listens on 127.0.0.1:port in the container's network namespace
+// and splices every connection to the supervisor's socket sock: the
+// egress proxy on EgressSocket (the container's only way out), the
+// consent channel on ConsentSocket. With tellPeer, each connection to the
+// supervisor begins with the line peerLine of the client's address as
+// the kernel gave it to accept(2), which the supervisor (it takes only
+// init's connections) uses to find the client's process (ConsentPeer).
+func forward(port int, sock string, tellPeer bool) error {
 	l, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		return err
@@ -158,11 +167,16 @@ func forwardEgress(port int) error {
 			}
 			go func() {
 				defer c.Close()
-				up, err := net.Dial("unix", EgressSocket)
+				up, err := net.Dial("unix", sock)
 				if err != nil {
 					return
 				}
 				defer up.Close()
+				if tellPeer {
+					if _, err := io.WriteString(up, peerLine(c.RemoteAddr())); err != nil {
+						return
+					}
+				}
 				done := make(chan struct{})
 				go func() {
 					_, _ = io.Copy(up, c)

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == PersistArg {
 		PersistMain()
 	}
+	if len(os.Args) > 1 && os.Args[1] == SlotsArg {
+		SlotsMain()
+	}
 	if len(os.Args) > 1 && os.Args[1] == providertest.ProbeArg {
 		providertest.ProbeMain(os.Args[2:])
 	}

@@ -67,10 +67,11 @@ func idmapUserns(uid, gid int) (int, error) {
 	return fd, nil
 }
 
-// preClones prepares the preCloned binds of mounts as detached mounts,
-// in order: the IDMap ones idmapped, the HostClone ones plain read-only
-// clones. The caller sends the fds to init and closes them.
-func preClones(mounts []MountSpec, uid, gid int) ([]int, error) {
+// preClones prepares the preCloned mounts as detached mounts, in order:
+// the IDMap ones idmapped, the HostClone ones plain read-only clones, the
+// MountGrants one a duplicate of slot (the slot holder's clone). The
+// caller sends the fds to init and closes them.
+func preClones(mounts []MountSpec, uid, gid, slot int) ([]int, error) {
 	ns := -1
 	defer func() {
 		if ns >= 0 {
@@ -87,7 +88,13 @@ func preClones(mounts []MountSpec, uid, gid int) ([]int, error) {
 			ns, err = idmapUserns(uid, gid)
 		}
 		fd := -1
-		if err == nil {
+		switch {
+		case err != nil:
+		case m.Kind == MountGrants && slot < 0:
+			err = fmt.Errorf("%s: the slot holder sent no slot", m.Path)
+		case m.Kind == MountGrants:
+			fd, err = unix.FcntlInt(uintptr(slot), unix.F_DUPFD_CLOEXEC, 0)
+		default:
 			fd, err = cloneTree(m.Source, m.ReadOnly, false)
 		}
 		if err == nil && m.IDMap {

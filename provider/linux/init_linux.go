@@ -97,13 +97,16 @@ func InitMain() {
 	if len(spec.ServePorts) > 0 {
 		go socketFactory(socketsFD)
 	}
-	if ready.fd > 0 {
-		// The proxy listener goes to the supervisor, which serves it.
+	if len(ready.fds) > 0 {
+		// The proxy's and the consent channel's listeners go to the
+		// supervisor, which serves them.
 		b, _ := json.Marshal(ready)
-		if err := unix.Sendmsg(ctl, b, unix.UnixRights(ready.fd), nil, 0); err != nil {
+		if err := unix.Sendmsg(ctl, b, unix.UnixRights(ready.fds...), nil, 0); err != nil {
 			os.Exit(1)
 		}
-		unix.Close(ready.fd)
+		for _, fd := range ready.fds {
+			unix.Close(fd)
+		}
 	} else {
 		send(ctl, ready)
 	}
@@ -174,11 +177,18 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 			}
 		}
 		if spec.ProxyPort != 0 {
-			fd, err := proxyListener(spec.ProxyPort)
+			fd, err := proxyListener(spec.ProxyPort, "proxy")
 			if err != nil {
 				return err
 			}
-			m.fd = fd
+			m.fds = append(m.fds, fd)
+		}
+		if spec.ConsentPort != 0 {
+			fd, err := proxyListener(spec.ConsentPort, "consent")
+			if err != nil {
+				return err
+			}
+			m.fds = append(m.fds, fd)
 		}
 		return nil
 	}); err != nil {
@@ -237,24 +247,25 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 }
 
 // proxyListener brings loopback up and listens on 127.0.0.1:port in the
-// sandbox's network namespace. The fd is handed to the supervisor: a
-// socket keeps the namespace it was created in, so the proxy on the host
-// side accepts the sandbox's connections without any veth or privilege.
-func proxyListener(port int) (int, error) {
+// sandbox's network namespace, for what (the egress proxy, the consent
+// channel). The fd is handed to the supervisor: a socket keeps the
+// namespace it was created in, so the supervisor on the host side
+// accepts the sandbox's connections without any veth or privilege.
+func proxyListener(port int, what string) (int, error) {
 	if err := loopbackUp(); err != nil {
 		return -1, err
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("proxy listener: %w", err)
+		return -1, fmt.Errorf("%s listener: %w", what, err)
 	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("proxy listener: bind 127.0.0.1:%d: %w", port, err)
+		return -1, fmt.Errorf("%s listener: bind 127.0.0.1:%d: %w", what, port, err)
 	}
 	if err := unix.Listen(fd, 1024); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("proxy listener: %w", err)
+		return -1, fmt.Errorf("%s listener: %w", what, err)
 	}
 	return fd, nil
 }

@@ -215,7 +215,7 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 		}
 	}()
 	for i, m := range mounts {
-		if m.Kind != MountBind && m.Kind != MountTrust && m.Kind != MountCredential {
+		if m.Kind != MountBind && m.Kind != MountTrust && m.Kind != MountCredential && m.Kind != MountGrants {
 			continue
 		}
 		if m.preCloned() {
@@ -250,6 +250,14 @@ func buildTree(base string, mounts []MountSpec, uid, gid int, idfds []int) (*tre
 			err = t.trust(clones[i], m)
 		case MountCredential:
 			err = t.credential(clones[i], m)
+		case MountGrants:
+			// The slot holder's slave: attached as it is (its
+			// propagation is never changed here).
+			if in := t.enclosing(m.Path); !t.isSynthetic(in) {
+				err = fmt.Errorf("the grant slots would be on %s, not the sandbox's own tree", in)
+			} else {
+				err = t.attach(clones[i], m.Path, true)
+			}
 		case MountTmpfs:
 			data := fmt.Sprintf("mode=%o,%s", m.Mode, owner)
 			if m.Size > 0 {

@@ -43,6 +43,13 @@ import (
 //	exec   a socket of the exec's own, straight to init, which forks the
 //	       process (servePersistent); the caller speaks the exec
 //	       protocol on it (runExec) and closing it kills the process
+//	grant, revoke, grants
+//	       the sandbox's live folder grants (provider.LiveGrants): the
+//	       slot holder is the supervisor's child, so grants outlive
+//	       the caller that made them, as the sandbox does
+//
+// hello also hands over the consent channel's listener (ConsentPort),
+// which the caller serves.
 //
 // Only a process of the supervisor's own pid namespace and uid (or root)
 // is served (a refusal is logged), so nothing inside the sandbox can
@@ -94,13 +101,17 @@ type persistSpec struct {
 
 // persistReq is one request on the supervisor's socket.
 type persistReq struct {
-	Op     string   `json:"op"` // hello, exec
+	Op     string   `json:"op"` // hello, exec, grant, revoke, grants
 	Args   []string `json:"args,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
 	TTY    bool     `json:"tty,omitempty"`
 	NFiles int      `json:"nfiles,omitempty"`
 	Rows   uint16   `json:"rows,omitempty"` // with TTY: the terminal's size at the start
 	Cols   uint16   `json:"cols,omitempty"`
+	// Grant is what grant mounts; Label and Kill, what revoke takes.
+	Grant *provider.FolderGrant `json:"grant,omitempty"`
+	Label string                `json:"label,omitempty"`
+	Kill  bool                  `json:"kill,omitempty"`
 }
 
 // persistReply answers a persistReq, or tells the launcher how the start
@@ -112,6 +123,10 @@ type persistReply struct {
 	Error  string                 `json:"error,omitempty"`
 	Layers []provider.LayerStatus `json:"layers,omitempty"`
 	Init   detached.Proc          `json:"init,omitzero"`
+	// Listeners names hello's fds, in order: "egress", "consent".
+	Listeners []string               `json:"listeners,omitempty"`
+	Grant     *provider.GrantStatus  `json:"grant,omitempty"`  // grant, revoke
+	Grants    []provider.GrantStatus `json:"grants,omitempty"` // grants
 }
 
 // replyErr carries err's code and layer apart from its message, so that
@@ -233,12 +248,13 @@ type persistent struct {
 	plan *provider.Plan
 	spec *InitSpec // nil for a recovered one
 
-	mu     sync.Mutex
-	sup    detached.Proc
-	init   detached.Proc
-	layers []provider.LayerStatus
-	egress net.Listener
-	execs  map[int]bool // the sockets of the execs in flight (Signal)
+	mu      sync.Mutex
+	sup     detached.Proc
+	init    detached.Proc
+	layers  []provider.LayerStatus
+	egress  net.Listener
+	consent net.Listener // the consent channel's (ConsentPort), or nil
+	execs   map[int]bool // the sockets of the execs in flight (Signal)
 }
 
 func (s *persistent) ID() string { return s.id }
@@ -265,6 +281,67 @@ func (s *persistent) Running(ctx context.Context) bool {
 func (s *persistent) Layers() []provider.LayerStatus { return s.layers }
 
 func (s *persistent) EgressListener() net.Listener { return s.egress }
+
+// ConsentListener is the consent channel's listener inside the sandbox,
+// handed over by the supervisor at hello, or nil
+// (provider.ConsentChannel).
+func (s *persistent) ConsentListener() net.Listener {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.consent
+}
+
+// ConsentPeer names the process behind c, accepted on ConsentListener,
+// from the kernel's tables of init's namespaces (provider.PeerResolver).
+func (s *persistent) ConsentPeer(c net.Conn) (int, string, bool) {
+	s.mu.Lock()
+	pid := s.init.PID
+	s.mu.Unlock()
+	return consentPeer(pid, c)
+}
+
+// GrantFolder asks the supervisor, whose slot holder mounts g
+// (provider.LiveGrants; Sandbox.GrantFolder says the rest).
+func (s *persistent) GrantFolder(ctx context.Context, g provider.FolderGrant) (provider.GrantStatus, error) {
+	r, err := s.grantCall(persistReq{Op: "grant", Grant: &g})
+	if err != nil || r.Grant == nil {
+		return provider.GrantStatus{}, err
+	}
+	return *r.Grant, nil
+}
+
+// RevokeFolder asks the supervisor to revoke grant label
+// (Sandbox.RevokeFolder).
+func (s *persistent) RevokeFolder(ctx context.Context, label string, kill bool) (provider.GrantStatus, error) {
+	r, err := s.grantCall(persistReq{Op: "revoke", Label: label, Kill: kill})
+	if r.Grant != nil {
+		return *r.Grant, err
+	}
+	return provider.GrantStatus{}, err
+}
+
+// FolderGrants are the supervisor's grants, read back now
+// (Sandbox.FolderGrants).
+func (s *persistent) FolderGrants(ctx context.Context) ([]provider.GrantStatus, error) {
+	r, err := s.grantCall(persistReq{Op: "grants"})
+	return r.Grants, err
+}
+
+// grantCall sends one of the grant requests and returns the reply, an
+// error for a refusal (its code and layer kept) or a supervisor gone.
+func (s *persistent) grantCall(req persistReq) (persistReply, error) {
+	r, fds, err := s.call(req, nil)
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	if err != nil {
+		if !s.supervisor().Alive() {
+			return r, provider.Errorf(provider.CodeNotFound, "linux: sandbox %s is gone (its supervisor ended)", s.id)
+		}
+		return r, provider.Wrap(provider.CodeInternal, "linux: sandbox "+s.id+": supervisor", err)
+	}
+	return r, r.err()
+}
 
 // InitPID is init's host pid (provider.HostView).
 func (s *persistent) InitPID() int { return s.init.PID }
@@ -412,17 +489,29 @@ func (s *persistent) hello() error {
 		}
 		return err
 	}
-	var l net.Listener
-	if len(fds) > 0 {
-		f := os.NewFile(uintptr(fds[0]), "egress-listener")
-		l, err = net.FileListener(f)
+	var egress, consent net.Listener
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "listener")
+		if i >= len(r.Listeners) {
+			f.Close()
+			continue
+		}
+		l, err := net.FileListener(f)
 		f.Close()
 		if err != nil {
-			return provider.Wrap(provider.CodeStartFailed, "network proxy", err)
+			return provider.Wrap(provider.CodeStartFailed, r.Listeners[i]+" listener", err)
+		}
+		switch r.Listeners[i] {
+		case "egress":
+			egress = l
+		case "consent":
+			consent = l
+		default:
+			l.Close()
 		}
 	}
 	s.mu.Lock()
-	s.layers, s.init, s.egress = r.Layers, r.Init, l
+	s.layers, s.init, s.egress, s.consent = r.Layers, r.Init, egress, consent
 	s.mu.Unlock()
 	return nil
 }
@@ -565,9 +654,11 @@ func (s *persistent) SetTrust(pem, store []byte) error {
 // placeholders; SIGKILL if it has not within the grace.
 func (s *persistent) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.egress != nil {
-		s.egress.Close()
-		s.egress = nil
+	for _, l := range []*net.Listener{&s.egress, &s.consent} {
+		if *l != nil {
+			(*l).Close()
+			*l = nil
+		}
 	}
 	s.mu.Unlock()
 	stopSupervisor(s.supervisor())
@@ -772,6 +863,7 @@ func PersistMain() {
 	if err != nil {
 		fail(err)
 	}
+	sb.slotDir = dir // the slot holder's slot and staging area, if planned
 	end := func(code int) {
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -801,14 +893,20 @@ func PersistMain() {
 		end(1)
 	}
 	l.SetUnlinkOnClose(false)
-	var egress *os.File
-	if tl, ok := sb.egress.(*net.TCPListener); ok {
-		if egress, err = tl.File(); err != nil {
-			detached.Tell(ready, replyErr(provider.Wrap(provider.CodeStartFailed, "network proxy", err)))
-			end(1)
+	sv := &supervisorConn{sb: sb, init: detached.ProcOf(sb.initPID)}
+	for _, l := range []struct {
+		name string
+		l    net.Listener
+	}{{"egress", sb.egress}, {"consent", sb.consent}} {
+		if tl, ok := l.l.(*net.TCPListener); ok {
+			f, err := tl.File()
+			if err != nil {
+				detached.Tell(ready, replyErr(provider.Wrap(provider.CodeStartFailed, l.name+" listener", err)))
+				end(1)
+			}
+			sv.listeners, sv.names = append(sv.listeners, f), append(sv.names, l.name)
 		}
 	}
-	sv := &supervisorConn{sb: sb, init: detached.ProcOf(sb.initPID), egress: egress}
 	detached.Tell(ready, persistReply{OK: true})
 	ready = nil
 	go func() {
@@ -831,10 +929,13 @@ func PersistMain() {
 
 // supervisorConn serves the supervisor's socket.
 type supervisorConn struct {
-	mu     sync.Mutex // verify updates the sandbox's layers
-	sb     *Sandbox
-	init   detached.Proc
-	egress *os.File
+	mu   sync.Mutex // verify updates the sandbox's layers
+	sb   *Sandbox
+	init detached.Proc
+	// listeners are the egress and consent listeners hello hands over
+	// (those the sandbox has), names what each is.
+	listeners []*os.File
+	names     []string
 }
 
 // peerOK admits only a process of our pid namespace (never one inside
@@ -916,12 +1017,14 @@ func (v *supervisorConn) serve(c *net.UnixConn) {
 			reply(replyErr(err))
 			return
 		}
-		r := persistReply{OK: true, Layers: layers, Init: v.init}
-		if v.egress != nil {
-			reply(r, int(v.egress.Fd()))
-		} else {
-			reply(r)
+		r := persistReply{OK: true, Layers: layers, Init: v.init, Listeners: v.names}
+		var lfds []int
+		for _, f := range v.listeners {
+			lfds = append(lfds, int(f.Fd()))
 		}
+		reply(r, lfds...)
+	case "grant", "revoke", "grants":
+		reply(v.grants(req))
 	case "exec":
 		if len(req.Args) == 0 || req.NFiles != len(fds) {
 			reply(replyErr(provider.Errorf(provider.CodeExecFailed, "bad exec request")))
@@ -937,6 +1040,38 @@ func (v *supervisorConn) serve(c *net.UnixConn) {
 	default:
 		reply(replyErr(provider.Errorf(provider.CodeExecFailed, "unknown request %q", req.Op)))
 	}
+}
+
+// grants serves the grant requests with the supervisor's sandbox, whose
+// slot holder is the supervisor's child.
+func (v *supervisorConn) grants(req persistReq) persistReply {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var st provider.GrantStatus
+	var err error
+	switch req.Op {
+	case "grant":
+		if req.Grant == nil {
+			return replyErr(provider.Errorf(provider.CodeInternal, "grant: nothing to grant"))
+		}
+		st, err = v.sb.GrantFolder(ctx, *req.Grant)
+	case "revoke":
+		st, err = v.sb.RevokeFolder(ctx, req.Label, req.Kill)
+	case "grants":
+		gs, err := v.sb.FolderGrants(ctx)
+		if err != nil {
+			return replyErr(err)
+		}
+		return persistReply{OK: true, Grants: gs}
+	}
+	r := persistReply{OK: true}
+	if err != nil {
+		r = replyErr(err)
+	}
+	if st.Label != "" {
+		r.Grant = &st
+	}
+	return r
 }
 
 // openExec asks init (servePersistent) to run req with fds as its files,

@@ -358,6 +358,8 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 		spec.Landlock.ConnectPort = ProxyPort
 		spec.Env = provider.WithEnv(spec.Env, provider.ProxyEnv(ProxyPort))
 	}
+	// consent: the grant slots and the consent channel (consentchan_linux.go).
+	loss = append(loss, planConsent(r, spec)...)
 	if spec.Landlock.Enabled && spec.NewNet && h.landlockABI < 4 {
 		add(provider.SeverityInfo, "network", "layers.landlock", "Landlock ABI %d cannot restrict TCP; the network namespace still isolates the network", h.landlockABI)
 	}

@@ -63,6 +63,7 @@ type Sandbox struct {
 	initPID int
 	exited  chan struct{} // closed when init has been reaped
 	egress  net.Listener  // network proxy: the listener inside the sandbox
+	consent net.Listener  // the consent channel's listener inside (ConsentPort), or nil
 	execd   atomic.Bool   // Exec was called: init runs one workload
 
 	sockMu  sync.Mutex
@@ -70,9 +71,12 @@ type Sandbox struct {
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
 
-	stateDir  string   // a per-run sandbox's state directory, holding its trust and credential files; removed by Deprovision
-	trustPath string   // where the CA bundle is inside (init's report), for WithTrustEnv
-	storeAt   []string // where the Java trust store is inside (init's report), for WithTrustEnv
+	stateDir  string // a per-run sandbox's state directory, holding its trust and credential files; removed by Deprovision
+	slotDir   string // where the slot holder mounts its slot (slot/, stage/ below it): the sandbox's state directory
+	slots     *slotHolder
+	live      liveGrants // the folder grants made (grants_linux.go)
+	trustPath string     // where the CA bundle is inside (init's report), for WithTrustEnv
+	storeAt   []string   // where the Java trust store is inside (init's report), for WithTrustEnv
 }
 
 // EgressListener returns the listener the egress proxy must serve (network
@@ -105,7 +109,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	_, _ = rand.Read(rb[:])
 	id := fmt.Sprintf("run-%d-%s", os.Getpid(), hex.EncodeToString(rb[:]))
 	dir := ""
-	if len(opts.Trust) > 0 || hasCredentialFiles(plan.Policy) {
+	if len(opts.Trust) > 0 || hasCredentialFiles(plan.Policy) || spec.slots() || spec.ConsentPort != 0 {
 		var err error
 		if dir, err = runTrustDir(plan.Policy, id); err != nil {
 			return nil, err
@@ -122,7 +126,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		}
 		return nil, err
 	}
-	sb.stateDir = dir
+	sb.stateDir, sb.slotDir = dir, dir
 	return sb, nil
 }
 
@@ -303,17 +307,8 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if !m.Ready {
 		return &provider.Error{Code: provider.CodeStartFailed, Layer: m.Layer, Msg: m.Error}
 	}
-	if s.spec.ProxyPort != 0 {
-		if m.fd <= 0 {
-			return provider.Errorf(provider.CodeStartFailed, "network proxy: init sent no listener")
-		}
-		f := os.NewFile(uintptr(m.fd), "egress-listener")
-		l, err := net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return provider.Wrap(provider.CodeStartFailed, "network proxy", err)
-		}
-		s.egress = l
+	if err := s.listeners(m.fds); err != nil {
+		return err
 	}
 	if hasTrust(s.spec) {
 		if len(m.Trust) == 0 {
@@ -330,7 +325,43 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		// init's report of what landlock_restrict_self accepted.
 		s.setLayer(policy.LayerLandlock, provider.LayerActive, m.Landlock+" (reported by init)")
 	}
-	return s.verify()
+	if err := s.verify(); err != nil {
+		return err
+	}
+	return s.verifySlots()
+}
+
+// listeners takes the listeners init made (its ready message's fds, in
+// order): the egress proxy's (ProxyPort), then the consent channel's
+// (ConsentPort).
+func (s *Sandbox) listeners(fds []int) error {
+	take := func(port int, what string) (net.Listener, error) {
+		if port == 0 {
+			return nil, nil
+		}
+		if len(fds) == 0 {
+			return nil, provider.Errorf(provider.CodeStartFailed, "%s: init sent no listener", what)
+		}
+		f := os.NewFile(uintptr(fds[0]), what+"-listener")
+		fds = fds[1:]
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return nil, provider.Wrap(provider.CodeStartFailed, what, err)
+		}
+		return l, nil
+	}
+	var err error
+	if s.egress, err = take(s.spec.ProxyPort, "network proxy"); err != nil {
+		return err
+	}
+	if s.consent, err = take(s.spec.ConsentPort, "consent channel"); err != nil {
+		return err
+	}
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+	return nil
 }
 
 // initFDs returns the fds sent to init with its spec: the clones of the
@@ -338,7 +369,15 @@ func (s *Sandbox) Start(ctx context.Context) error {
 // init's main thread writes to join the cgroup (see joinCgroup; moving the
 // whole process from here would wait for an RCU grace period).
 func (s *Sandbox) initFDs(uid, gid int) ([]int, error) {
-	fds, err := preClones(s.spec.Mounts, uid, gid)
+	slot := -1
+	if s.spec.slots() {
+		var err error
+		if s.slots, slot, err = startSlots(s.slotDir); err != nil {
+			return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
+		}
+		defer unix.Close(slot)
+	}
+	fds, err := preClones(s.spec.Mounts, uid, gid, slot)
 	if err != nil {
 		return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
 	}
@@ -389,7 +428,7 @@ func (s *Sandbox) recv(ctx context.Context) (initMsg, error) {
 // recvMsg reads one message from init on fd, with the fd it carries.
 func recvMsg(fd int) (initMsg, error) {
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(2*4))
 	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err == nil && n == 0 {
 		err = errors.New("init exited without a report")
@@ -399,7 +438,7 @@ func recvMsg(fd int) (initMsg, error) {
 		err = json.Unmarshal(buf[:n], &m)
 	}
 	if fds := rightsOf(oob[:oobn]); len(fds) > 0 {
-		m.fd = fds[0]
+		m.fd, m.fds = fds[0], fds
 	}
 	return m, err
 }
@@ -923,6 +962,10 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 	if s.egress != nil {
 		s.egress.Close()
 	}
+	if s.consent != nil {
+		s.consent.Close()
+	}
+	s.slots.stop()
 	s.sockMu.Lock()
 	if s.sockets != nil {
 		s.sockets.Close()

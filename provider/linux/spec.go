@@ -36,6 +36,12 @@ const (
 	// Corral wrote outside every grant, bound read-only at Path, which
 	// must lie in the sandbox's own tree (tree.credential).
 	MountCredential MountKind = "credential"
+	// MountGrants is the sandbox's grant slots (provider.GrantSlots): a
+	// detached clone of the slot holder's shared slot, made a slave and
+	// read-only (slots_linux.go), sent to init, which attaches it at
+	// Path without making it private, so that every grant the holder
+	// mounts in its slot reaches the sandbox by propagation.
+	MountGrants MountKind = "grants"
 )
 
 // MountSpec is one mount of the sandbox tree. Path is where it appears
@@ -63,7 +69,11 @@ type MountSpec struct {
 
 // preCloned reports whether the supervisor sends m's detached mount to
 // init (idmapped, or cloned as root), in the order of the mounts.
-func (m MountSpec) preCloned() bool { return m.IDMap || m.HostClone }
+func (m MountSpec) preCloned() bool { return m.IDMap || m.HostClone || m.Kind == MountGrants }
+
+// ConsentDocPath is where a sandbox with a consent channel finds how to
+// ask (a read-only file Corral writes, consentDoc).
+const ConsentDocPath = "/run/corral/CONSENT.md"
 
 // LandlockSpec is the Landlock ruleset applied inside, after pivot_root.
 type LandlockSpec = landlock.Spec
@@ -79,6 +89,11 @@ type InitSpec struct {
 	// inside the sandbox where init listens for the supervisor's egress
 	// proxy; the only TCP connect Landlock allows.
 	ProxyPort int `json:"proxy_port,omitempty"`
+	// ConsentPort, when non-zero (the policy has a consent section and
+	// the sandbox its own network namespace), is the loopback TCP port
+	// inside where init listens for the consent channel
+	// (provider.ConsentChannel), served by the supervisor.
+	ConsentPort int `json:"consent_port,omitempty"`
 	// ServePorts, for a service, are loopback TCP ports inside where the
 	// workload may listen; the supervisor reaches them through sockets
 	// init creates in the sandbox's network namespace (Sandbox.DialServed).
@@ -146,7 +161,18 @@ type initMsg struct {
 	// variables name first.
 	Trust []string `json:"trust,omitempty"`
 	Store []string `json:"store,omitempty"`
-	fd    int      // an fd received with the message (the pty master)
+	fd    int      // the first fd received with the message (the pty master, the egress listener)
+	fds   []int    // every fd received with it: with Ready, the egress listener (ProxyPort) then the consent one (ConsentPort)
+}
+
+// slots reports whether the spec plans grant slots (MountGrants).
+func (s *InitSpec) slots() bool {
+	for _, m := range s.Mounts {
+		if m.Kind == MountGrants {
+			return true
+		}
+	}
+	return false
 }
 
 // Serve lets the workload listen on ports, on its own loopback, and
@@ -179,6 +205,9 @@ func (s *InitSpec) Summary() []string {
 	if s.ProxyPort != 0 {
 		out = append(out, fmt.Sprintf("egress: only 127.0.0.1:%d inside, a listener served by corral's proxy on the host side", s.ProxyPort))
 	}
+	if s.ConsentPort != 0 {
+		out = append(out, fmt.Sprintf("consent: the workload asks at 127.0.0.1:%d inside, a listener served by corral (%s explains how)", s.ConsentPort, ConsentDocPath))
+	}
 	for _, m := range s.Mounts {
 		mode := "rw"
 		if m.ReadOnly {
@@ -194,6 +223,8 @@ func (s *InitSpec) Summary() []string {
 				what = "the Java trust store"
 			}
 			line += fmt.Sprintf("  (%s; also over those of %s the sandbox has)", what, strings.Join(m.Over, ", "))
+		case m.Kind == MountGrants:
+			line += "  (slots ro/ and rw/: live folder grants arrive here by propagation, kernel-locked)"
 		case m.IDMap:
 			line += "  (idmapped: owner root appears as the workload's uid)"
 		}

@@ -119,9 +119,10 @@ func sweepRuns(base string) {
 	}
 }
 
-// stateFiles writes the files of opts' trust (trustSpec) and r's
-// credentials (credentialSpec) to state directory dir and returns a copy
-// of spec that binds them, the credentials' last.
+// stateFiles writes the files of opts' trust (trustSpec), r's
+// credentials (credentialSpec) and the consent channel's note
+// (consentDocSpec) to state directory dir and returns a copy of spec that
+// binds them, in that order.
 func stateFiles(spec *InitSpec, r *policy.Resolved, dir string, opts provider.ProvisionOptions) (*InitSpec, error) {
 	var err error
 	if len(opts.Trust) > 0 {
@@ -129,7 +130,10 @@ func stateFiles(spec *InitSpec, r *policy.Resolved, dir string, opts provider.Pr
 			return nil, err
 		}
 	}
-	return credentialSpec(spec, r, dir)
+	if spec, err = credentialSpec(spec, r, dir); err != nil {
+		return nil, err
+	}
+	return consentDocSpec(spec, r, dir)
 }
 
 // trustSpec writes pem to the bundle of state directory dir and store
