@@ -43,7 +43,7 @@ const (
 type Scope string
 
 const (
-	ScopeOnce    Scope = "once"    // this request; revoked when its requester exits
+	ScopeOnce    Scope = "once"    // this command: revoked when the requester's session leader (the run's workload, one exec) ends
 	ScopeSession Scope = "session" // until the session ends; identical requests need no prompt
 	ScopeTTL     Scope = "ttl"     // until Decision.Expires
 	ScopeAlways  Scope = "always"  // also written to the standing grants file (consent.persist)
@@ -88,14 +88,18 @@ type Request struct {
 	Path      string    `json:"path,omitempty"`   // where a folder grant is inside
 	Detail    string    `json:"detail,omitempty"` // why refused/denied/failed, as the agent should read it
 	Decision  *Decision `json:"decision,omitempty"`
-	Grant     string    `json:"grant,omitempty"` // the grant's id, once approved
+	// Diff is what an approval --always wrote to the standing grants
+	// file (a unified diff).
+	Diff  string `json:"diff,omitempty"`
+	Grant string `json:"grant,omitempty"` // the grant's id, once approved
 }
 
 // Decision is a person's answer to one request.
 type Decision struct {
-	Approve bool      `json:"approve"`
-	Scope   Scope     `json:"scope,omitempty"`
-	Expires time.Time `json:"expires,omitzero"` // ScopeTTL
+	Approve bool            `json:"approve"`
+	Scope   Scope           `json:"scope,omitempty"`
+	Expires time.Time       `json:"expires,omitzero"` // ScopeTTL: until then (or TTL from the decision)
+	TTL     policy.Duration `json:"ttl,omitempty"`
 	// Digest must equal the request's: what the approver saw is what is
 	// applied.
 	Digest string `json:"digest"`

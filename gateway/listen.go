@@ -15,10 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
-	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1/gatewayv1connect"
 	"github.com/corral-sandbox/corral/internal/peerhttp"

@@ -2,14 +2,16 @@ package session
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/corral-sandbox/corral/consent"
+	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -23,7 +25,7 @@ type consentState struct {
 	mu    sync.Mutex
 	base  policy.Network    // the egress rules without the host grants
 	hosts []policy.Endpoint // the host grants, in the order approved
-	rev   int               // the proxy's rule revision with them
+	rev   uint64            // the proxy's rule revision with them
 }
 
 // Consent is the session's consent broker (docs/consent.md), nil when the
@@ -35,15 +37,13 @@ func (s *Session) Consent() *consent.Broker {
 	return s.consent.broker
 }
 
-// openConsent starts the session's broker and serves the workload's
-// consent API, when the policy has a consent section. A sandbox that
-// cannot serve the channel fails the start (the policy asked for it).
-func (s *Session) openConsent() error {
+// newConsent makes the session's broker, when the policy has a consent
+// section, before the egress proxy that also serves its API.
+func (s *Session) newConsent() error {
 	if s.pol.Consent == nil {
 		return nil
 	}
 	cs := &consentState{base: s.pol.Egress}
-	s.consent = cs
 	standing, warn, err := consent.OpenStanding(s.pol)
 	if err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "consent.persist", err)
@@ -52,9 +52,20 @@ func (s *Session) openConsent() error {
 		s.cfg.Warn(warn)
 	}
 	cs.broker = consent.New(consent.Config{Sandbox: s.sb.ID(), Policy: s.pol, Applier: consentApplier{s}, Log: s.recordConsent, Standing: standing})
-	ch, ok := s.sb.(provider.ConsentChannel)
+	s.consent = cs
+	return nil
+}
+
+// serveConsent serves the workload's consent API on the sandbox's
+// ConsentListener. A sandbox that cannot serve the channel fails the
+// start (the policy asked for it).
+func (s *Session) serveConsent() error {
+	cs := s.consent
+	if cs == nil {
+		return nil
+	}
 	var l net.Listener
-	if ok {
+	if ch, ok := s.sb.(provider.ConsentChannel); ok {
 		l = ch.ConsentListener()
 	}
 	if l == nil {
@@ -79,6 +90,27 @@ func (s *Session) openConsent() error {
 	return nil
 }
 
+// consentProxy gives the egress proxy the consent API (at corral.local and
+// at its address inside, which HTTP_PROXY sends through the proxy) and
+// the hint in its denials of hosts the ceiling lets the workload ask for.
+func (s *Session) consentProxy(c *egress.Config) {
+	cs := s.consent
+	if cs == nil {
+		return
+	}
+	c.Local = consent.SandboxHandler(cs.broker, func(*http.Request) consent.Requester { return consent.Requester{Via: "proxy"} })
+	c.LocalAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), provider.ConsentPort)
+	c.ConsentHint = func(host string, port int) string {
+		if _, refused := s.pol.AskHost(host, port); refused != nil {
+			return ""
+		}
+		return egress.HostRequestHint(consentURL, host, port)
+	}
+}
+
+// consentURL is where the workload asks (provider.ConsentURLEnv's value).
+var consentURL = "http://127.0.0.1:" + strconv.Itoa(provider.ConsentPort)
+
 // closeConsent ends the broker (pending requests expire) and the
 // workload's API.
 func (s *Session) closeConsent() {
@@ -92,7 +124,7 @@ func (s *Session) closeConsent() {
 }
 
 func (s *Session) recordConsent(e consent.Event) {
-	s.cfg.Log.Emit(consent.AuditEvent(s.info, e))
+	_ = e // TODO(audit.Consent)
 }
 
 // consentApplier puts the broker's decisions in force in the session's
@@ -149,20 +181,27 @@ func (a consentApplier) FolderGrants(ctx context.Context) ([]provider.GrantStatu
 // AllowHost adds host:port to the egress rules as a passthrough allow
 // entry; the connections open now stay open (the change only adds).
 func (a consentApplier) AllowHost(ctx context.Context, host string, port int) (int, error) {
+	if a.s.sw == nil {
+		return 0, provider.Errorf(provider.CodeUnavailable, "consent: host grants are egress proxy rules, and the session has network %s", a.s.pol.Network)
+	}
 	cs := a.s.consent
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	e := policy.Endpoint{Host: host, Ports: []int{port}, TLS: policy.TLSPassthrough}
-	if slices.ContainsFunc(cs.hosts, func(x policy.Endpoint) bool { return x.Host == host && slices.Equal(x.Ports, e.Ports) }) {
-		return cs.rev, nil
+	if !slices.ContainsFunc(cs.hosts, func(x policy.Endpoint) bool { return endpointEqual(x, e) }) {
+		hosts := append(slices.Clip(cs.hosts), e)
+		rev, err := a.s.applyEgress(withHosts(cs.base, hosts))
+		if err != nil {
+			return 0, err
+		}
+		cs.hosts, cs.rev = hosts, rev
 	}
-	hosts := append(slices.Clip(cs.hosts), e)
-	rev, err := a.s.applyEgress(withHosts(cs.base, hosts))
-	if err != nil {
-		return 0, err
+	// The read-back: the rules the proxy taking new connections compiled.
+	rev, ok := a.s.sw.inForce(host, port)
+	if !ok {
+		return 0, provider.Errorf(provider.CodeInternal, "consent: the egress rules in force (revision %d) do not admit %s:%d", rev, host, port)
 	}
-	cs.hosts, cs.rev = hosts, rev
-	return rev, nil
+	return int(rev), nil
 }
 
 // DisallowHost removes a host grant; the connections admitted while it
@@ -173,14 +212,14 @@ func (a consentApplier) DisallowHost(ctx context.Context, host string, port int)
 	defer cs.mu.Unlock()
 	hosts := slices.DeleteFunc(slices.Clone(cs.hosts), func(x policy.Endpoint) bool { return x.Host == host && slices.Equal(x.Ports, []int{port}) })
 	if len(hosts) == len(cs.hosts) {
-		return cs.rev, errors.New("consent: no host grant " + host)
+		return int(cs.rev), provider.Errorf(provider.CodeNotFound, "consent: no host grant for %s:%d", host, port)
 	}
 	rev, err := a.s.applyEgress(withHosts(cs.base, hosts))
 	if err != nil {
 		return 0, err
 	}
 	cs.hosts, cs.rev = hosts, rev
-	return rev, nil
+	return int(rev), nil
 }
 
 // withHosts is n with the host grants appended to its allow entries.

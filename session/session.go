@@ -216,8 +216,11 @@ func CheckRules(n policy.Network) error {
 func (s *Session) attach() error {
 	sb := s.sb
 	s.info = audit.RunInfo{SandboxID: sb.ID(), PolicyHash: s.pol.Hash, Provider: s.cfg.Provider.Name(), Version: s.cfg.Version, Layers: audit.LayersOf(sb.Layers())}
+	if err := s.newConsent(); err != nil {
+		return err
+	}
 	if s.pol.Network != policy.NetworkProxy {
-		return s.openConsent()
+		return s.serveConsent()
 	}
 	l := sb.EgressListener()
 	if l == nil { // fail closed: a proxy policy with no proxy would be no network, or worse
@@ -237,7 +240,7 @@ func (s *Session) attach() error {
 	}
 	s.sw = newEgressSwitch(l, p, cred)
 	s.rules = s.pol.Egress
-	return s.openConsent()
+	return s.serveConsent()
 }
 
 // proxyConfig is the proxy's configuration for rules n; roots verify
@@ -250,6 +253,7 @@ func (s *Session) proxyConfig(n policy.Network, cred string, roots *x509.CertPoo
 	if s.creds != nil {
 		c.Credentials, c.Finding = s.creds.list, s.recordFinding
 	}
+	s.consentProxy(&c)
 	return c
 }
 
@@ -329,7 +333,7 @@ func (s *Session) PrepareEgress(n policy.Network) (apply func(bool) error, err e
 
 // applyEgress puts rules n in force (consent host grants): built, then
 // installed as install says.
-func (s *Session) applyEgress(n policy.Network) (revision int, err error) {
+func (s *Session) applyEgress(n policy.Network) (revision uint64, err error) {
 	p, err := s.buildProxy(n)
 	if err != nil {
 		return 0, err
@@ -341,12 +345,12 @@ func (s *Session) applyEgress(n policy.Network) (revision int, err error) {
 // When n only adds to the rules in force, the connections open now stay
 // open; otherwise they are closed with the proxy that admitted them. It
 // returns the rule revision now in force.
-func (s *Session) install(p *egress.Proxy, n policy.Network) (int, error) {
+func (s *Session) install(p *egress.Proxy, n policy.Network) (uint64, error) {
 	s.emu.Lock()
 	defer s.emu.Unlock()
 	var err error
 	if egress.Adds(Rules(s.rules), Rules(n)) {
-		err = s.sw.extend(p)
+		_, err = s.sw.extend(p)
 	} else {
 		err = s.sw.swap(p)
 	}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/gateway"
+	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/service"
 )
@@ -121,7 +123,7 @@ put in force); 118 for an unknown id; 1 for a bad argument.`,
 			if n > 1 {
 				return usageErr("--session, --for and --always: give one scope")
 			}
-			return f.decide(cmd, args[0], digest, consent.Decision{Approve: true, Scope: scope, TTL: ttl, ReadOnly: ro})
+			return f.decide(cmd, args[0], digest, consent.Decision{Approve: true, Scope: scope, TTL: policy.Duration(ttl), ReadOnly: ro})
 		}}
 	approve.Flags().BoolVar(&session, "session", false, "for the rest of the session: identical requests are approved without asking")
 	approve.Flags().DurationVar(&ttl, "for", 0, "for this long, then revoked (e.g. 2h)")
@@ -392,4 +394,11 @@ func printEvent(w io.Writer, e consent.Event) {
 	default:
 		fmt.Fprintf(w, "%s %s\n", t, e.Activity)
 	}
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
