@@ -59,8 +59,10 @@ func consentPolicy(t *testing.T, network policy.NetworkMode) *policy.Resolved {
 	if err := os.Chmod(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(wd, 65534, 65534); err != nil {
-		t.Fatal(err)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(wd, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := policy.Default().Resolve(policy.Context{Home: t.TempDir(), Workdir: wd, Environ: []string{"PATH=" + policy.DefaultPATH}})
 	if err != nil {
@@ -410,6 +412,12 @@ func TestMapConsent(t *testing.T) {
 		}
 	} else {
 		t.Logf("this daemon does not propagate: %s", why)
+		if sp.Slots || sp.FolderMode != provider.ConsentRequiresRecreate || !find(loss, provider.SeverityWarning, "consent.folders", grantsRecreate) {
+			t.Errorf("slots planned where the daemon cannot propagate: slots %v mode %q, loss %v", sp.Slots, sp.FolderMode, loss)
+		}
+	}
+	if os.Geteuid() != 0 && (sp.Slots || !find(loss, provider.SeverityWarning, "consent.folders", "only root can mount")) {
+		t.Errorf("an unprivileged caller: slots %v, loss %v", sp.Slots, loss)
 	}
 
 	desktop := New()
@@ -487,4 +495,69 @@ func TestSweepDetachesSlot(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(src, "a.txt")); err != nil || string(b) != "hello" {
 		t.Errorf("the granted folder's file after Sweep: %q %v", b, err)
 	}
+}
+
+// A persistent sandbox's grants outlive the process that made them (a
+// gateway that restarts): Recover reattaches the slot, FolderGrants reads
+// the grant back effective, a revoke works, and Destroy leaves no mount.
+func TestLiveGrantsPersistent(t *testing.T) {
+	p := needSandboxes(t)
+	if ok, why := p.facts().propagation(); !ok {
+		t.Skip(why)
+	}
+	ctx := context.Background()
+	plan, loss := p.Map(ctx, consentPolicy(t, policy.NetworkNone))
+	if loss.HasErrors() {
+		t.Fatal(provider.Rejected(loss))
+	}
+	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + provider.NewID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := raw.(*Sandbox)
+	slot := slotPath(sb.state)
+	t.Cleanup(func() {
+		if err := New().Destroy(context.Background(), sb.ID()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+		if mountedAt(slot) {
+			t.Errorf("%s is still mounted after Destroy", slot)
+		}
+	})
+	if err := sb.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, g := hostTree(t)
+	g.Label, g.ReadOnly = "docs", true
+	if _, err := sb.GrantFolder(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// The process ends: its descriptors go, the container and its slot stay.
+	sb.placeholders.Close()
+	sb.consent.Close()
+	sb.slot.Close()
+	sb.lifeline.Close()
+
+	raw, err = New().Recover(ctx, nil, sb.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := raw.(*Sandbox)
+	defer rec.placeholders.Close()
+	list, err := rec.FolderGrants(ctx)
+	if err != nil || len(list) != 1 || list[0].Label != "docs" || list[0].State != provider.GrantEffective {
+		t.Fatalf("recovered grants: %+v %v", list, err)
+	}
+	if code, out := sh(t, rec, "cat /grants/ro/docs/a.txt"); code != 0 || out != "hello" {
+		t.Errorf("the recovered grant inside (%d): %q", code, out)
+	}
+	if st, err := rec.RevokeFolder(ctx, "docs", false); err != nil || st.State != provider.GrantRevoked {
+		t.Errorf("revoke after Recover: %+v %v", st, err)
+	}
+}
+
+// TestConsentUnprivileged runs the channel and mapping tests again as
+// corral-test: the channel works, folder grants require recreating.
+func TestConsentUnprivileged(t *testing.T) {
+	asTestUser(t, "^Test(ConsentChannel|MapConsent)$", "TestConsentChannel", "TestMapConsent")
 }
