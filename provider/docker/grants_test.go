@@ -98,15 +98,16 @@ func hostTree(t *testing.T) (string, provider.FolderGrant) {
 	return src, provider.FolderGrant{Source: src, Dev: st.Dev, Ino: st.Ino}
 }
 
-// startConsent maps, provisions and starts r's sandbox.
-func startConsent(t *testing.T, p *Provider, r *policy.Resolved) *Sandbox {
+// startConsent maps, provisions (with opts, if any) and starts r's
+// sandbox; at the end it is removed and its slot must be gone.
+func startConsent(t *testing.T, p *Provider, r *policy.Resolved, opts ...provider.ProvisionOptions) *Sandbox {
 	t.Helper()
 	ctx := context.Background()
 	plan, loss := p.Map(ctx, r)
 	if loss.HasErrors() {
 		t.Fatal(provider.Rejected(loss))
 	}
-	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{})
+	raw, err := p.Provision(ctx, plan, append(opts, provider.ProvisionOptions{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,17 +507,9 @@ func TestLiveGrantsPersistent(t *testing.T) {
 		t.Skip(why)
 	}
 	ctx := context.Background()
-	plan, loss := p.Map(ctx, consentPolicy(t, policy.NetworkNone))
-	if loss.HasErrors() {
-		t.Fatal(provider.Rejected(loss))
-	}
-	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + provider.NewID()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb := raw.(*Sandbox)
+	sb := startConsent(t, p, consentPolicy(t, policy.NetworkNone), provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + provider.NewID()})
 	slot := slotPath(sb.state)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before startConsent's
 		if err := New().Destroy(context.Background(), sb.ID()); err != nil {
 			t.Errorf("Destroy: %v", err)
 		}
@@ -524,9 +517,6 @@ func TestLiveGrantsPersistent(t *testing.T) {
 			t.Errorf("%s is still mounted after Destroy", slot)
 		}
 	})
-	if err := sb.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	_, g := hostTree(t)
 	g.Label, g.ReadOnly = "docs", true
 	if _, err := sb.GrantFolder(ctx, g); err != nil {
@@ -538,7 +528,7 @@ func TestLiveGrantsPersistent(t *testing.T) {
 	sb.slot.Close()
 	sb.lifeline.Close()
 
-	raw, err = New().Recover(ctx, nil, sb.State())
+	raw, err := New().Recover(ctx, nil, sb.State())
 	if err != nil {
 		t.Fatal(err)
 	}
