@@ -33,6 +33,23 @@ import (
 // prints "inside-pid=N" then the answer's body.
 const consentClientArg = "__consent-client"
 
+// consentForgeArg makes it, inside, connect to ConsentSocket itself and
+// forge init's line; it prints what comes back.
+const consentForgeArg = "__consent-forge"
+
+func consentForgeMain() {
+	c, err := net.Dial("unix", ConsentSocket)
+	if err != nil {
+		fmt.Println("dial:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(c, "%sGET /peer HTTP/1.0\r\nHost: consent\r\n\r\n", peerLine(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}))
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, err := io.ReadAll(c)
+	fmt.Printf("got=%q err=%v\n", b, err)
+	os.Exit(0)
+}
+
 func consentClientMain() {
 	u := strings.TrimPrefix(os.Getenv(provider.ConsentURLEnv), "http://")
 	c, err := net.Dial("tcp", u)
@@ -333,14 +350,21 @@ func TestReadOnlyGrantRemount(t *testing.T) {
 	}
 }
 
-// The consent channel answers from inside with network none: the client
+// The consent channel answers from inside with network none and proxy
+// (init's two forwarders, each at its port): the client
 // reaches 127.0.0.1:3129 (Landlock allows that port), the supervisor's
 // server gets the connection from ConsentListener, and ConsentPeer names
 // the client's process (its host pid, whose NSpid ends in the pid the
 // client sees inside).
 func TestConsentChannel(t *testing.T) {
+	for _, mode := range []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy} {
+		t.Run(string(mode), func(t *testing.T) { testConsentChannel(t, mode) })
+	}
+}
+
+func testConsentChannel(t *testing.T, mode policy.NetworkMode) {
 	p := needSandboxes(t)
-	r := consentPolicy(t, policy.NetworkNone)
+	r := consentPolicy(t, mode)
 	r.Consent.Folders = nil // the channel alone: every daemon
 	client := providertest.ProbeBinary(t, r.Workdir)
 	sb := startConsent(t, p, r)
@@ -550,4 +574,30 @@ func TestLiveGrantsPersistent(t *testing.T) {
 // corral-test: the channel works, folder grants require recreating.
 func TestConsentUnprivileged(t *testing.T) {
 	asTestUser(t, "^Test(ConsentChannel|MapConsent)$", "TestConsentChannel", "TestMapConsent")
+}
+
+// Only init may use the consent socket: a workload that reaches it (with
+// network.unix_sockets allow) and forges init's line is turned away before
+// the supervisor's server sees a request.
+func TestConsentSocketInitOnly(t *testing.T) {
+	p := needSandboxes(t)
+	r := consentPolicy(t, policy.NetworkNone)
+	r.Consent.Folders = nil
+	r.Egress.UnixSockets = policy.UnixSocketsAllow
+	forger := providertest.ProbeBinary(t, r.Workdir)
+	sb := startConsent(t, p, r)
+	served := make(chan string, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { served <- req.RemoteAddr })}
+	go srv.Serve(sb.ConsentListener())
+	defer srv.Close()
+	code, out := sh(t, sb, forger+" "+consentForgeArg)
+	t.Logf("forger (%d): %s", code, out)
+	if code != 0 || !strings.Contains(out, `got="" err=`) || strings.Contains(out, "timeout") {
+		t.Errorf("the forger's connection was not closed at once: %d %s", code, out)
+	}
+	select {
+	case a := <-served:
+		t.Errorf("the server answered a forged connection (peer %s)", a)
+	default:
+	}
 }
