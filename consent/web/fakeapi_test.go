@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -49,7 +50,7 @@ func (f *fakeAPI) ask(sandbox string, a consent.Ask, who consent.Requester) cons
 	now := time.Now()
 	q := &consent.Request{ID: fmt.Sprintf("r%d", f.n), Sandbox: sandbox, Kind: a.Kind, Target: a.Target, Access: a.Access,
 		Reason: a.Reason, Asked: 1, Requester: who, Created: now, Expires: now.Add(10 * time.Minute),
-		Digest: fmt.Sprintf("sha256:%064x", f.n), Ceiling: "consent.folders.ask[0]", State: consent.StatePending}
+		Digest: fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(a.Target+string(a.Access)))), Ceiling: "consent.folders.ask[0]", State: consent.StatePending}
 	f.reqs = append([]*consent.Request{q}, f.reqs...)
 	out := *q
 	f.mu.Unlock()

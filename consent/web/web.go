@@ -41,6 +41,13 @@ type Source interface {
 	Sandboxes(ctx context.Context) ([]Sandbox, error)
 }
 
+// SourceFunc is a Source of one function (`corral run`, `corral
+// service`: the one session).
+type SourceFunc func(ctx context.Context) ([]Sandbox, error)
+
+// Sandboxes calls f.
+func (f SourceFunc) Sandboxes(ctx context.Context) ([]Sandbox, error) { return f(ctx) }
+
 // AuditSource is a Source that also has each sandbox's audit log. The
 // page shows the last lines of each sandbox's log beside the consent
 // events of its watch.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -25,6 +26,19 @@ const xssReason = `need it </dd></dl><script>window.__corral_xss=1</script><img 
 type fixedSource []Sandbox
 
 func (s fixedSource) Sandboxes(context.Context) ([]Sandbox, error) { return s, nil }
+
+// TestSourceError: a source that fails is said on the page, and the
+// requests are still there to decide.
+func TestSourceError(t *testing.T) {
+	f := newFixture(t, SourceFunc(func(context.Context) ([]Sandbox, error) { return nil, errors.New("store is locked") }))
+	f.api.ask("sb-9", consent.Ask{Kind: consent.KindHost, Target: "api.example.com:443", Reason: "fetch"}, consent.Requester{Via: "tcp"})
+	page := f.page(t)
+	for _, want := range []string{`<p class="error">sandboxes: store is locked</p>`, "api.example.com:443", "pid unknown"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+}
 
 // auditSource adds audit lines to a fixedSource.
 type auditSource struct {
