@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == consentClientArg {
 		consentClientMain()
 	}
+	if len(os.Args) > 1 && os.Args[1] == consentForgeArg {
+		consentForgeMain()
+	}
 	os.Exit(m.Run())
 }
 

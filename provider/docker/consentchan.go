@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -170,8 +172,27 @@ func (s *Sandbox) isInit(pid int) bool {
 	if pid == s.initPID {
 		return true
 	}
+	if !pidOneInside(pid) {
+		return false // a workload's process: no daemon call for it
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now, err := s.currentInit(ctx)
 	return err == nil && now == pid
+}
+
+// pidOneInside reports whether host pid is PID 1 of its own pid namespace
+// (the last NSpid of /proc/PID/status, proc(5)).
+func pidOneInside(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(v)
+			return len(f) > 1 && f[len(f)-1] == "1"
+		}
+	}
+	return false
 }

@@ -233,9 +233,16 @@ func grantPath(label string, ro bool) string {
 	return path.Join(provider.GrantSlotRW, label)
 }
 
-// currentInit is the host pid of the container's init now (the daemon's
-// State.Pid: it changes with a docker restart).
+// currentInit is the host pid of the container's init now: the daemon's
+// State.Pid, which changes with a docker restart. It is asked again only
+// when the pid it gave last has ended (its start time, procstat, differs).
 func (s *Sandbox) currentInit(ctx context.Context) (int, error) {
+	s.initMu.Lock()
+	pid, start := s.liveInit, s.liveStart
+	s.initMu.Unlock()
+	if pid > 0 && start != 0 && startTime(pid) == start {
+		return pid, nil
+	}
 	insp, err := s.cli.ContainerInspect(ctx, s.cid, client.ContainerInspectOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("inspect the container: %w", err)
@@ -243,7 +250,11 @@ func (s *Sandbox) currentInit(ctx context.Context) (int, error) {
 	if st := insp.Container.State; st == nil || !st.Running || st.Pid == 0 {
 		return 0, errors.New("the container is not running")
 	}
-	return insp.Container.State.Pid, nil
+	pid = insp.Container.State.Pid
+	s.initMu.Lock()
+	s.liveInit, s.liveStart = pid, startTime(pid)
+	s.initMu.Unlock()
+	return pid, nil
 }
 
 // GrantFolder mounts g in the host slot and returns its status once the

@@ -33,6 +33,23 @@ import (
 // prints "inside-pid=N" then the answer's body.
 const consentClientArg = "__consent-client"
 
+// consentForgeArg makes it, inside, connect to ConsentSocket itself and
+// forge init's line; it prints what comes back.
+const consentForgeArg = "__consent-forge"
+
+func consentForgeMain() {
+	c, err := net.Dial("unix", ConsentSocket)
+	if err != nil {
+		fmt.Println("dial:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(c, "%sGET /peer HTTP/1.0\r\nHost: consent\r\n\r\n", peerLine(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}))
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	b, err := io.ReadAll(c)
+	fmt.Printf("got=%q err=%v\n", b, err)
+	os.Exit(0)
+}
+
 func consentClientMain() {
 	u := strings.TrimPrefix(os.Getenv(provider.ConsentURLEnv), "http://")
 	c, err := net.Dial("tcp", u)
@@ -59,8 +76,10 @@ func consentPolicy(t *testing.T, network policy.NetworkMode) *policy.Resolved {
 	if err := os.Chmod(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(wd, 65534, 65534); err != nil {
-		t.Fatal(err)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(wd, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := policy.Default().Resolve(policy.Context{Home: t.TempDir(), Workdir: wd, Environ: []string{"PATH=" + policy.DefaultPATH}})
 	if err != nil {
@@ -96,15 +115,16 @@ func hostTree(t *testing.T) (string, provider.FolderGrant) {
 	return src, provider.FolderGrant{Source: src, Dev: st.Dev, Ino: st.Ino}
 }
 
-// startConsent maps, provisions and starts r's sandbox.
-func startConsent(t *testing.T, p *Provider, r *policy.Resolved) *Sandbox {
+// startConsent maps, provisions (with opts, if any) and starts r's
+// sandbox; at the end it is removed and its slot must be gone.
+func startConsent(t *testing.T, p *Provider, r *policy.Resolved, opts ...provider.ProvisionOptions) *Sandbox {
 	t.Helper()
 	ctx := context.Background()
 	plan, loss := p.Map(ctx, r)
 	if loss.HasErrors() {
 		t.Fatal(provider.Rejected(loss))
 	}
-	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{})
+	raw, err := p.Provision(ctx, plan, append(opts, provider.ProvisionOptions{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +350,21 @@ func TestReadOnlyGrantRemount(t *testing.T) {
 	}
 }
 
-// The consent channel answers from inside with network none: the client
+// The consent channel answers from inside with network none and proxy
+// (init's two forwarders, each at its port): the client
 // reaches 127.0.0.1:3129 (Landlock allows that port), the supervisor's
 // server gets the connection from ConsentListener, and ConsentPeer names
 // the client's process (its host pid, whose NSpid ends in the pid the
 // client sees inside).
 func TestConsentChannel(t *testing.T) {
+	for _, mode := range []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy} {
+		t.Run(string(mode), func(t *testing.T) { testConsentChannel(t, mode) })
+	}
+}
+
+func testConsentChannel(t *testing.T, mode policy.NetworkMode) {
 	p := needSandboxes(t)
-	r := consentPolicy(t, policy.NetworkNone)
+	r := consentPolicy(t, mode)
 	r.Consent.Folders = nil // the channel alone: every daemon
 	client := providertest.ProbeBinary(t, r.Workdir)
 	sb := startConsent(t, p, r)
@@ -410,6 +437,12 @@ func TestMapConsent(t *testing.T) {
 		}
 	} else {
 		t.Logf("this daemon does not propagate: %s", why)
+		if sp.Slots || sp.FolderMode != provider.ConsentRequiresRecreate || !find(loss, provider.SeverityWarning, "consent.folders", grantsRecreate) {
+			t.Errorf("slots planned where the daemon cannot propagate: slots %v mode %q, loss %v", sp.Slots, sp.FolderMode, loss)
+		}
+	}
+	if os.Geteuid() != 0 && (sp.Slots || !find(loss, provider.SeverityWarning, "consent.folders", "only root can mount")) {
+		t.Errorf("an unprivileged caller: slots %v, loss %v", sp.Slots, loss)
 	}
 
 	desktop := New()
@@ -487,4 +520,137 @@ func TestSweepDetachesSlot(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(src, "a.txt")); err != nil || string(b) != "hello" {
 		t.Errorf("the granted folder's file after Sweep: %q %v", b, err)
 	}
+}
+
+// A persistent sandbox's grants outlive the process that made them (a
+// gateway that restarts): Recover reattaches the slot, FolderGrants reads
+// the grant back effective, a revoke works, and Destroy leaves no mount.
+func TestLiveGrantsPersistent(t *testing.T) {
+	p := needSandboxes(t)
+	if ok, why := p.facts().propagation(); !ok {
+		t.Skip(why)
+	}
+	ctx := context.Background()
+	sb := startConsent(t, p, consentPolicy(t, policy.NetworkNone), provider.ProvisionOptions{Persistent: true, Owner: "docker-test-" + provider.NewID()})
+	slot := slotPath(sb.state)
+	t.Cleanup(func() { // before startConsent's
+		if err := New().Destroy(context.Background(), sb.ID()); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+		if mountedAt(slot) {
+			t.Errorf("%s is still mounted after Destroy", slot)
+		}
+	})
+	_, g := hostTree(t)
+	g.Label, g.ReadOnly = "docs", true
+	if _, err := sb.GrantFolder(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// The process ends: its descriptors go, the container and its slot stay.
+	sb.placeholders.Close()
+	sb.consent.Close()
+	sb.slot.Close()
+	sb.lifeline.Close()
+
+	raw, err := New().Recover(ctx, nil, sb.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := raw.(*Sandbox)
+	defer rec.placeholders.Close()
+	list, err := rec.FolderGrants(ctx)
+	if err != nil || len(list) != 1 || list[0].Label != "docs" || list[0].State != provider.GrantEffective {
+		t.Fatalf("recovered grants: %+v %v", list, err)
+	}
+	if code, out := sh(t, rec, "cat /grants/ro/docs/a.txt"); code != 0 || out != "hello" {
+		t.Errorf("the recovered grant inside (%d): %q", code, out)
+	}
+	if st, err := rec.RevokeFolder(ctx, "docs", false); err != nil || st.State != provider.GrantRevoked {
+		t.Errorf("revoke after Recover: %+v %v", st, err)
+	}
+}
+
+// TestConsentUnprivileged runs the channel and mapping tests again as
+// corral-test: the channel works, folder grants require recreating.
+func TestConsentUnprivileged(t *testing.T) {
+	asTestUser(t, "^Test(ConsentChannel|MapConsent)$", "TestConsentChannel", "TestMapConsent")
+}
+
+// Only init may use the consent socket: a workload that reaches it (with
+// network.unix_sockets allow) and forges init's line is turned away before
+// the supervisor's server sees a request.
+func TestConsentSocketInitOnly(t *testing.T) {
+	p := needSandboxes(t)
+	r := consentPolicy(t, policy.NetworkNone)
+	r.Consent.Folders = nil
+	r.Egress.UnixSockets = policy.UnixSocketsAllow
+	forger := providertest.ProbeBinary(t, r.Workdir)
+	sb := startConsent(t, p, r)
+	served := make(chan string, 4)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { served <- req.RemoteAddr })}
+	go srv.Serve(sb.ConsentListener())
+	defer srv.Close()
+	code, out := sh(t, sb, forger+" "+consentForgeArg)
+	t.Logf("forger (%d): %s", code, out)
+	if code != 0 || !strings.Contains(out, `got="" err=`) || strings.Contains(out, "timeout") {
+		t.Errorf("the forger's connection was not closed at once: %d %s", code, out)
+	}
+	select {
+	case a := <-served:
+		t.Errorf("the server answered a forged connection (peer %s)", a)
+	default:
+	}
+}
+
+// BenchmarkFolderGrant is one read-only grant to a running container,
+// from the call to the read-back in its mountinfo, then its revoke
+// (the grant's median reported apart: grant-p50-ms).
+func BenchmarkFolderGrant(b *testing.B) {
+	p := New()
+	if h := p.facts(); h.err != nil || h.binErr != nil {
+		b.Skip("no daemon or no static test binary")
+	}
+	if ok, why := p.facts().propagation(); !ok {
+		b.Skip(why)
+	}
+	ctx := context.Background()
+	r, err := policy.Default().Resolve(policy.Context{Home: b.TempDir(), Workdir: b.TempDir(), Environ: []string{"PATH=" + policy.DefaultPATH}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Consent = &policy.ResolvedConsent{Folders: []policy.ConsentGlob{{Glob: "/tmp/**", Field: "consent.folders.ask[0]"}}}
+	plan, loss := p.Map(ctx, r)
+	if loss.HasErrors() {
+		b.Fatal(provider.Rejected(loss))
+	}
+	raw, err := p.Provision(ctx, plan, provider.ProvisionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb := raw.(*Sandbox)
+	defer func() { _ = sb.Stop(ctx); _ = sb.Deprovision(ctx) }()
+	if err := sb.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	src := b.TempDir()
+	var st unix.Stat_t
+	if err := unix.Stat(src, &st); err != nil {
+		b.Fatal(err)
+	}
+	var granting []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		t0 := time.Now()
+		g := provider.FolderGrant{Label: "b" + strconv.Itoa(i), Source: src, Dev: st.Dev, Ino: st.Ino, ReadOnly: true}
+		if _, err := sb.GrantFolder(ctx, g); err != nil {
+			b.Fatal(err)
+		}
+		granting = append(granting, time.Since(t0))
+		if _, err := sb.RevokeFolder(ctx, g.Label, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(granting)
+	b.ReportMetric(float64(granting[len(granting)/2].Microseconds())/1000, "grant-p50-ms")
 }

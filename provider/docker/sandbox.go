@@ -75,6 +75,11 @@ type Sandbox struct {
 	slot    *grants.Slot // the host side of the grant slots (Spec.Slots), grants.go
 	grants  liveGrants
 	consent *consentListener // the consent channel (ShimSpec.ConsentPort), consentchan.go
+	// liveInit and liveStart are the init pid currentInit found last and
+	// its start time.
+	initMu    sync.Mutex
+	liveInit  int
+	liveStart uint64
 }
 
 // stateBase is where per-sandbox state dirs live: /run/corral/docker as

@@ -1,0 +1,160 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/consent"
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// harness is e2e/web: approve.mjs and its node_modules (npm ci).
+const harness = "../../e2e/web"
+
+// needBrowser finds node, chromium and the harness's playwright-core. A
+// missing one skips the test, loudly, except on CI (CI=true), where
+// .ci/run installs them and their absence fails it.
+func needBrowser(t *testing.T) (node, chromium string) {
+	t.Helper()
+	chromium = os.Getenv("CORRAL_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	var missing []string
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing = append(missing, "node (apt-get install nodejs)")
+	}
+	if fi, err := os.Stat(chromium); err != nil || fi.Mode()&0o111 == 0 {
+		missing = append(missing, chromium+" (apt-get install chromium)")
+	}
+	if _, err := os.Stat(filepath.Join(harness, "node_modules", "playwright-core", "package.json")); err != nil {
+		missing = append(missing, "playwright-core (npm ci in e2e/web)")
+	}
+	if len(missing) > 0 {
+		msg := "THE BROWSER TEST DID NOT RUN: missing " + strings.Join(missing, ", ")
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (.ci/run installs them)")
+		}
+		t.Skip(msg)
+	}
+	return node, chromium
+}
+
+// screenshot is where a browser test keeps its screenshot: in
+// $CORRAL_WEB_SCREENSHOTS, else /tmp/corral-ci on CI, else the test's
+// temporary directory.
+func screenshot(t *testing.T, name string) string {
+	dir := os.Getenv("CORRAL_WEB_SCREENSHOTS")
+	if dir == "" && os.Getenv("CI") == "true" {
+		dir = "/tmp/corral-ci"
+	}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// runBrowser runs approve.mjs against url with env; when the page says it
+// is ready (its watch open), ready makes the request. It fails the test
+// unless the script says "done".
+func runBrowser(t *testing.T, url string, env []string, ready func()) {
+	t.Helper()
+	node, chromium := needBrowser(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "approve.mjs")
+	cmd.Dir = harness
+	cmd.Env = append(os.Environ(), append(env, "CORRAL_WEB_URL="+url, "CORRAL_CHROMIUM="+chromium)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		said = append(said, line)
+		if line == "ready" {
+			ready()
+		}
+	}
+	err = cmd.Wait()
+	t.Logf("approve.mjs said %q; stderr:\n%s", said, stderr.String())
+	if err != nil || len(said) == 0 || said[len(said)-1] != "done" {
+		t.Fatalf("approve.mjs: %v, said %q", err, said)
+	}
+}
+
+// TestBrowserApprove approves a read-write request read-only in a real
+// headless chromium, for a duration: the applier is asked for exactly
+// that, and the request ends approved and in force. The request's reason
+// is markup, which must show as text and run nothing.
+func TestBrowserApprove(t *testing.T) {
+	f := newFixture(t, testSandboxes())
+	a, api, srv := f.applier, f.api, f.url
+	shot := screenshot(t, "consent-web-approve.png")
+	_ = os.Remove(shot)
+	var q consent.Request
+	runBrowser(t, srv+"/ui/?token="+testToken, []string{"CORRAL_WEB_ACTION=approve", "CORRAL_WEB_SCOPE=ttl", "CORRAL_WEB_TTL=20m",
+		"CORRAL_WEB_READ_ONLY=1", "CORRAL_WEB_EXPECT_REASON=" + xssReason, "CORRAL_WEB_SCREENSHOT=" + shot}, func() {
+		if api.watching() == 0 {
+			t.Error("the page said ready without a watch open")
+		}
+		q = api.ask("sb-1", consent.Ask{Kind: consent.KindFolder, Target: "/home/u/src", Access: policy.AccessReadWrite, Reason: xssReason},
+			consent.Requester{PID: 4242, Exe: "/usr/bin/python3", Via: "tcp"})
+	})
+	got, _ := api.get(q.ID)
+	if got.State != consent.StateApproved || !got.Effective {
+		t.Fatalf("request %s: %s effective=%v, want approved and effective", q.ID, got.State, got.Effective)
+	}
+	if d := got.Decision; d == nil || d.Scope != consent.ScopeTTL || !d.ReadOnly || d.Digest != q.Digest || d.Expires.Before(time.Now().Add(19*time.Minute)) {
+		t.Errorf("decision %+v: want ttl of 20m, read-only, the request's digest", got.Decision)
+	}
+	applied := a.appliedGrants()
+	if len(applied) != 1 || applied[0].Source != "/home/u/src" || !applied[0].ReadOnly {
+		t.Errorf("applied %+v: want /home/u/src read-only once", applied)
+	}
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Errorf("no screenshot at %s: %v", shot, err)
+	} else {
+		t.Logf("screenshot: %s", shot)
+	}
+}
+
+// TestBrowserDeny denies a request for the session with a reason in the
+// page: the request ends denied with that reason, nothing applied. Its
+// target (a path may hold any byte but NUL and /) is markup, which must
+// stay text in the live audit too.
+func TestBrowserDeny(t *testing.T) {
+	f := newFixture(t, testSandboxes())
+	a, api, srv := f.applier, f.api, f.url
+	const reason = `not that one <b>sorry</b>`
+	var q consent.Request
+	runBrowser(t, srv+"/ui/?token="+testToken, []string{"CORRAL_WEB_ACTION=deny", "CORRAL_WEB_DENY_REASON=" + reason, "CORRAL_WEB_FOR_SESSION=1",
+		"CORRAL_WEB_SCREENSHOT=" + screenshot(t, "consent-web-deny.png")}, func() {
+		q = api.ask("sb-1", consent.Ask{Kind: consent.KindFolder, Target: `/home/u/secrets <img src=x onerror="window.__corral_xss=3">`, Access: policy.AccessReadOnly, Reason: "look"},
+			consent.Requester{PID: 4243, Exe: "/bin/sh", Via: "tcp"})
+	})
+	got, _ := api.get(q.ID)
+	if got.State != consent.StateDenied || got.Decision == nil || got.Decision.Reason != reason || !got.Decision.ForSession {
+		t.Fatalf("request %s: %s %+v, want denied for the session with %q", q.ID, got.State, got.Decision, reason)
+	}
+	if n := len(a.appliedGrants()); n != 0 {
+		t.Errorf("%d grants applied for a denied request", n)
+	}
+}
