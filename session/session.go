@@ -258,6 +258,9 @@ func (s *Session) proxyConfig(n policy.Network, cred string, roots *x509.CertPoo
 }
 
 func (s *Session) recordEgress(d egress.Decision) {
+	if d.Local { // the consent API, not egress: its events are audited as consent
+		return
+	}
 	s.stats.record(d)
 	s.cfg.Log.Egress(s.info, audit.EgressOf(d))
 }
@@ -349,7 +352,7 @@ func (s *Session) install(p *egress.Proxy, n policy.Network) (uint64, error) {
 	s.emu.Lock()
 	defer s.emu.Unlock()
 	var err error
-	if egress.Adds(Rules(s.rules), Rules(n)) {
+	if egress.Adds(Rules(s.rules), Rules(n)) && s.rules.UpstreamCA == n.UpstreamCA {
 		_, err = s.sw.extend(p)
 	} else {
 		err = s.sw.swap(p)
