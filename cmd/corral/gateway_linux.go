@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/gateway"
 	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
 	"github.com/corral-sandbox/corral/internal/trust"
@@ -322,6 +323,22 @@ func (f *gatewayFlags) client() (clientT, error) {
 	return gateway.Client(f.addr, tok, f.caFile)
 }
 
+// grants are sandbox id's consent grants (the gateway's approvers' API).
+func (f *gatewayFlags) grants(ctx context.Context, id string) ([]consent.Grant, error) {
+	tok := ""
+	if f.tokenFile != "" {
+		var err error
+		if tok, err = readClientToken(f.tokenFile); err != nil {
+			return nil, err
+		}
+	}
+	cl, err := consent.NewClient(f.addr, tok)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Grants(ctx, id)
+}
+
 // readClientToken reads the bearer token a client sends. As ssh does for
 // a private key, a token file that others may read is refused (whoever
 // reads it controls every sandbox); it may be a link (secret mounts are).
@@ -519,6 +536,15 @@ the sandbox could not be made.`}
 				}
 				for _, e := range resp.Msg.Events {
 					fmt.Fprintf(w, "event %d\t%s\t%s\t%s\n", e.Seq, e.Time, e.Kind, e.Message)
+				}
+				// Consent grants, desired against effective (read back
+				// now); JSON: corral approvals grants --sandbox ID -o json.
+				if gs, err := f.grants(ctx, s.Id); err != nil {
+					fmt.Fprintf(w, "grants:\tcannot read them: %v\n", err)
+				} else {
+					for _, g := range gs {
+						fmt.Fprintf(w, "grant %s\t%s %s %s\tdesired %t\teffective %t\t%s\t%s\n", g.ID, g.Kind, g.Target, g.Access, g.Desired, g.Effective, g.Path, g.Detail)
+					}
 				}
 			})
 		}}
