@@ -5,14 +5,17 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
@@ -48,143 +51,92 @@ type Event struct {
 	Grant    *Grant    `json:"grant,omitempty"`
 	// By is the approver (decisions, revocations).
 	By string `json:"by,omitempty"`
-	// Dropped is how many events this watcher missed just before this
-	// one because it read too slowly (a watcher never holds the broker
-	// up; re-read the lists when it is not 0). Always 0 in cfg.Log.
+	// Dropped counts the events this watcher missed before this one (it
+	// read too slowly).
 	Dropped int `json:"dropped,omitempty"`
 }
-
-// The activities of Event.
-const (
-	ActRequested   = "requested"
-	ActPrompted    = "prompted"
-	ActApproved    = "approved"
-	ActDenied      = "denied"
-	ActExpired     = "expired"
-	ActApplied     = "applied"
-	ActApplyFailed = "apply_failed"
-	ActRevoked     = "revoked"
-	ActRateLimited = "rate_limited"
-	ActRefused     = "refused"
-)
 
 // Config is one broker's.
 type Config struct {
 	Sandbox string
 	Policy  *policy.Resolved // its Consent is the ceiling (non-nil)
 	Applier Applier
-	// Log receives every Event (the session's audit); nil: none. It is
-	// called outside the broker's lock, one event at a time.
+	// Log receives every Event (the session's audit); nil: none.
 	Log func(Event)
 	// Standing is the standing grants file (consent.persist) read at
-	// start (LoadStanding); nil: none, and the "always" scope is refused.
+	// start; nil: none.
 	Standing *Standing
-	// Now is the clock (tests); nil: time.Now. Timers (expiry, ttl) run
-	// on the real clock.
+	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
 
-// Errors of the broker's methods (errors.Is).
+// Errors of Decide, Revoke and the lookups.
 var (
-	// ErrNoApprover is a request's deny when no approver is connected (a
-	// terminal prompt, `corral approvals watch`, the web page).
+	// ErrNoApprover is a request's deny when no approver is connected.
 	ErrNoApprover = errors.New("no approver is connected: a request needs a terminal prompt (corral run -t), `corral approvals watch` or the web page open")
 	ErrNotFound   = errors.New("no such request or grant")
-	// ErrDecided: a request already answered (the first answer wins;
-	// *DecidedError names it).
-	ErrDecided = errors.New("already decided")
-	// ErrDigest: the decision's digest is not the request's.
-	ErrDigest = errors.New("the request changed since you saw it")
-	// ErrChanged: the folder at the request's path is another directory
-	// now (its device/inode changed): the request is refused.
-	ErrChanged = errors.New("the folder changed since it was asked for")
-	ErrClosed  = errors.New("the consent broker is closed (its session ended)")
-	// ErrInvalid: a decision that cannot be applied as given (a scope
-	// unknown, a ttl in the past, "always" without a standing file).
-	ErrInvalid = errors.New("invalid decision")
+	// ErrDigest: the request an approver saw is not the one pending.
+	ErrDigest = errors.New("the request changed since it was shown (its digest differs): look at it again")
+	ErrClosed = errors.New("the session has ended")
 )
 
-// DecidedError is the answer to a second decision: the first one's.
-type DecidedError struct {
-	ID    string
-	State State
-	First *Decision // nil when nobody decided (expired, refused)
-}
+// DecidedError is a decision that lost: the request was decided first.
+type DecidedError struct{ First Request }
 
 func (e *DecidedError) Error() string {
-	if e.First != nil {
-		verb := "denied"
-		if e.First.Approve {
-			verb = "approved (" + string(e.First.Scope) + ")"
-		}
-		return fmt.Sprintf("request %s was already %s by %s at %s: the first answer wins", e.ID, verb, e.First.By, e.First.At.UTC().Format(time.RFC3339))
+	by := ""
+	if e.First.Decision != nil {
+		by = " by " + e.First.Decision.By
 	}
-	return fmt.Sprintf("request %s is already %s: it can no longer be answered", e.ID, e.State)
+	return fmt.Sprintf("request %s was already decided%s: %s", e.First.ID, by, e.First.State)
 }
 
-func (e *DecidedError) Unwrap() error { return ErrDecided }
+// AskError is a malformed request (HTTP 400).
+type AskError struct{ Msg, Hint string }
 
-// Bounds of the broker.
+func (e *AskError) Error() string { return e.Msg }
+
+// Bounds.
 const (
-	DefaultWait = 60 * time.Second  // Wait's default timeout
-	MaxWait     = 300 * time.Second // Wait's longest
-	MaxReason   = 1024              // bytes of Ask.Reason kept
-	// keepDecided bounds the decided requests kept for Requests and Get
-	// (pending ones are always kept).
-	keepDecided = 256
+	MaxReason   = 1024 // bytes of a request's reason
+	MaxWait     = 300 * time.Second
+	DefaultWait = 60 * time.Second
+	maxDecided  = 200 // decided requests kept for listing
 	watchBuffer = 64
-	applyLimit  = 30 * time.Second // one apply or revoke, however the caller's context ends
 )
 
-// pidPoll is how often a once grant's requester is checked for exit.
-var pidPoll = time.Second
+type entry struct {
+	r        Request
+	dev, ino uint64
+	ceil     policy.FolderCeiling
+	key      string
+	leader   int  // the requester's session leader (host pid): a once grant ends with it
+	applying bool // approved, being put in force: not answered to waiters yet
+	timer    *time.Timer
+}
 
 // Broker is one sandbox's consent broker. Its methods are safe for
 // concurrent use.
 type Broker struct {
-	cfg     Config
-	now     func() time.Time
-	consent *policy.ResolvedConsent
+	cfg Config
+	now func() time.Time
 
-	mu         sync.Mutex
-	reqs       map[string]*entry
-	order      []string          // request ids, oldest first
-	pending    map[string]string // key → pending request id
-	grants     map[string]*grantRec
-	grantOrder []string
-	byKey      map[string]string // key → grant id (session, ttl, always)
-	denied     map[string]string // key → a deny for the session's detail
-	tokens     float64
-	refilled   time.Time
-	seq        int // label suffixes, never reused
-	closed     bool
-
-	wmu      sync.Mutex
-	watchers map[*watcher]struct{}
-
-	emitMu sync.Mutex
-}
-
-type entry struct {
-	req      Request
-	dev, ino uint64
-	host     string
-	port     int
-	ceiling  policy.FolderCeiling
+	mu       sync.Mutex
+	reqs     map[string]*entry
+	order    []string          // request ids, oldest first
+	pending  map[string]string // coalescing key -> pending request id
+	session  map[string]bool   // key -> approved (true) / denied (false) for the session
+	grants   map[string]*Grant
+	gorder   []string
+	grantReq map[string]*entry // grant id -> its request
+	labels   map[string]bool   // labels used (never reused)
+	watchers map[int]*watcher
+	nextW    int
+	tokens   float64
+	refilled time.Time
 	changed  chan struct{} // closed and replaced on every change
-	timer    *time.Timer
-	applying bool
-}
-
-type grantRec struct {
-	g        Grant
-	label    string
-	host     string
-	port     int
-	key      string
-	timer    *time.Timer
-	stop     chan struct{} // ends a once grant's requester watch
-	revoking bool
+	closed   bool
+	stop     chan struct{}
 }
 
 type watcher struct {
@@ -192,250 +144,238 @@ type watcher struct {
 	dropped int
 }
 
-// New is a broker for cfg (cfg.Policy.Consent non-nil; a nil one refuses
-// every request).
+// New is a broker for cfg.
 func New(cfg Config) *Broker {
-	b := &Broker{cfg: cfg, now: cfg.Now, reqs: map[string]*entry{}, pending: map[string]string{},
-		grants: map[string]*grantRec{}, byKey: map[string]string{}, denied: map[string]string{}, watchers: map[*watcher]struct{}{}}
-	if b.now == nil {
-		b.now = time.Now
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
 	}
-	if cfg.Policy != nil {
-		b.consent = cfg.Policy.Consent
+	b := &Broker{cfg: cfg, now: now, reqs: map[string]*entry{}, pending: map[string]string{}, session: map[string]bool{},
+		grants: map[string]*Grant{}, grantReq: map[string]*entry{}, labels: map[string]bool{}, watchers: map[int]*watcher{},
+		changed: make(chan struct{}), stop: make(chan struct{})}
+	if c := cfg.Policy.Consent; c != nil {
+		b.tokens, b.refilled = float64(c.Burst), now()
 	}
-	if b.consent == nil {
-		b.consent = &policy.ResolvedConsent{}
-	}
-	b.tokens = float64(b.burst())
-	b.refilled = b.now()
 	return b
 }
 
-func (b *Broker) burst() int {
-	if b.consent.Burst > 0 {
-		return b.consent.Burst
+// Sandbox is the broker's sandbox id.
+func (b *Broker) Sandbox() string { return b.cfg.Sandbox }
+
+func randID(prefix string) string {
+	var x [8]byte
+	_, _ = rand.Read(x[:])
+	return prefix + hex.EncodeToString(x[:])
+}
+
+// cleanReason keeps at most MaxReason bytes of s with control characters
+// dropped (it is shown to a person, in a terminal too).
+func cleanReason(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > MaxReason { // a rune cut in half is dropped
+		s = strings.ToValidUTF8(s[:MaxReason], "")
 	}
-	return policy.DefaultConsentBurst
+	return s
 }
 
-func (b *Broker) per() time.Duration {
-	if b.consent.Per > 0 {
-		return b.consent.Per
+// canonical is a request's target as the ceiling sees it, with the
+// folder's identity: a folder's absolute path with its links resolved (a
+// directory that exists), a host's "host:port" lower-cased.
+func canonical(a Ask) (target string, host string, port int, dev, ino uint64, err error) {
+	switch a.Kind {
+	case KindFolder:
+		p := a.Target
+		if !filepath.IsAbs(p) || strings.ContainsRune(p, 0) {
+			return "", "", 0, 0, 0, &AskError{"folder target " + strconv.Quote(p) + " is not an absolute path", "send the host path of a directory, e.g. /home/me/src/docs"}
+		}
+		c, err := filepath.EvalSymlinks(filepath.Clean(p))
+		if err != nil {
+			return "", "", 0, 0, 0, &AskError{"folder " + strconv.Quote(p) + ": " + errText(err), "ask for a directory that exists"}
+		}
+		fi, err := os.Stat(c)
+		if err != nil || !fi.IsDir() {
+			return "", "", 0, 0, 0, &AskError{"folder " + strconv.Quote(p) + " is not a directory", "ask for a directory"}
+		}
+		dev, ino = fileID(fi)
+		return c, "", 0, dev, ino, nil
+	case KindHost:
+		h, ps, err := net.SplitHostPort(a.Target)
+		if err != nil {
+			h, ps = a.Target, "443"
+		}
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > 65535 {
+			return "", "", 0, 0, 0, &AskError{"host target " + strconv.Quote(a.Target) + ": bad port", `send "host:port", e.g. "api.example.com:443"`}
+		}
+		h = strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+		if h == "" || strings.ContainsAny(h, "/ \t*") {
+			return "", "", 0, 0, 0, &AskError{"host target " + strconv.Quote(a.Target) + ": bad host", `send "host:port", e.g. "api.example.com:443"`}
+		}
+		return net.JoinHostPort(h, strconv.Itoa(n)), h, n, 0, 0, nil
 	}
-	return policy.DefaultConsentPer
+	return "", "", 0, 0, 0, &AskError{"kind " + strconv.Quote(string(a.Kind)) + ": want folder or host", `{"kind":"folder","target":"/path","access":"ro"}`}
 }
 
-func (b *Broker) timeout() time.Duration {
-	if b.consent.Timeout > 0 {
-		return b.consent.Timeout
+func errText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
 	}
-	return policy.DefaultConsentTimeout
+	return err.Error()
 }
 
-func (b *Broker) maxPending() int {
-	if b.consent.MaxPending > 0 {
-		return b.consent.MaxPending
+// digest binds a decision to exactly one request.
+func (b *Broker) digest(k Kind, target string, dev, ino uint64, access policy.Access) string {
+	h := sha256.New()
+	for _, f := range []string{"corral-consent-v1", string(k), target, strconv.FormatUint(dev, 10), strconv.FormatUint(ino, 10), string(access), b.cfg.Policy.Hash} {
+		fmt.Fprintf(h, "%d:%s\n", len(f), f)
 	}
-	return policy.DefaultConsentMaxPending
-}
-
-// key is what identical requests share: kind, canonical target, access.
-func key(k Kind, target string, access policy.Access) string {
-	return string(k) + "\x00" + target + "\x00" + string(access)
-}
-
-// Digest is the digest that binds a decision to a request: "sha256:" and
-// the hex SHA-256 of the JSON array ["corral-consent/1", kind, target,
-// dev, ino, access, policy hash] (encoding/json: a canonical, unambiguous
-// encoding of those values; dev and ino 0 for a host).
-func Digest(k Kind, target string, dev, ino uint64, access policy.Access, policyHash string) string {
-	b, _ := json.Marshal([]any{"corral-consent/1", k, target, strconv.FormatUint(dev, 10), strconv.FormatUint(ino, 10), access, policyHash})
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func randomID(prefix string) string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on supported systems
-	}
-	return prefix + hex.EncodeToString(b[:])
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Ask takes one request from the workload: refused (StateRefused, with
 // the ceiling entry) or rate limited without a prompt, answered at once
-// from a session or standing decision, coalesced with an identical
-// pending one, or made pending for the approvers. It never blocks on a
-// person. The error is ErrClosed or the context's; every other outcome is
-// the Request's State and Detail.
+// from a grant in force, a session or standing decision, coalesced with
+// an identical pending one, denied when no approver is connected, or made
+// pending for the approvers. It never blocks on a person. The error is an
+// *AskError for a malformed request, ErrClosed after Close.
 func (b *Broker) Ask(ctx context.Context, a Ask, who Requester) (Request, error) {
-	if err := ctx.Err(); err != nil {
+	if a.Access == "" {
+		a.Access = policy.AccessReadOnly
+	}
+	if a.Kind == KindHost {
+		a.Access = ""
+	} else if a.Access != policy.AccessReadOnly && a.Access != policy.AccessReadWrite {
+		return Request{}, &AskError{"access " + strconv.Quote(string(a.Access)) + ": want ro or rw", ""}
+	}
+	target, host, port, dev, ino, err := canonical(a)
+	if err != nil {
 		return Request{}, err
 	}
 	now := b.now()
-	v, refusal := validateAsk(a)
-	e := &entry{changed: make(chan struct{}), dev: v.dev, ino: v.ino, host: v.host, port: v.port}
-	e.req = Request{ID: randomID("req-"), Sandbox: b.cfg.Sandbox, Kind: v.kind, Target: v.target, Access: v.access,
-		Reason: v.reason, Asked: 1, Requester: who, Created: now}
-	hash := ""
-	if b.cfg.Policy != nil {
-		hash = b.cfg.Policy.Hash
+	e := &entry{dev: dev, ino: ino, key: string(a.Kind) + "|" + target + "|" + string(a.Access)}
+	if who.PID > 0 {
+		e.leader = sessionLeader(who.PID)
 	}
-	e.req.Digest = Digest(v.kind, v.target, v.dev, v.ino, v.access, hash)
+	e.r = Request{ID: randID("req-"), Sandbox: b.cfg.Sandbox, Kind: a.Kind, Target: target, Access: a.Access, Reason: cleanReason(a.Reason),
+		Asked: 1, Requester: who, Created: now, Digest: b.digest(a.Kind, target, dev, ino, a.Access)}
+	// The ceiling first: outside it, nobody is asked.
+	var refusal *policy.ConsentRefusal
+	if a.Kind == KindFolder {
+		e.ceil, refusal = b.cfg.Policy.AskFolder(target, a.Access)
+		e.r.Ceiling = e.ceil.Field
+	} else {
+		e.r.Ceiling, refusal = b.cfg.Policy.AskHost(host, port)
+	}
 	if refusal == nil {
-		e.req.Ceiling, refusal = b.ceiling(e, v)
+		if m := b.cfg.Applier.Mode(a.Kind); m != provider.ConsentLive {
+			refusal = &policy.ConsentRefusal{Field: "provider", Reason: fmt.Sprintf("this sandbox cannot take a %s grant while it runs (%s)", a.Kind, m)}
+		}
 	}
+
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return Request{}, ErrClosed
 	}
 	if refusal != nil {
-		e.req.State, e.req.Ceiling, e.req.Detail = StateRefused, refusal.Field, refusal.Reason
-		e.req.Hint = "this is outside what the policy lets you ask for (" + refusal.Field + "): nobody was asked, and asking again gets the same answer; ask for something the policy allows, or tell the user what you need and why"
-		return b.settle(e, ActRefused)
+		e.r.State, e.r.Ceiling, e.r.Detail = StateRefused, refusal.Field, refusal.Reason+" ("+refusal.Field+"); nobody was asked"
+		return b.settle(e, "refused"), nil
 	}
-	k := key(e.req.Kind, e.req.Target, e.req.Access)
-	if detail, ok := b.denied[k]; ok {
-		e.req.State, e.req.Detail = StateDenied, detail
-		e.req.Hint = "a person denied this for the rest of the session: do not ask again; tell the user what you need and why"
-		return b.settle(e, ActDenied)
-	}
-	if g := b.covering(e.req.Kind, e.req.Target, e.req.Access); g != nil {
-		e.req.State, e.req.Grant, e.req.Effective, e.req.Path = StateApproved, g.g.ID, g.g.Effective, g.g.Path
-		e.req.Decision = &Decision{Approve: true, Scope: g.g.Scope, Expires: g.g.Expires, Digest: e.req.Digest, By: "grant " + g.g.ID, At: now}
-		e.req.Detail = "already granted (" + g.g.ID + ", scope " + string(g.g.Scope) + ")"
-		e.req.Hint = grantHint(e.req)
-		return b.settle(e, ActApproved)
-	}
-	if b.cfg.Standing != nil {
-		if se, ok := b.cfg.Standing.Covers(e.req.Kind, e.req.Target, e.req.Access); ok {
-			e.req.State = StateApproved
-			e.req.Decision = &Decision{Approve: true, Scope: ScopeAlways, Digest: e.req.Digest, By: "standing grant (" + b.cfg.Standing.Path + ", by " + se.By + ")", At: now}
-			e.applying = true
-			b.record(e)
-			out := e.req
-			b.mu.Unlock()
-			b.emit(Event{Activity: ActApproved, Time: now, Request: &out, By: out.Decision.By})
-			return b.apply(ctx, e.req.ID, false), nil
-		}
-	}
-	if id, ok := b.pending[k]; ok {
-		p := b.reqs[id]
-		p.req.Asked++
-		if len(e.req.Reason) > len(p.req.Reason) {
-			p.req.Reason = e.req.Reason
-		}
-		b.notify(p)
-		out := p.req
+	// Already in force: the existing grant.
+	if g := b.covering(a.Kind, target, a.Access); g != nil {
+		e.r.State, e.r.Effective, e.r.Path, e.r.Grant, e.r.Detail = StateApproved, g.Effective, g.Path, g.ID, "already granted ("+g.ID+")"
+		b.keep(e)
 		b.mu.Unlock()
-		b.emit(Event{Activity: ActRequested, Time: now, Request: &out})
-		return out, nil
+		return e.r, nil
 	}
-	if len(b.pending) >= b.maxPending() {
-		e.req.State = StateRateLimited
-		e.req.Detail = fmt.Sprintf("%d requests are already waiting for a person (consent.max_pending %d)", len(b.pending), b.maxPending())
-		e.req.Hint = "wait for the pending requests to be answered (GET /v1/requests/{id}/wait), then ask again"
-		return b.settle(e, ActRateLimited)
+	if ok, decided := b.session[e.key]; decided {
+		if !ok {
+			e.r.State, e.r.Detail = StateDenied, "denied for this session; nobody was asked"
+			return b.settle(e, "denied"), nil
+		}
+		return b.autoApprove(ctx, e, ScopeSession, "session decision")
+	}
+	if b.cfg.Standing.Covers(a.Kind, target, a.Access) {
+		return b.autoApprove(ctx, e, ScopeAlways, "standing grant in "+b.cfg.Standing.Path)
+	}
+	if id, ok := b.pending[e.key]; ok { // coalesced: the same id
+		p := b.reqs[id]
+		p.r.Asked++
+		if len(e.r.Reason) > len(p.r.Reason) {
+			p.r.Reason = e.r.Reason
+		}
+		r := p.r
+		b.broadcast()
+		b.mu.Unlock()
+		return r, nil
+	}
+	c := b.cfg.Policy.Consent
+	if n := len(b.pending); n >= c.MaxPending {
+		e.r.State, e.r.Detail = StateRateLimited, fmt.Sprintf("%d requests are pending already (consent.max_pending %d); nobody was asked", n, c.MaxPending)
+		return b.settle(e, "rate_limited"), nil
 	}
 	b.refill(now)
 	if b.tokens < 1 {
-		e.req.State = StateRateLimited
-		e.req.Detail = fmt.Sprintf("more than %d new requests in %s (consent.rate)", b.burst(), b.per())
-		e.req.Hint = fmt.Sprintf("ask less often: one new request may come every %s; identical requests are merged and free", b.per()/time.Duration(b.burst()))
-		return b.settle(e, ActRateLimited)
+		e.r.State, e.r.Detail = StateRateLimited, fmt.Sprintf("more than %d requests in %s (consent.rate); nobody was asked", c.Burst, c.Per)
+		return b.settle(e, "rate_limited"), nil
 	}
 	b.tokens--
-	if b.approvers() == 0 {
-		e.req.State, e.req.Detail = StateDenied, ErrNoApprover.Error()
-		e.req.Hint = "nobody can answer now: tell the user what you need and why, and that they can approve it with `corral approvals watch` or the web page open"
-		b.record(e)
-		out := e.req
-		b.mu.Unlock()
-		b.emit(Event{Activity: ActRequested, Time: now, Request: &out})
-		b.emit(Event{Activity: ActDenied, Time: now, Request: &out})
-		return out, nil
+	if len(b.watchers) == 0 {
+		e.r.State, e.r.Detail = StateDenied, ErrNoApprover.Error()
+		return b.settle(e, "denied"), nil
 	}
-	e.req.State = StatePending
-	e.req.Expires = now.Add(b.timeout())
-	e.req.Hint = fmt.Sprintf("a person is asked: wait for the answer (GET /v1/requests/%s/wait?timeout=60, again while pending); it expires (a deny) at %s", e.req.ID, e.req.Expires.UTC().Format(time.RFC3339))
-	id := e.req.ID
-	e.timer = time.AfterFunc(b.timeout(), func() { b.expire(id, "nobody answered within "+b.timeout().String()) })
-	b.pending[k] = id
-	b.record(e)
-	out := e.req
+	e.r.State, e.r.Expires = StatePending, now.Add(c.Timeout)
+	b.keep(e)
+	b.pending[e.key] = e.r.ID
+	id := e.r.ID
+	e.timer = time.AfterFunc(c.Timeout, func() { b.expire(id) })
+	r := e.r
+	b.emit(Event{Activity: "requested", Time: now, Request: &r})
+	b.emit(Event{Activity: "prompted", Time: now, Request: &r})
+	b.broadcast()
 	b.mu.Unlock()
-	b.emit(Event{Activity: ActRequested, Time: now, Request: &out})
-	return out, nil
+	return r, nil
 }
 
-// ceiling checks v against the policy's ceiling, keeping the folder
-// ceiling for the grant.
-func (b *Broker) ceiling(e *entry, v asked) (string, *policy.ConsentRefusal) {
-	r := b.cfg.Policy
-	if r == nil {
-		return "", &policy.ConsentRefusal{Field: "consent", Reason: "the policy lets the workload ask for nothing"}
-	}
-	if v.kind == KindHost {
-		return r.AskHost(v.host, v.port)
-	}
-	c, refusal := r.AskFolder(v.target, v.access)
-	if refusal != nil {
-		return "", refusal
-	}
-	e.ceiling = c
-	return c.Field, nil
-}
-
-// settle records e, decided at once, unlocks and emits act.
-func (b *Broker) settle(e *entry, act string) (Request, error) {
-	b.record(e)
-	out := e.req
-	b.mu.Unlock()
-	b.emit(Event{Activity: act, Time: out.Created, Request: &out})
-	return out, nil
-}
-
-// covering is the grant in force for the session (session, ttl, always)
-// that covers a request: the same kind and target, its access or more
-// (rw covers ro). Called with b.mu held.
-func (b *Broker) covering(k Kind, target string, access policy.Access) *grantRec {
-	keys := []string{key(k, target, access)}
-	if k == KindFolder && access == policy.AccessReadOnly {
-		keys = append(keys, key(k, target, policy.AccessReadWrite))
-	}
-	for _, kk := range keys {
-		if g := b.grants[b.byKey[kk]]; g != nil && g.g.Desired && !g.revoking && g.g.Access != "" == (k == KindFolder) {
-			if k == KindFolder && access == policy.AccessReadOnly || g.g.Access == access || k == KindHost {
-				return g
-			}
-		}
-	}
-	return nil
-}
-
-// refill adds the tokens earned since the last refill (Burst per Per).
+// refill tops the token bucket up: Burst tokens per Per.
 func (b *Broker) refill(now time.Time) {
-	if el := now.Sub(b.refilled); el > 0 {
-		b.tokens = min(float64(b.burst()), b.tokens+float64(b.burst())*el.Seconds()/b.per().Seconds())
+	c := b.cfg.Policy.Consent
+	if c.Per > 0 {
+		b.tokens = min(float64(c.Burst), b.tokens+float64(c.Burst)*now.Sub(b.refilled).Seconds()/c.Per.Seconds())
 	}
 	b.refilled = now
 }
 
-// record adds e and drops the oldest decided requests beyond
-// keepDecided. Called with b.mu held.
-func (b *Broker) record(e *entry) {
-	b.reqs[e.req.ID] = e
-	b.order = append(b.order, e.req.ID)
+// settle records e, decided already, emits activity and unlocks.
+func (b *Broker) settle(e *entry, activity string) Request {
+	b.keep(e)
+	r := e.r
+	b.emit(Event{Activity: activity, Time: b.now(), Request: &r})
+	b.broadcast()
+	b.mu.Unlock()
+	return r
+}
+
+// keep adds e to the requests, dropping the oldest decided ones beyond
+// maxDecided.
+func (b *Broker) keep(e *entry) {
+	b.reqs[e.r.ID] = e
+	b.order = append(b.order, e.r.ID)
 	decided := 0
 	for _, id := range b.order {
-		if b.reqs[id].req.State != StatePending {
+		if b.reqs[id].r.State != StatePending {
 			decided++
 		}
 	}
-	for i := 0; decided > keepDecided && i < len(b.order); {
+	for i := 0; decided > maxDecided && i < len(b.order); {
 		id := b.order[i]
-		if x := b.reqs[id]; x.req.State != StatePending && !x.applying {
+		if x := b.reqs[id]; x.r.State != StatePending && x.r.Grant == "" {
 			delete(b.reqs, id)
 			b.order = slices.Delete(b.order, i, i+1)
 			decided--
@@ -445,70 +385,96 @@ func (b *Broker) record(e *entry) {
 	}
 }
 
-// notify wakes e's waiters. Called with b.mu held.
-func (b *Broker) notify(e *entry) {
-	close(e.changed)
-	e.changed = make(chan struct{})
+// covering is the grant in force that covers kind k's target with access.
+func (b *Broker) covering(k Kind, target string, access policy.Access) *Grant {
+	for _, id := range b.gorder {
+		g := b.grants[id]
+		if g.Desired && g.Kind == k && g.Target == target && (access != policy.AccessReadWrite || g.Access == policy.AccessReadWrite) {
+			return g
+		}
+	}
+	return nil
 }
 
-// expire ends pending request id as expired (a deny) with detail.
-func (b *Broker) expire(id, detail string) {
+// autoApprove approves e without a prompt (a decision already made);
+// called locked, it unlocks.
+func (b *Broker) autoApprove(ctx context.Context, e *entry, scope Scope, why string) (Request, error) {
+	e.r.State = StateApproved
+	e.r.Decision = &Decision{Approve: true, Scope: scope, Digest: e.r.Digest, By: why, At: b.now()}
+	e.applying = true
+	b.keep(e)
+	r := e.r
+	b.emit(Event{Activity: "requested", Time: r.Created, Request: &r})
+	b.mu.Unlock()
+	return b.apply(ctx, e, *e.r.Decision)
+}
+
+// expire ends pending request id: a deny.
+func (b *Broker) expire(id string) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	e := b.reqs[id]
-	if e == nil || e.req.State != StatePending {
-		b.mu.Unlock()
+	if e == nil || e.r.State != StatePending {
 		return
 	}
-	b.unpend(e)
-	e.req.State, e.req.Detail = StateExpired, detail
-	e.req.Hint = "nobody answered in time, which is a deny: tell the user what you need and why"
-	b.notify(e)
-	out := e.req
-	b.mu.Unlock()
-	b.emit(Event{Activity: ActExpired, Time: b.now(), Request: &out})
+	delete(b.pending, e.key)
+	e.r.State, e.r.Detail = StateExpired, "nobody answered in time (consent.timeout): denied"
+	r := e.r
+	b.emit(Event{Activity: "expired", Time: b.now(), Request: &r})
+	b.broadcast()
 }
 
-// unpend takes pending e out of the pending set. Called with b.mu held.
-func (b *Broker) unpend(e *entry) {
-	if e.timer != nil {
-		e.timer.Stop()
+// emit sends e to the log and every watcher (never blocking: a full
+// watcher misses it, and is told how many it missed). Called locked.
+func (b *Broker) emit(e Event) {
+	if b.cfg.Log != nil {
+		b.cfg.Log(e)
 	}
-	k := key(e.req.Kind, e.req.Target, e.req.Access)
-	if b.pending[k] == e.req.ID {
-		delete(b.pending, k)
+	for _, w := range b.watchers {
+		e := e
+		e.Dropped = w.dropped
+		select {
+		case w.ch <- e:
+			w.dropped = 0
+		default:
+			w.dropped++
+		}
 	}
 }
 
-// Wait waits up to timeout (DefaultWait when 0 or less, at most MaxWait)
-// for request id to leave pending, and, once approved, for its read-back;
-// it returns the request as it is then (still pending when the timeout
-// passed). Errors: ErrNotFound, the context's.
+// broadcast wakes the waiters (called locked).
+func (b *Broker) broadcast() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// Wait waits up to timeout (at most MaxWait; 0: DefaultWait) for request
+// id to leave pending, and, once approved, for its read-back.
 func (b *Broker) Wait(ctx context.Context, id string, timeout time.Duration) (Request, error) {
 	if timeout <= 0 {
 		timeout = DefaultWait
 	}
-	timeout = min(timeout, MaxWait)
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(min(timeout, MaxWait))
 	defer t.Stop()
 	for {
 		b.mu.Lock()
 		e := b.reqs[id]
 		if e == nil {
 			b.mu.Unlock()
-			return Request{}, fmt.Errorf("request %s: %w", id, ErrNotFound)
+			return Request{}, ErrNotFound
 		}
-		out, ch := e.req, e.changed
-		waiting := e.req.State == StatePending || e.applying
+		r, ch := e.r, b.changed
+		done := (r.State != StatePending && !e.applying) || b.closed
 		b.mu.Unlock()
-		if !waiting {
-			return out, nil
+		if done {
+			return r, nil
 		}
 		select {
 		case <-ch:
 		case <-t.C:
-			return out, nil
+			return r, nil
 		case <-ctx.Done():
-			return out, ctx.Err()
+			return r, ctx.Err()
 		}
 	}
 }
@@ -517,10 +483,11 @@ func (b *Broker) Wait(ctx context.Context, id string, timeout time.Duration) (Re
 func (b *Broker) Get(id string) (Request, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e := b.reqs[id]; e != nil {
-		return e.req, true
+	e := b.reqs[id]
+	if e == nil {
+		return Request{}, false
 	}
-	return Request{}, false
+	return e.r, true
 }
 
 // Requests are the broker's requests, newest first (pending ones always,
@@ -530,503 +497,358 @@ func (b *Broker) Requests() []Request {
 	defer b.mu.Unlock()
 	out := make([]Request, 0, len(b.order))
 	for i := len(b.order) - 1; i >= 0; i-- {
-		out = append(out, b.reqs[b.order[i]].req)
+		out = append(out, b.reqs[b.order[i]].r)
 	}
 	return out
 }
 
 // Decide answers pending request id: the first answer wins (a later one
-// gets a *DecidedError, ErrDecided), a digest other than the request's is
-// refused (ErrDigest, the request stays pending), an approval is applied
-// before Decide returns (State approved with Effective from the
-// read-back, or apply_failed). d.Scope is once when empty; ScopeTTL needs
-// d.Expires in the future, ScopeAlways a standing file (ErrInvalid). A
-// folder that is another directory now (device/inode changed) refuses the
-// request (ErrChanged, State refused).
+// gets a *DecidedError naming the first), a digest other than the
+// request's is refused (ErrDigest), an approval is applied and read back
+// before Decide returns (StateApproved with Effective, or StateFailed).
 func (b *Broker) Decide(ctx context.Context, id string, d Decision) (Request, error) {
-	now := b.now()
-	d.At = now
-	if d.Approve {
-		switch d.Scope {
-		case "":
-			d.Scope = ScopeOnce
-		case ScopeOnce, ScopeSession:
-		case ScopeTTL:
-			if !d.Expires.After(now) {
-				return Request{}, fmt.Errorf("%w: scope ttl needs an expiry in the future", ErrInvalid)
-			}
-		case ScopeAlways:
-			if b.cfg.Standing == nil {
-				return Request{}, fmt.Errorf("%w: scope always needs a standing grants file (consent.persist), and this session has none", ErrInvalid)
-			}
-		default:
-			return Request{}, fmt.Errorf("%w: scope %q is not once, session, ttl or always", ErrInvalid, d.Scope)
-		}
-		if d.Scope != ScopeTTL {
-			d.Expires = time.Time{}
-		}
-	} else {
-		d.Scope, d.Expires, d.ReadOnly = "", time.Time{}, false
+	if d.At.IsZero() {
+		d.At = b.now()
 	}
 	b.mu.Lock()
 	e := b.reqs[id]
 	switch {
 	case e == nil:
 		b.mu.Unlock()
-		return Request{}, fmt.Errorf("request %s: %w", id, ErrNotFound)
-	case e.req.State != StatePending:
-		err := &DecidedError{ID: id, State: e.req.State, First: e.req.Decision}
-		out := e.req
+		return Request{}, ErrNotFound
+	case e.r.State != StatePending:
+		first := e.r
 		b.mu.Unlock()
-		return out, err
-	case d.Digest != e.req.Digest:
-		out := e.req
+		return first, &DecidedError{First: first}
+	case d.Digest != e.r.Digest:
 		b.mu.Unlock()
-		return out, fmt.Errorf("%w: request %s's digest is %s, the decision's %q: show it again and decide on what it is now", ErrDigest, id, out.Digest, d.Digest)
+		return e.r, ErrDigest
 	}
-	b.unpend(e)
-	e.req.Decision = &d
-	if !d.Approve {
-		e.req.State = StateDenied
-		e.req.Detail = "denied by " + d.By
-		if d.Reason != "" {
-			e.req.Detail += ": " + cleanReason(d.Reason)
-		}
-		e.req.Hint = "a person said no: do not ask again for the same thing; the reason, if given, is in detail"
-		if d.ForSession {
-			b.denied[key(e.req.Kind, e.req.Target, e.req.Access)] = e.req.Detail + " (for the rest of the session)"
-		}
-		b.notify(e)
-		out := e.req
-		b.mu.Unlock()
-		b.emit(Event{Activity: ActDenied, Time: now, Request: &out, By: d.By})
-		return out, nil
-	}
-	if e.req.Kind == KindFolder {
-		if dev, ino, err := fileID(e.req.Target); err != nil || dev != e.dev || ino != e.ino {
-			why := "another directory is there now"
-			if err != nil {
-				why = err.Error()
+	if d.Approve {
+		switch d.Scope {
+		case "":
+			d.Scope = ScopeOnce
+		case ScopeOnce, ScopeSession, ScopeAlways:
+		case ScopeTTL:
+			if d.Expires.IsZero() && d.TTL > 0 {
+				d.Expires = d.At.Add(time.Duration(d.TTL))
 			}
-			e.req.State, e.req.Ceiling = StateRefused, policy.RefusedRequest
-			e.req.Detail = fmt.Sprintf("%s changed since it was asked for (%s): nothing was granted", e.req.Target, why)
-			e.req.Hint = "ask again for the folder as it is now"
-			b.notify(e)
-			out := e.req
+			if !d.Expires.After(d.At) {
+				b.mu.Unlock()
+				return e.r, &AskError{"scope ttl needs a duration (ttl) or an expiry in the future", "e.g. {\"scope\":\"ttl\",\"ttl\":\"2h\"}"}
+			}
+		default:
 			b.mu.Unlock()
-			b.emit(Event{Activity: ActRefused, Time: now, Request: &out, By: d.By})
-			return out, fmt.Errorf("%w: %s", ErrChanged, out.Detail)
+			return e.r, &AskError{"scope " + strconv.Quote(string(d.Scope)) + ": want once, session, ttl or always", ""}
+		}
+		if d.Scope == ScopeAlways && b.cfg.Standing == nil {
+			b.mu.Unlock()
+			return e.r, &AskError{"scope always: the policy keeps no standing grants file (consent.persist)", "approve for the session instead"}
 		}
 	}
-	e.req.State = StateApproved
-	e.applying = true
-	b.notify(e)
-	out := e.req
-	b.mu.Unlock()
-	b.emit(Event{Activity: ActApproved, Time: now, Request: &out, By: d.By})
-	return b.apply(ctx, id, d.Scope == ScopeAlways), nil
-}
-
-// grantHint tells the agent where an approved request's grant is.
-func grantHint(r Request) string {
-	switch {
-	case r.State != StateApproved:
-		return ""
-	case r.Kind == KindHost && r.Effective:
-		return "approved: connect to " + r.Target + " through the proxy"
-	case r.Effective && r.Access == policy.AccessReadWrite && r.Decision != nil && !r.Decision.ReadOnly:
-		return "approved: the folder is at " + r.Path + " (read-write)"
-	case r.Effective:
-		return "approved: the folder is at " + r.Path + " (read-only)"
-	}
-	return "approved, but not in force in this sandbox yet (see detail)"
-}
-
-// label is a grant's name under its slot: the target's base name with
-// every byte outside [A-Za-z0-9._-] made "_", at most 40 bytes, then
-// "-N" (N never reused in this broker).
-func label(target string, n int) string {
-	base := []byte(filepath.Base(target))
-	for i, c := range base {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			base[i] = '_'
+	// Decided now: whatever comes next loses.
+	e.timer.Stop()
+	delete(b.pending, e.key)
+	dc := d
+	e.r.Decision = &dc
+	if !d.Approve {
+		e.r.State, e.r.Detail = StateDenied, "denied by "+d.By
+		if d.Reason != "" {
+			e.r.Detail += ": " + cleanReason(d.Reason)
 		}
+		if d.ForSession {
+			b.session[e.key] = false
+		}
+		r := e.r
+		b.emit(Event{Activity: "denied", Time: d.At, Request: &r, By: d.By})
+		b.broadcast()
+		b.mu.Unlock()
+		return r, nil
 	}
-	s := string(base[:min(len(base), 40)])
-	if s == "" || s == "." || s == ".." || s == "/" || s == "_" {
-		s = "folder"
-	}
-	return s + "-" + strconv.Itoa(n)
+	e.r.State, e.applying = StateApproved, true
+	r := e.r
+	b.emit(Event{Activity: "approved", Time: d.At, Request: &r, By: d.By})
+	b.broadcast()
+	b.mu.Unlock()
+	return b.apply(ctx, e, d)
 }
 
-// apply puts approved request id in force (the request is marked
-// applying) and returns it as it is then; persist writes an always grant
-// to the standing file.
-func (b *Broker) apply(ctx context.Context, id string, persist bool) Request {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyLimit)
-	defer cancel()
-	now := b.now()
-	b.mu.Lock()
-	e := b.reqs[id]
-	d := *e.req.Decision
-	b.seq++
-	g := &grantRec{key: key(e.req.Kind, e.req.Target, e.req.Access), host: e.host, port: e.port}
-	g.g = Grant{ID: randomID("grant-"), Sandbox: b.cfg.Sandbox, Request: id, Kind: e.req.Kind, Target: e.req.Target,
-		Access: e.req.Access, Scope: d.Scope, Expires: d.Expires, Desired: true, By: d.By}
-	if d.ReadOnly && g.g.Access == policy.AccessReadWrite {
-		g.g.Access = policy.AccessReadOnly
+// label is a fresh label for a grant of path: its base name made safe,
+// then "-N" when it was used before (labels are never reused). Locked.
+func (b *Broker) label(path string) string {
+	base := strings.Map(func(r rune) rune {
+		if r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '_' || r == '-') {
+			return r
+		}
+		return '_'
+	}, filepath.Base(path))
+	base = strings.TrimLeft(base, ".")
+	if len(base) > 40 {
+		base = base[:40]
 	}
-	fg := provider.FolderGrant{Label: label(e.req.Target, b.seq), Source: e.req.Target, Dev: e.dev, Ino: e.ino,
-		ReadOnly: g.g.Access != policy.AccessReadWrite, Masks: e.ceiling.Masks}
-	if !fg.ReadOnly {
-		fg.ReadOnlyWithin = e.ceiling.ReadOnly
+	if base == "" {
+		base = "folder"
 	}
-	if e.req.Kind == KindFolder {
-		g.label = fg.Label
+	l := base
+	for n := 2; b.labels[l]; n++ {
+		l = base + "-" + strconv.Itoa(n)
 	}
-	b.mu.Unlock()
+	b.labels[l] = true
+	return l
+}
 
+// apply puts approved request e in force and records the grant.
+func (b *Broker) apply(ctx context.Context, e *entry, d Decision) (Request, error) {
+	r := e.r
+	g := &Grant{ID: randID("grant-"), Sandbox: b.cfg.Sandbox, Request: r.ID, Kind: r.Kind, Target: r.Target, Access: r.Access,
+		Scope: d.Scope, Expires: d.Expires, Desired: true, Mode: b.cfg.Applier.Mode(r.Kind)}
 	var err error
-	a := b.cfg.Applier
-	switch {
-	case a == nil:
-		err = errors.New("this session cannot apply grants (no applier)")
-	default:
-		g.g.Mode = a.Mode(g.g.Kind)
-		if g.g.Mode == provider.ConsentUnsupported || g.g.Mode == "" {
-			err = fmt.Errorf("this sandbox does not take %s grants", g.g.Kind)
+	switch r.Kind {
+	case KindFolder:
+		var fi os.FileInfo
+		if fi, err = os.Stat(r.Target); err == nil {
+			if dev, ino := fileID(fi); dev != e.dev || ino != e.ino {
+				err = errors.New("the folder at " + r.Target + " is not the one requested (it was replaced since)")
+			}
 		}
-	}
-	if err == nil && g.g.Kind == KindFolder {
-		var st provider.GrantStatus
-		st, err = a.ApplyFolder(ctx, fg)
 		if err == nil {
-			g.g.Folder, g.g.Path = &st, st.Path
-			g.g.Effective = st.State == provider.GrantEffective
-			if !g.g.Effective {
-				g.g.Detail = fmt.Sprintf("the sandbox shows the grant %s, not in force", st.State)
-				if st.Detail != "" {
-					g.g.Detail += ": " + st.Detail
+			ro := r.Access != policy.AccessReadWrite || d.ReadOnly
+			if ro {
+				g.Access = policy.AccessReadOnly
+			}
+			b.mu.Lock()
+			label := b.label(r.Target)
+			b.mu.Unlock()
+			fg := provider.FolderGrant{Label: label, Source: r.Target, Dev: e.dev, Ino: e.ino, ReadOnly: ro, Masks: e.ceil.Masks}
+			if !ro {
+				fg.ReadOnlyWithin = e.ceil.ReadOnly
+			}
+			var st provider.GrantStatus
+			st, err = b.cfg.Applier.ApplyFolder(ctx, fg)
+			if err == nil {
+				g.Folder, g.Path, g.Effective = &st, st.Path, st.State == provider.GrantEffective
+				if !g.Effective {
+					err = fmt.Errorf("mounted, but the sandbox shows it %s", st.State)
 				}
 			}
 		}
-	} else if err == nil {
-		g.g.Revision, err = a.AllowHost(ctx, g.host, g.port)
-		g.g.Effective = err == nil && g.g.Revision > 0
-		if err == nil && !g.g.Effective {
-			g.g.Detail = "the proxy reported no rule revision"
-		}
+	case KindHost:
+		host, ps, _ := net.SplitHostPort(r.Target)
+		port, _ := strconv.Atoi(ps)
+		g.Revision, err = b.cfg.Applier.AllowHost(ctx, host, port)
+		g.Effective = err == nil
 	}
-	if err == nil && g.g.Mode != provider.ConsentLive {
-		g.g.Effective = false
-		g.g.Detail = "not in force in the running sandbox: " + string(g.g.Mode)
-	}
-
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	e.applying = false
 	if err != nil {
-		e.req.State, e.req.Detail = StateFailed, "approved, but it could not be put in force: "+err.Error()
-		e.req.Hint = "the grant is not in force; tell the user (the approver sees this too)"
-		b.notify(e)
-		out := e.req
-		b.mu.Unlock()
-		b.emit(Event{Activity: ActApplyFailed, Time: b.now(), Request: &out, By: d.By})
-		return out
+		e.r.State, e.r.Detail = StateFailed, "approved, but not put in force: "+err.Error()
+		r := e.r
+		b.emit(Event{Activity: "apply_failed", Time: b.now(), Request: &r, By: d.By})
+		b.broadcast()
+		return r, nil
 	}
-	b.grants[g.g.ID] = g
-	b.grantOrder = append(b.grantOrder, g.g.ID)
-	e.req.Grant, e.req.Effective, e.req.Path = g.g.ID, g.g.Effective, g.g.Path
-	e.req.Detail = g.g.Detail
-	e.req.Hint = grantHint(e.req)
-	switch g.g.Scope {
-	case ScopeSession, ScopeAlways, ScopeTTL:
-		b.byKey[g.key] = g.g.ID
-	}
-	gid := g.g.ID
-	switch {
-	case g.g.Scope == ScopeTTL:
-		g.timer = time.AfterFunc(g.g.Expires.Sub(now), func() { _, _ = b.revoke(context.Background(), gid, "ttl expired", false) })
-	case g.g.Scope == ScopeOnce && e.req.Requester.PID > 0:
-		g.stop = make(chan struct{})
-		go b.watchRequester(gid, e.req.Requester.PID, g.stop)
-	}
-	b.mu.Unlock()
-	if persist {
-		diff, perr := b.cfg.Standing.Add(StandingEntry{Kind: g.g.Kind, Target: g.g.Target, Access: g.g.Access, Approved: now.UTC().Truncate(time.Second), By: d.By})
-		b.mu.Lock()
-		if perr != nil {
-			g.g.Detail = "in force for this session, but not written to the standing grants file: " + perr.Error()
-		} else {
-			g.g.StandingDiff = diff
+	if d.Scope == ScopeAlways {
+		diff, werr := b.cfg.Standing.Add(r.Kind, r.Target, g.Access, d.By, d.At)
+		if werr != nil {
+			g.Detail = "in force for this session; not written to " + b.cfg.Standing.Path + ": " + werr.Error()
 		}
-		b.mu.Unlock()
+		e.r.Diff = diff
 	}
-	b.mu.Lock()
-	b.notify(e)
-	out, gout := e.req, g.g
-	b.mu.Unlock()
-	b.emit(Event{Activity: ActApplied, Time: b.now(), Request: &out, Grant: &gout, By: d.By})
-	return out
+	if d.Scope == ScopeSession || d.Scope == ScopeAlways {
+		b.session[e.key] = true
+	}
+	b.grants[g.ID] = g
+	b.gorder = append(b.gorder, g.ID)
+	b.grantReq[g.ID] = e
+	e.r.Effective, e.r.Path, e.r.Grant = true, g.Path, g.ID
+	rr, gg := e.r, *g
+	b.emit(Event{Activity: "applied", Time: b.now(), Request: &rr, Grant: &gg, By: d.By})
+	b.broadcast()
+	switch {
+	case d.Scope == ScopeTTL:
+		id := g.ID
+		time.AfterFunc(d.Expires.Sub(b.now()), func() {
+			_, _ = b.Revoke(context.Background(), id, "expiry ("+d.Expires.Format(time.RFC3339)+")", false)
+		})
+	case d.Scope == ScopeOnce && e.leader > 0:
+		go b.revokeWhenGone(g.ID, e.leader)
+	}
+	return rr, nil
 }
 
-// watchRequester revokes once grant gid when process pid exits (checked
-// every pidPoll), until stop.
-func (b *Broker) watchRequester(gid string, pid int, stop chan struct{}) {
-	start, ok := procStart(pid)
-	if !ok {
-		_, _ = b.revoke(context.Background(), gid, "requester exited", false)
-		return
-	}
-	t := time.NewTicker(pidPoll)
+// revokeWhenGone revokes a once grant when the command that asked for it
+// has ended: the leader of the requester's session (the workload of a
+// corral run, one exec of a gateway sandbox), checked every second.
+func (b *Broker) revokeWhenGone(id string, pid int) {
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-b.stop:
 			return
 		case <-t.C:
-			if s, ok := procStart(pid); !ok || s != start {
-				_, _ = b.revoke(context.Background(), gid, "requester exited", false)
+			if !alive(pid) {
+				_, _ = b.Revoke(context.Background(), id, fmt.Sprintf("scope once: pid %d exited", pid), false)
 				return
 			}
 		}
 	}
 }
 
-// Grants are the grants made, newest first, desired against effective:
-// folder grants read back now (a failed read-back: Effective false and
-// Detail say so).
+// Grants are the grants made, desired against effective: the folders'
+// state read back from the sandbox now.
 func (b *Broker) Grants(ctx context.Context) []Grant {
 	b.mu.Lock()
-	anyFolder := false
-	for _, g := range b.grants {
-		anyFolder = anyFolder || g.label != ""
+	out := make([]Grant, 0, len(b.gorder))
+	folders := false
+	for _, id := range b.gorder {
+		out = append(out, *b.grants[id])
+		folders = folders || b.grants[id].Kind == KindFolder
 	}
 	b.mu.Unlock()
-	var sts []provider.GrantStatus
-	var rerr error
-	if anyFolder && b.cfg.Applier != nil {
-		sts, rerr = b.cfg.Applier.FolderGrants(ctx)
+	if !folders {
+		return out
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]Grant, 0, len(b.grantOrder))
-	for i := len(b.grantOrder) - 1; i >= 0; i-- {
-		g := b.grants[b.grantOrder[i]]
-		if g.label != "" && b.cfg.Applier != nil {
-			switch j := slices.IndexFunc(sts, func(s provider.GrantStatus) bool { return s.Label == g.label }); {
-			case rerr != nil:
-				g.g.Effective, g.g.Detail = false, "read-back failed: "+rerr.Error()
-			case j < 0:
-				g.g.Effective = false
-				if g.g.Desired {
-					g.g.Detail = "the sandbox does not show it"
-				}
-			default:
-				st := sts[j]
-				g.g.Folder, g.g.Effective = &st, st.State == provider.GrantEffective && g.g.Mode == provider.ConsentLive
-			}
+	sts, err := b.cfg.Applier.FolderGrants(ctx)
+	byLabel := map[string]provider.GrantStatus{}
+	for _, st := range sts {
+		byLabel[st.Label] = st
+	}
+	for i := range out {
+		g := &out[i]
+		if g.Kind != KindFolder || g.Folder == nil {
+			continue
 		}
-		out = append(out, g.g)
+		if err != nil {
+			g.Detail = "cannot read back: " + err.Error()
+			continue
+		}
+		st, ok := byLabel[g.Folder.Label]
+		if !ok {
+			st = *g.Folder
+			st.State = provider.GrantMissing
+		}
+		st.Holders = append(st.Holders, g.Folder.Holders...) // those reported at revoke stay
+		g.Folder = &st
+		g.Effective = st.State == provider.GrantEffective
 	}
 	return out
 }
 
-// Revoke revokes grant id (by: who asked); with kill its holders are
-// killed. It returns the grant as read back (Folder.Holders: who still
-// holds a folder open). Errors: ErrNotFound, one already revoked, the
-// applier's (then the grant may still be in force: Effective says so).
+// Revoke revokes grant id (by: who asked); with kill, the processes still
+// holding a revoked folder are killed. The grant comes back with what the
+// read-back showed.
 func (b *Broker) Revoke(ctx context.Context, id, by string, kill bool) (Grant, error) {
-	return b.revoke(ctx, id, by, kill)
-}
-
-func (b *Broker) revoke(ctx context.Context, id, by string, kill bool) (Grant, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyLimit)
-	defer cancel()
 	b.mu.Lock()
 	g := b.grants[id]
-	switch {
-	case g == nil:
+	if g == nil {
 		b.mu.Unlock()
-		return Grant{}, fmt.Errorf("grant %s: %w", id, ErrNotFound)
-	case !g.g.Desired || g.revoking:
-		out := g.g
+		return Grant{}, ErrNotFound
+	}
+	if !g.Desired {
+		r := *g
 		b.mu.Unlock()
-		return out, fmt.Errorf("grant %s is already revoked (by %s)", id, out.RevokedBy)
+		return r, nil
 	}
-	g.revoking = true
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-	if g.stop != nil {
-		close(g.stop)
-		g.stop = nil
-	}
-	if b.byKey[g.key] == id {
-		delete(b.byKey, g.key)
-	}
+	g.Desired = false
+	e := b.grantReq[id]
+	delete(b.session, e.key) // the next identical request asks again
+	cur := *g
 	b.mu.Unlock()
-
 	var err error
-	var st provider.GrantStatus
-	rev := 0
-	if a := b.cfg.Applier; a == nil {
-		err = errors.New("no applier")
-	} else if g.label != "" {
-		st, err = a.RevokeFolder(ctx, g.label, kill)
-	} else {
-		rev, err = a.DisallowHost(ctx, g.host, g.port)
+	switch cur.Kind {
+	case KindFolder:
+		var st provider.GrantStatus
+		st, err = b.cfg.Applier.RevokeFolder(ctx, cur.Folder.Label, kill)
+		if err == nil {
+			cur.Folder, cur.Effective = &st, st.State == provider.GrantEffective
+			cur.Detail = string(st.State)
+			for _, h := range st.Holders {
+				cur.Detail += fmt.Sprintf(", held: pid %d %s (%s)", h.PID, holderFD(h.FD), h.Path)
+				if h.Killed {
+					cur.Detail += " killed"
+				}
+			}
+		}
+	case KindHost:
+		host, ps, _ := net.SplitHostPort(cur.Target)
+		port, _ := strconv.Atoi(ps)
+		cur.Revision, err = b.cfg.Applier.DisallowHost(ctx, host, port)
+		cur.Effective = err != nil
+		cur.Detail = "revoked"
 	}
-
-	b.mu.Lock()
-	g.revoking = false
-	g.g.Desired, g.g.RevokedBy = false, by
 	if err != nil {
-		g.g.Detail = "revoke failed, it may still be in force: " + err.Error()
-	} else if g.label != "" {
-		g.g.Folder, g.g.Effective = &st, st.State == provider.GrantEffective
-		g.g.Detail = revokedDetail(st)
-	} else {
-		g.g.Effective, g.g.Revision, g.g.Detail = false, rev, "revoked"
+		cur.Detail = "revoke failed: " + err.Error()
 	}
-	if e := b.reqs[g.g.Request]; e != nil {
-		e.req.State, e.req.Effective = StateRevoked, g.g.Effective
-		e.req.Detail = "revoked by " + by
-		e.req.Hint = "the grant is gone: ask again if you still need it"
-		b.notify(e)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	*g = cur
+	if err != nil {
+		g.Desired = true
 	}
-	out := g.g
-	b.mu.Unlock()
-	b.emit(Event{Activity: ActRevoked, Time: b.now(), Grant: &out, By: by})
-	return out, err
+	e.r.State, e.r.Effective = StateRevoked, g.Effective
+	gg, r := *g, e.r
+	b.emit(Event{Activity: "revoked", Time: b.now(), Request: &r, Grant: &gg, By: by})
+	b.broadcast()
+	return gg, err
 }
 
-// revokedDetail is "revoked" or "revoked, held: pid 812 fd 3 (/x)".
-func revokedDetail(st provider.GrantStatus) string {
-	s := "revoked"
-	if st.State == provider.GrantEffective {
-		s = "still in force after the revoke"
+func holderFD(fd int) string {
+	switch fd {
+	case -1:
+		return "cwd"
+	case -2:
+		return "root"
 	}
-	for i, h := range st.Holders {
-		sep := ", "
-		if i == 0 {
-			sep = ", held: "
-		}
-		where := "fd " + strconv.Itoa(h.FD)
-		switch h.FD {
-		case -1:
-			where = "cwd"
-		case -2:
-			where = "root"
-		}
-		s += sep + fmt.Sprintf("pid %d %s (%s)", h.PID, where, h.Path)
-		if h.Killed {
-			s += " killed"
-		}
-	}
-	return s
+	return "fd " + strconv.Itoa(fd)
 }
 
 // Watch registers an approver: every Event from now on goes to the
-// channel (never blocking the broker: a full channel drops, and the next
-// event delivered says how many in Dropped) until cancel, which closes
-// it; while one is registered, requests are pending instead of denied
-// (ErrNoApprover).
+// channel until cancel; while one is registered, requests are pending
+// instead of denied (ErrNoApprover).
 func (b *Broker) Watch() (events <-chan Event, cancel func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	w := &watcher{ch: make(chan Event, watchBuffer)}
-	b.addWatcher(w)
+	id := b.nextW
+	b.nextW++
+	b.watchers[id] = w
 	var once sync.Once
 	return w.ch, func() {
 		once.Do(func() {
-			b.removeWatcher(w)
-			close(w.ch)
+			b.mu.Lock()
+			delete(b.watchers, id)
+			b.mu.Unlock()
 		})
 	}
 }
 
-func (b *Broker) addWatcher(w *watcher) {
-	b.wmu.Lock()
-	b.watchers[w] = struct{}{}
-	b.wmu.Unlock()
-}
-
-func (b *Broker) removeWatcher(w *watcher) {
-	b.wmu.Lock()
-	delete(b.watchers, w)
-	b.wmu.Unlock()
-}
-
-// Approvers is how many approvers are connected (Watch).
-func (b *Broker) Approvers() int { return b.approvers() }
-
-func (b *Broker) approvers() int {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
+// Approvers is how many approvers are connected.
+func (b *Broker) Approvers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return len(b.watchers)
 }
 
-// emit hands ev to the log and the watchers; a requested event that
-// reached a watcher is followed by prompted.
-func (b *Broker) emit(ev Event) {
-	b.emitMu.Lock()
-	defer b.emitMu.Unlock()
-	if b.cfg.Log != nil {
-		b.cfg.Log(ev)
-	}
-	delivered := b.fanout(ev)
-	if ev.Activity == ActRequested && delivered > 0 && ev.Request != nil && ev.Request.State == StatePending {
-		p := ev
-		p.Activity, p.Time = ActPrompted, b.now()
-		if b.cfg.Log != nil {
-			b.cfg.Log(p)
-		}
-		b.fanout(p)
-	}
-}
-
-func (b *Broker) fanout(ev Event) int {
-	b.wmu.Lock()
-	defer b.wmu.Unlock()
-	n := 0
-	for w := range b.watchers {
-		x := ev
-		x.Dropped = w.dropped
-		select {
-		case w.ch <- x:
-			w.dropped = 0
-			n++
-		default:
-			w.dropped++
-		}
-	}
-	return n
-}
-
 // Close ends the broker with its session: pending requests expire,
-// waiters are answered, grants still in force are revoked ("session
-// ended"; standing ones stay in their file). Asks after it get ErrClosed.
+// waiters are answered, timers stop.
 func (b *Broker) Close() {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
-		b.mu.Unlock()
 		return
 	}
 	b.closed = true
-	var pend, live []string
+	close(b.stop)
 	for _, id := range b.order {
-		if b.reqs[id].req.State == StatePending {
-			pend = append(pend, id)
+		if e := b.reqs[id]; e.r.State == StatePending {
+			e.timer.Stop()
+			e.r.State, e.r.Detail = StateExpired, "the session ended"
+			r := e.r
+			b.emit(Event{Activity: "expired", Time: b.now(), Request: &r})
 		}
 	}
-	for _, id := range b.grantOrder {
-		if b.grants[id].g.Desired {
-			live = append(live, id)
-		}
-	}
-	b.mu.Unlock()
-	for _, id := range pend {
-		b.expire(id, "the session ended")
-	}
-	for _, id := range live {
-		_, _ = b.revoke(context.Background(), id, "session ended", false)
-	}
+	clear(b.pending)
+	b.broadcast()
 }

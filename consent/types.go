@@ -134,11 +134,4 @@ type Grant struct {
 	Revision  int                   `json:"revision,omitempty"`
 	Folder    *provider.GrantStatus `json:"folder,omitempty"`
 	Detail    string                `json:"detail,omitempty"`
-	// By is who approved it; RevokedBy who revoked it ("ttl", "requester
-	// exited", "session ended" for the broker's own).
-	By        string `json:"by,omitempty"`
-	RevokedBy string `json:"revoked_by,omitempty"`
-	// StandingDiff is the unified diff written to the standing grants
-	// file by an "always" approval.
-	StandingDiff string `json:"standing_diff,omitempty"`
 }
