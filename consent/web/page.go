@@ -111,11 +111,11 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		fail("sandboxes", err)
 	}
-	reqs, err := apiList[consent.Request](ctx, h.api, r, "/v1/approvals")
+	reqs, err := apiList[consent.Request](ctx, h.api, r, "/v1/approvals", "requests")
 	if err != nil {
 		fail("requests", err)
 	}
-	grants, err := apiList[consent.Grant](ctx, h.api, r, "/v1/grants")
+	grants, err := apiList[consent.Grant](ctx, h.api, r, "/v1/grants", "grants")
 	if err != nil {
 		fail("grants", err)
 	}
@@ -166,9 +166,10 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiList GETs path of api on behalf of r (its context, host and remote
-// address) and decodes the list it answers: a JSON array of T, or an
-// object whose one array member is it (e.g. {"requests": [...]}).
-func apiList[T any](ctx context.Context, api http.Handler, r *http.Request, path string) ([]T, error) {
+// address) and decodes the list the approvers' API answers there, the
+// array member key of its object ({"requests": [...]}, {"grants":
+// [...]}: consent.ApproverHandler).
+func apiList[T any](ctx context.Context, api http.Handler, r *http.Request, path, key string) ([]T, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
@@ -180,26 +181,17 @@ func apiList[T any](ctx context.Context, api http.Handler, r *http.Request, path
 	if rec.code != 0 && rec.code != http.StatusOK {
 		return nil, fmt.Errorf("%s: %d %s", path, rec.code, strings.TrimSpace(rec.body.String()))
 	}
-	raw := bytes.TrimSpace(rec.body.Bytes())
-	var out []T
-	if len(raw) > 0 && raw[0] == '{' {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		var arrays []json.RawMessage
-		for _, m := range obj {
-			if m = bytes.TrimSpace(m); len(m) > 0 && (m[0] == '[' || string(m) == "null") {
-				arrays = append(arrays, m)
-			}
-		}
-		if len(arrays) != 1 {
-			return nil, fmt.Errorf("%s: an object with %d lists, not one", path, len(arrays))
-		}
-		raw = arrays[0]
-	}
-	if err := json.Unmarshal(raw, &out); err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(rec.body.Bytes(), &obj); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	raw, ok := obj[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: no %q in the answer", path, key)
+	}
+	var out []T
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", path, key, err)
 	}
 	return out, nil
 }

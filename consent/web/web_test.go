@@ -31,9 +31,9 @@ func (s fixedSource) Sandboxes(context.Context) ([]Sandbox, error) { return s, n
 // requests are still there to decide.
 func TestSourceError(t *testing.T) {
 	f := newFixture(t, SourceFunc(func(context.Context) ([]Sandbox, error) { return nil, errors.New("store is locked") }))
-	f.api.ask("sb-9", consent.Ask{Kind: consent.KindHost, Target: "api.example.com:443", Reason: "fetch"}, consent.Requester{Via: "tcp"})
+	f.rig.ask(t, "fetched", policy.AccessReadOnly, "fetch", consent.Requester{Via: "tcp"})
 	page := f.page(t)
-	for _, want := range []string{`<p class="error">sandboxes: store is locked</p>`, "api.example.com:443", "pid unknown"} {
+	for _, want := range []string{`<p class="error">sandboxes: store is locked</p>`, f.rig.src + "/fetched", "pid unknown"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -87,22 +87,31 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 	return res, string(b)
 }
 
-// fixture is the page over a fakeAPI on a loopback server, with a
-// signed-in client.
+// fixture is the page over a rig on a loopback server, with a signed-in
+// client.
 type fixture struct {
-	api     *fakeAPI
-	applier *fakeApplier
-	url     string
-	c       *http.Client
+	rig *rig
+	url string
+	c   *http.Client
 }
 
-func newFixture(t *testing.T, src Source) *fixture {
+// serve is the page of src over a new rig, with no approver connected.
+func serve(t *testing.T, src Source) *fixture {
 	t.Helper()
-	f := &fixture{applier: &fakeApplier{}}
-	f.api = newFakeAPI(f.applier)
-	srv := httptest.NewServer(Handler(src, f.api, testToken))
+	f := &fixture{rig: newRig(t)}
+	srv := httptest.NewServer(Handler(src, f.rig.api, testToken))
 	t.Cleanup(srv.Close)
 	f.url, f.c = srv.URL, signIn(t, srv)
+	return f
+}
+
+// newFixture is serve with an approver connected to the broker (a
+// stand-in for a page's watch), so that requests are pending.
+func newFixture(t *testing.T, src Source) *fixture {
+	t.Helper()
+	f := serve(t, src)
+	_, cancel := f.rig.broker.Watch()
+	t.Cleanup(cancel)
 	return f
 }
 
@@ -116,7 +125,7 @@ func (f *fixture) page(t *testing.T) string {
 var csrfMeta = regexp.MustCompile(`<meta name="corral-csrf" content="([^"]+)">`)
 
 func TestSignIn(t *testing.T) {
-	srv := httptest.NewServer(Handler(testSandboxes(), newFakeAPI(&fakeApplier{}), testToken))
+	srv := httptest.NewServer(Handler(testSandboxes(), newRig(t).api, testToken))
 	defer srv.Close()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
@@ -179,7 +188,7 @@ func TestSignIn(t *testing.T) {
 }
 
 func TestNoTokenRefusesAll(t *testing.T) {
-	srv := httptest.NewServer(Handler(testSandboxes(), newFakeAPI(&fakeApplier{}), ""))
+	srv := httptest.NewServer(Handler(testSandboxes(), newRig(t).api, ""))
 	defer srv.Close()
 	if res, _ := get(t, http.DefaultClient, srv.URL+"/ui/?token="); res.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("empty token: %d, want 503", res.StatusCode)
@@ -219,9 +228,8 @@ func TestRebindingRefused(t *testing.T) {
 // CSRF token and the page's own Origin; the API never sees the cookie.
 func TestPostChecks(t *testing.T) {
 	f := newFixture(t, testSandboxes())
-	api, c, base := f.api, f.c, f.url
-	q := api.ask("sb-1", consent.Ask{Kind: consent.KindFolder, Target: "/home/u/src", Access: policy.AccessReadOnly, Reason: "build"},
-		consent.Requester{PID: 42, Exe: "/usr/bin/make", Via: "tcp"})
+	rg, c, base := f.rig, f.c, f.url
+	q := rg.ask(t, "build", policy.AccessReadOnly, "build", consent.Requester{Exe: "/usr/bin/make", Via: "tcp"})
 	csrf := csrfOf(t, f.page(t))
 	post := func(origin, token, ctype string) int {
 		req, _ := http.NewRequest(http.MethodPost, base+"/ui/v1/approvals/"+q.ID+"/approve",
@@ -261,18 +269,18 @@ func TestPostChecks(t *testing.T) {
 		if got := post(tc.origin, tc.token, tc.ctype); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
-		if got, _ := api.get(q.ID); got.State != consent.StatePending {
+		if got := rg.get(t, q.ID); got.State != consent.StatePending {
 			t.Fatalf("%s: the request was decided (%s)", tc.name, got.State)
 		}
 	}
 	if got := post(base, csrf, "application/json"); got != http.StatusOK {
 		t.Fatalf("the page's own POST: %d, want 200", got)
 	}
-	if got, _ := api.get(q.ID); got.State != consent.StateApproved || !got.Effective {
+	if got := rg.get(t, q.ID); got.State != consent.StateApproved || !got.Effective {
 		t.Errorf("after the page's approval: %s effective=%v, want approved and effective", got.State, got.Effective)
 	}
-	if len(api.cookies) > 0 {
-		t.Errorf("the API was handed the page's cookie: %q", api.cookies)
+	if len(rg.cookies) > 0 {
+		t.Errorf("the API was handed the page's cookie: %q", rg.cookies)
 	}
 }
 
@@ -281,8 +289,7 @@ func TestPostChecks(t *testing.T) {
 // script.
 func TestUntrustedAsText(t *testing.T) {
 	f := newFixture(t, auditSource{testSandboxes(), []string{`{"activity":"x","msg":"</code></li><script>alert(3)</script>"}`}})
-	f.api.ask("sb-1", consent.Ask{Kind: consent.KindFolder, Target: `/home/u/"><script>alert(4)</script>`, Access: policy.AccessReadWrite, Reason: xssReason},
-		consent.Requester{PID: 42, Exe: `/tmp/<img src=x onerror=alert(5)>`, Via: "tcp"})
+	f.rig.ask(t, `"><script>alert(4)</script>`, policy.AccessReadWrite, xssReason, consent.Requester{PID: 42, Exe: `/tmp/<img src=x onerror=alert(5)>`, Via: "tcp"})
 	page := f.page(t)
 	if n := strings.Count(strings.ToLower(page), "<script"); n != 1 {
 		t.Errorf("%d <script tags in the page, want 1 (its own)", n)
@@ -312,10 +319,9 @@ func TestUntrustedAsText(t *testing.T) {
 // effective, and a revoked grant's holders.
 func TestPageShows(t *testing.T) {
 	f := newFixture(t, testSandboxes())
-	q := f.api.ask("sb-1", consent.Ask{Kind: consent.KindFolder, Target: "/home/u/data", Access: policy.AccessReadOnly, Reason: "read the data"},
-		consent.Requester{PID: 4242, Exe: "/usr/bin/python3", Via: "tcp"})
+	q := f.rig.ask(t, "data", policy.AccessReadOnly, "read the data", consent.Requester{PID: 4242, Exe: "/usr/bin/python3", Via: "tcp"})
 	page := f.page(t)
-	for _, want := range []string{"landlock", "ABI 6", "/home/u/data", "read the data", "pid 4242", "/usr/bin/python3", "consent.folders.ask[0]",
+	for _, want := range []string{"landlock", "ABI 6", f.rig.src + "/data", "read the data", "pid 4242", "/usr/bin/python3", "consent.folders.ask[0]",
 		q.Digest[len("sha256:") : len("sha256:")+12], `data-expires="` + q.Expires.UTC().Format("2006-01-02T15:04:05"), "1×", `data-state="pending"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
@@ -329,18 +335,22 @@ func TestPageShows(t *testing.T) {
 	if res != http.StatusOK {
 		t.Fatalf("approve: %d", res)
 	}
+	g := f.rig.get(t, q.ID).Grant
+	if g == "" {
+		t.Fatalf("approved without a grant: %+v", f.rig.get(t, q.ID))
+	}
 	page = f.page(t)
-	if !strings.Contains(page, `class="grant" data-id="g`+q.ID+`" data-desired="true" data-effective="true"`) {
+	if !strings.Contains(page, `class="grant" data-id="`+g+`" data-desired="true" data-effective="true"`) {
 		t.Errorf("no effective grant in the page:\n%s", page)
 	}
-	if res := f.post(t, page, "/ui/v1/grants/g"+q.ID+"/revoke", `{"kill":true}`); res != http.StatusOK {
+	if res := f.post(t, page, "/ui/v1/grants/"+g+"/revoke", `{"kill":true}`); res != http.StatusOK {
 		t.Fatalf("revoke: %d", res)
 	}
 	page = f.page(t)
-	if !strings.Contains(page, "pid 812 fd 3 /grants/ro/g"+q.ID+"/a.txt (/usr/bin/cat) killed") {
+	if !strings.Contains(page, "pid 812 fd 3 /grants/ro/data/a.txt (/usr/bin/cat) killed") {
 		t.Errorf("the revoked grant's holder is not shown:\n%s", page)
 	}
-	if !strings.Contains(page, `data-desired="false" data-effective="false"`) {
+	if !strings.Contains(page, `data-id="`+g+`" data-desired="false" data-effective="false"`) {
 		t.Error("the revoked grant is not shown as neither desired nor effective")
 	}
 }

@@ -24,7 +24,15 @@
       body: JSON.stringify(body),
     });
     const text = await res.text();
-    if (!res.ok) throw new Error(text.trim() || res.status + ' ' + res.statusText);
+    if (!res.ok) {
+      // The API's errors are {"error", "hint"}; the page's own are text.
+      let msg = text.trim();
+      try {
+        const e = JSON.parse(text);
+        if (e && e.error) msg = e.error + (e.hint ? ' (' + e.hint + ')' : '');
+      } catch (err) { /* text */ }
+      throw new Error(msg || res.status + ' ' + res.statusText);
+    }
     return text;
   }
 
