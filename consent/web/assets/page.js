@@ -153,7 +153,7 @@
       ev.activity,
       r.kind || g.kind || '',
       r.target || g.target || '',
-      r.access || g.access || '',
+      (g.id ? g.access : r.access) || '',
       r.state ? 'state ' + r.state : '',
       g.id ? (g.effective ? 'in force' : 'not in force') : '',
       r.sandbox || g.sandbox ? 'sandbox ' + (r.sandbox || g.sandbox) : '',
