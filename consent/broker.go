@@ -78,6 +78,9 @@ var (
 	// ErrDigest: the request an approver saw is not the one pending.
 	ErrDigest = errors.New("the request changed since it was shown (its digest differs): look at it again")
 	ErrClosed = errors.New("the session has ended")
+	// ErrChanged: the folder at the request's path is another directory
+	// now (its device and inode differ): Decide refuses the request.
+	ErrChanged = errors.New("the folder changed since it was asked for")
 )
 
 // DecidedError is a decision that lost: the request was decided first.
@@ -229,10 +232,19 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// digest binds a decision to exactly one request.
+// digest binds a decision to exactly one request (Digest with the
+// broker's policy hash).
 func (b *Broker) digest(k Kind, target string, dev, ino uint64, access policy.Access) string {
+	return Digest(k, target, dev, ino, access, b.cfg.Policy.Hash)
+}
+
+// Digest is what binds a decision to one request: "sha256:" and the hex
+// SHA-256 of the length-prefixed fields ("LEN:FIELD\n" each, so no two
+// field lists encode alike) "corral-consent-v1", kind, canonical target,
+// device and inode in decimal (0 for a host), access and the policy hash.
+func Digest(k Kind, target string, dev, ino uint64, access policy.Access, policyHash string) string {
 	h := sha256.New()
-	for _, f := range []string{"corral-consent-v1", string(k), target, strconv.FormatUint(dev, 10), strconv.FormatUint(ino, 10), string(access), b.cfg.Policy.Hash} {
+	for _, f := range []string{"corral-consent-v1", string(k), target, strconv.FormatUint(dev, 10), strconv.FormatUint(ino, 10), string(access), policyHash} {
 		fmt.Fprintf(h, "%d:%s\n", len(f), f)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -551,6 +563,17 @@ func (b *Broker) Decide(ctx context.Context, id string, d Decision) (Request, er
 	delete(b.pending, e.key)
 	dc := d
 	e.r.Decision = &dc
+	if d.Approve && e.r.Kind == KindFolder {
+		if why := b.swapped(e); why != "" {
+			e.r.State, e.r.Ceiling = StateRefused, policy.RefusedRequest
+			e.r.Detail = e.r.Target + " changed since it was asked for (" + why + "): nothing was granted; ask again"
+			r := e.r
+			b.emit(Event{Activity: ActRefused, Time: d.At, Request: &r, By: d.By})
+			b.broadcast()
+			b.mu.Unlock()
+			return r, fmt.Errorf("%w: %s", ErrChanged, r.Detail)
+		}
+	}
 	if !d.Approve {
 		e.r.State, e.r.Detail = StateDenied, "denied by "+d.By
 		if d.Reason != "" {
@@ -571,6 +594,20 @@ func (b *Broker) Decide(ctx context.Context, id string, d Decision) (Request, er
 	b.broadcast()
 	b.mu.Unlock()
 	return b.apply(ctx, e, d)
+}
+
+// swapped says how folder request e's target is not the directory that
+// was asked for ("" when it is): gone, or another device and inode (a
+// directory renamed away and another put at its path).
+func (b *Broker) swapped(e *entry) string {
+	fi, err := os.Stat(e.r.Target)
+	if err != nil {
+		return errText(err)
+	}
+	if dev, ino := fileID(fi); dev != e.dev || ino != e.ino {
+		return "another directory is there now"
+	}
+	return ""
 }
 
 // label is a fresh label for a grant of path: its base name made safe,

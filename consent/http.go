@@ -44,7 +44,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		status, hint = http.StatusBadRequest, ae.Hint
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
-	case errors.As(err, &de), errors.Is(err, ErrDigest):
+	case errors.As(err, &de), errors.Is(err, ErrDigest), errors.Is(err, ErrChanged):
 		status = http.StatusConflict
 	case errors.Is(err, ErrClosed):
 		status = http.StatusGone
