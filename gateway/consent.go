@@ -3,10 +3,14 @@
 package gateway
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 
 	"github.com/corral-sandbox/corral/consent"
+	"github.com/corral-sandbox/corral/consent/web"
+	"github.com/corral-sandbox/corral/provider"
 )
 
 // putLive holds h as sandbox id's live session (under s.mu), its consent
@@ -46,4 +50,32 @@ func approver(r *http.Request) string {
 		return fmt.Sprintf("uid %d", uid)
 	}
 	return "token"
+}
+
+// consentPage is the consent web page over the gateway's sandboxes
+// (docs/consent.md, "The web page"); token "" refuses every request.
+func (s *Server) consentPage(token string) http.Handler {
+	api := consent.ApproverHandler(s.hub, func(*http.Request) string { return "web page (token)" })
+	return web.Handler(pageSource{s}, api, token)
+}
+
+// pageSource is the page's view of the gateway's sandboxes.
+type pageSource struct{ s *Server }
+
+func (p pageSource) Sandboxes(ctx context.Context) ([]web.Sandbox, error) {
+	recs, err := p.s.cfg.Store.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.Sandbox, 0, len(recs))
+	for _, r := range recs {
+		var layers []provider.LayerStatus
+		_ = json.Unmarshal([]byte(r.Layers), &layers)
+		out = append(out, web.Sandbox{ID: r.ID, Name: r.Name, Provider: r.Provider, State: p.s.withEffective(ctx, toProto(r)).Effective, Layers: layers})
+	}
+	return out, nil
+}
+
+func (p pageSource) AuditTail(_ context.Context, id string, n int) ([]string, error) {
+	return web.TailFile(p.s.auditPath(id), n)
 }

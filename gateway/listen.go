@@ -70,7 +70,7 @@ func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 
 // Handler is the API behind authentication (PeerAuth), with the
 // approvers' consent API (consent.ApproverHandler on the server's hub)
-// beside it.
+// beside it, and on TCP the consent web page under /ui/ (consent/web).
 func Handler(srv *Server, token string) http.Handler {
 	mux := http.NewServeMux()
 	// Requests are bounded: a unary exec's stdin travels in one message.
@@ -79,7 +79,18 @@ func Handler(srv *Server, token string) http.Handler {
 	mux.Handle(gatewayv1connect.NewPolicyServiceHandler(srv, limit))
 	mux.Handle(gatewayv1connect.NewCredentialServiceHandler(srv, limit))
 	srv.consentRoutes(mux, token)
-	return PeerAuth(mux, token)
+	authed := PeerAuth(mux, token)
+	ui := srv.consentPage(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The page does its own authentication (the token once, then a
+		// cookie and a CSRF header: a browser cannot send the bearer
+		// header on a navigation); it is served on TCP only.
+		if _, unix := PeerUID(r); !unix && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		authed.ServeHTTP(w, r)
+	})
 }
 
 // PeerAuth lets a request reach h only when, on a unix socket (Serve), the

@@ -200,6 +200,13 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes are on providers this gateway does not run, left as they are: %s\n", len(rep.Foreign), strings.Join(rep.Foreign, ", "))
 	}
 	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listen, db)
+	if !strings.HasPrefix(listen, "unix:") {
+		scheme := "http"
+		if tlsCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(os.Stderr, "corral gateway: consent page (loopback only): %s://%s/ui/?token=$(cat %s)\n", scheme, l.Addr(), tokenFile)
+	}
 	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
 }
 
