@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
@@ -124,7 +125,7 @@ func (s *Session) closeConsent() {
 }
 
 func (s *Session) recordConsent(e consent.Event) {
-	_ = e // TODO(audit.Consent)
+	s.cfg.Log.Emit(audit.Consent(s.info, e))
 }
 
 // consentApplier puts the broker's decisions in force in the session's
