@@ -9,23 +9,23 @@ import (
 )
 
 func TestScopeOnceEndsWithRequester(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
+	ch := rigWatch(t, b)
 	cmd := exec.Command("sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own session leader
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{PID: cmd.Process.Pid})
-	got, err := b.Decide(bg, r.ID, approve(r))
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{PID: cmd.Process.Pid})
+	got, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if err != nil || got.Decision.Scope != ScopeOnce {
 		t.Fatalf("%+v %v", got, err)
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	e := next(t, ch, ActRevoked)
+	e := rigNext(t, ch, ActRevoked)
 	if e.Grant.ID != got.Grant || !strings.Contains(e.By, "exited") {
 		t.Fatalf("once revoke: %+v by %q", e.Grant, e.By)
 	}

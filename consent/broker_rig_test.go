@@ -1,7 +1,6 @@
 package consent
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,16 +14,14 @@ import (
 	"github.com/corral-sandbox/corral/provider"
 )
 
-var bg = context.Background()
-
 func approve(r Request) Decision {
 	return Decision{Approve: true, Digest: r.Digest, By: "uid 1000"}
 }
 
 func TestAskOutsideCeilingRefusedWithoutPrompt(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
+	ch := rigWatch(t, b)
 	for _, c := range []struct {
 		ask   Ask
 		field string
@@ -36,7 +33,7 @@ func TestAskOutsideCeilingRefusedWithoutPrompt(t *testing.T) {
 		{Ask{Kind: KindHost, Target: "other.org:443"}, "consent.hosts.ask"},
 		{Ask{Kind: KindHost, Target: "bad.example.com:443"}, "consent.hosts.never[0]"},
 	} {
-		r, err := b.Ask(bg, c.ask, Requester{PID: 7, Via: "tcp"})
+		r, err := b.Ask(rigCtx, c.ask, Requester{PID: 7, Via: "tcp"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +63,7 @@ func TestAskOutsideCeilingRefusedWithoutPrompt(t *testing.T) {
 }
 
 func TestAskMalformed(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
 	for _, a := range []Ask{
 		{Kind: "command", Target: "/bin/sh"},
@@ -77,7 +74,7 @@ func TestAskMalformed(t *testing.T) {
 		{Kind: KindHost, Target: "a.example.com:65536"},
 		{Kind: KindHost, Target: "*.example.com:443"},
 	} {
-		r, err := b.Ask(bg, a, Requester{})
+		r, err := b.Ask(rigCtx, a, Requester{})
 		var ae *AskError
 		if !errors.As(err, &ae) && r.State != StateRefused {
 			t.Errorf("%+v: %+v %v, want an AskError or refused", a, r, err)
@@ -86,9 +83,9 @@ func TestAskMalformed(t *testing.T) {
 }
 
 func TestNoApproverDenies(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	r, err := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	r, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,29 +95,29 @@ func TestNoApproverDenies(t *testing.T) {
 }
 
 func TestApproveAppliesAndWaitWakes(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
+	ch := rigWatch(t, b)
 	target := filepath.Join(f.src, "b")
-	r, err := b.Ask(bg, Ask{Kind: KindFolder, Target: target + "/./", Access: policy.AccessReadWrite, Reason: "build\x1b[31m it\n"}, Requester{PID: 42, Exe: "/usr/bin/make", Via: "tcp"})
+	r, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: target + "/./", Access: policy.AccessReadWrite, Reason: "build\x1b[31m it\n"}, Requester{PID: 42, Exe: "/usr/bin/make", Via: "tcp"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.State != StatePending || r.Target != target || r.Reason != "build[31m it" || !strings.HasPrefix(r.ID, "req-") || len(r.ID) != 20 {
 		t.Fatalf("ask: %+v", r)
 	}
-	if e := next(t, ch, ActPrompted); e.Request.ID != r.ID {
+	if e := rigNext(t, ch, ActPrompted); e.Request.ID != r.ID {
 		t.Fatalf("prompted %+v", e)
 	}
 	done := make(chan Request)
 	go func() {
-		w, err := b.Wait(bg, r.ID, time.Minute)
+		w, err := b.Wait(rigCtx, r.ID, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- w
 	}()
-	got, err := b.Decide(bg, r.ID, approve(r))
+	got, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,24 +131,24 @@ func TestApproveAppliesAndWaitWakes(t *testing.T) {
 	if fg.Source != target || fg.ReadOnly || !slices.Equal(fg.Masks, []string{filepath.Join(target, "secret")}) || fg.Dev == 0 || fg.Ino == 0 {
 		t.Errorf("folder grant %+v", fg)
 	}
-	e := next(t, ch, ActApplied)
+	e := rigNext(t, ch, ActApplied)
 	if e.Grant == nil || e.Grant.Folder == nil || len(e.Grant.Folder.MountIDs) != 1 || e.By != "uid 1000" {
 		t.Errorf("applied event %+v", e)
 	}
-	gs := b.Grants(bg)
+	gs := b.Grants(rigCtx)
 	if len(gs) != 1 || !gs[0].Desired || !gs[0].Effective || gs[0].Access != policy.AccessReadWrite {
 		t.Errorf("grants %+v", gs)
 	}
 }
 
 func TestReadOnlyNarrowing(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Access: policy.AccessReadWrite}, Requester{})
-	d := approve(r)
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Access: policy.AccessReadWrite}, Requester{})
+	d := rigApprove(r)
 	d.ReadOnly = true
-	got, err := b.Decide(bg, r.ID, d)
+	got, err := b.Decide(rigCtx, r.ID, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,18 +158,18 @@ func TestReadOnlyNarrowing(t *testing.T) {
 }
 
 func TestLabelsSanitizedNeverReused(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
+	rigWatch(t, b)
 	target := filepath.Join(f.src, "Weird name ünï")
 	var labels []string
 	for range 2 {
-		r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: target}, Requester{})
-		got, err := b.Decide(bg, r.ID, approve(r))
+		r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: target}, Requester{})
+		got, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Revoke(bg, got.Grant, "test", false); err != nil {
+		if _, err := b.Revoke(rigCtx, got.Grant, "test", false); err != nil {
 			t.Fatal(err)
 		}
 		labels = append(labels, f.app.applied[len(f.app.applied)-1].Label)
@@ -190,10 +187,10 @@ func TestLabelsSanitizedNeverReused(t *testing.T) {
 }
 
 func TestFirstAnswerWins(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
 	const n = 64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -204,11 +201,11 @@ func TestFirstAnswerWins(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			d := approve(r)
+			d := rigApprove(r)
 			if i%2 == 1 {
 				d = Decision{Digest: r.Digest, By: "other"}
 			}
-			_, err := b.Decide(bg, r.ID, d)
+			_, err := b.Decide(rigCtx, r.ID, d)
 			mu.Lock()
 			defer mu.Unlock()
 			var de *DecidedError
@@ -228,7 +225,7 @@ func TestFirstAnswerWins(t *testing.T) {
 		t.Fatalf("%d wins, %d lost, want exactly 1 winner", wins, lost)
 	}
 	q, _ := b.Get(r.ID)
-	_, err := b.Decide(bg, r.ID, approve(r))
+	_, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if !strings.Contains(err.Error(), "already decided by "+q.Decision.By) {
 		t.Errorf("the second answer's error %q does not name the first (%s)", err, q.Decision.By)
 	}
@@ -238,38 +235,38 @@ func TestFirstAnswerWins(t *testing.T) {
 }
 
 func TestDigestMismatchRefused(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	r2, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Access: policy.AccessReadWrite}, Requester{})
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	r2, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Access: policy.AccessReadWrite}, Requester{})
 	if r.Digest == r2.Digest {
 		t.Fatal("ro and rw requests share a digest")
 	}
-	if _, err := b.Decide(bg, r.ID, approve(r2)); !errors.Is(err, ErrDigest) {
+	if _, err := b.Decide(rigCtx, r.ID, approve(r2)); !errors.Is(err, ErrDigest) {
 		t.Fatalf("decide with another request's digest: %v, want ErrDigest", err)
 	}
 	if q, _ := b.Get(r.ID); q.State != StatePending {
 		t.Fatalf("after a digest mismatch: %s, want still pending", q.State)
 	}
-	if _, err := b.Decide(bg, r.ID, approve(r)); err != nil {
+	if _, err := b.Decide(rigCtx, r.ID, rigApprove(r)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestSwappedFolderRefused(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
+	rigWatch(t, b)
 	target := filepath.Join(f.src, "a")
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: target}, Requester{})
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: target}, Requester{})
 	if err := os.Rename(target, target+".old"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(target, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.Decide(bg, r.ID, approve(r))
+	got, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if !errors.Is(err, ErrChanged) || got.State != StateRefused || got.Effective {
 		t.Fatalf("swapped folder: %s %v, want refused (ErrChanged)", got.State, err)
 	}
@@ -279,19 +276,19 @@ func TestSwappedFolderRefused(t *testing.T) {
 }
 
 func TestCoalescing(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
+	ch := rigWatch(t, b)
 	a := Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Reason: "short"}
-	r1, _ := b.Ask(bg, a, Requester{})
+	r1, _ := b.Ask(rigCtx, a, Requester{})
 	a.Reason = "a longer reason"
-	r2, _ := b.Ask(bg, a, Requester{})
+	r2, _ := b.Ask(rigCtx, a, Requester{})
 	a.Reason = "tiny"
-	r3, _ := b.Ask(bg, a, Requester{})
+	r3, _ := b.Ask(rigCtx, a, Requester{})
 	if r1.ID != r2.ID || r2.ID != r3.ID || r3.Asked != 3 || r3.Reason != "a longer reason" {
 		t.Fatalf("coalesced: %s %s %s asked %d reason %q", r1.ID, r2.ID, r3.ID, r3.Asked, r3.Reason)
 	}
-	rw, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: a.Target, Access: policy.AccessReadWrite}, Requester{})
+	rw, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: a.Target, Access: policy.AccessReadWrite}, Requester{})
 	if rw.ID == r1.ID {
 		t.Fatal("a read-write request coalesced with a read-only one")
 	}
@@ -307,14 +304,14 @@ func TestCoalescing(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.r.Consent.Burst, f.r.Consent.Per, f.r.Consent.MaxPending = 2, time.Hour, 100
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	b := f.broker(t, Config{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
-	watch(t, b)
+	rigWatch(t, b)
 	ask := func(dir string) Request {
-		r, err := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, dir)}, Requester{})
+		r, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, dir)}, Requester{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,13 +338,13 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestMaxPending(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.r.Consent.MaxPending = 2
 	b := f.broker(t, Config{})
-	watch(t, b)
+	rigWatch(t, b)
 	var states []State
 	for _, d := range []string{"a", "b", "a/sub"} {
-		r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, d)}, Requester{})
+		r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, d)}, Requester{})
 		states = append(states, r.State)
 	}
 	if want := []State{StatePending, StatePending, StateRateLimited}; !slices.Equal(states, want) {
@@ -356,102 +353,102 @@ func TestMaxPending(t *testing.T) {
 }
 
 func TestTimeoutExpires(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.r.Consent.Timeout = 20 * time.Millisecond
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	w, err := b.Wait(bg, r.ID, time.Minute)
+	ch := rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	w, err := b.Wait(rigCtx, r.ID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.State != StateExpired {
 		t.Fatalf("after the timeout: %s, want expired", w.State)
 	}
-	next(t, ch, ActExpired)
-	if _, err := b.Decide(bg, r.ID, approve(r)); !errors.As(err, new(*DecidedError)) {
+	rigNext(t, ch, ActExpired)
+	if _, err := b.Decide(rigCtx, r.ID, rigApprove(r)); !errors.As(err, new(*DecidedError)) {
 		t.Fatalf("deciding an expired request: %v, want a DecidedError", err)
 	}
 }
 
 func TestWaitTimesOutPending(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	w, err := b.Wait(bg, r.ID, time.Millisecond)
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	w, err := b.Wait(rigCtx, r.ID, time.Millisecond)
 	if err != nil || w.State != StatePending {
 		t.Fatalf("%s %v, want still pending", w.State, err)
 	}
-	if _, err := b.Wait(bg, "req-nope", time.Millisecond); !errors.Is(err, ErrNotFound) {
+	if _, err := b.Wait(rigCtx, "req-nope", time.Millisecond); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
 	}
 }
 
 func TestSessionDecisions(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
+	rigWatch(t, b)
 	a := Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a"), Access: policy.AccessReadWrite}
-	r, _ := b.Ask(bg, a, Requester{})
-	d := approve(r)
+	r, _ := b.Ask(rigCtx, a, Requester{})
+	d := rigApprove(r)
 	d.Scope = ScopeSession
-	if _, err := b.Decide(bg, r.ID, d); err != nil {
+	if _, err := b.Decide(rigCtx, r.ID, d); err != nil {
 		t.Fatal(err)
 	}
 	// The same folder read-only is covered by the read-write grant: answered at once.
-	again, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: a.Target}, Requester{})
+	again, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: a.Target}, Requester{})
 	if again.State != StateApproved || !again.Effective || f.app.appliedN() != 1 {
 		t.Fatalf("covered request: %+v (%d applies)", again, f.app.appliedN())
 	}
-	h, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
-	if _, err := b.Decide(bg, h.ID, Decision{Digest: h.Digest, By: "me", Reason: "no", ForSession: true}); err != nil {
+	h, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
+	if _, err := b.Decide(rigCtx, h.ID, Decision{Digest: h.Digest, By: "me", Reason: "no", ForSession: true}); err != nil {
 		t.Fatal(err)
 	}
-	again, _ = b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
+	again, _ = b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
 	if again.State != StateDenied || again.ID == h.ID {
 		t.Fatalf("after deny --for-session: %+v, want denied at once", again)
 	}
 }
 
 func TestScopeTTLRevokes(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	d := approve(r)
+	ch := rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	d := rigApprove(r)
 	d.Scope, d.TTL = ScopeTTL, policy.Duration(20*time.Millisecond)
-	got, err := b.Decide(bg, r.ID, d)
+	got, err := b.Decide(rigCtx, r.ID, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := next(t, ch, ActRevoked)
+	e := rigNext(t, ch, ActRevoked)
 	if e.Grant.ID != got.Grant || e.Grant.Desired || e.Grant.Effective {
 		t.Fatalf("ttl revoke: %+v", e.Grant)
 	}
 	d.Expires, d.TTL = time.Now().Add(-time.Hour), 0
-	r2, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
+	r2, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "b")}, Requester{})
 	d.Digest = r2.Digest
-	if _, err := b.Decide(bg, r2.ID, d); !errors.As(err, new(*AskError)) {
+	if _, err := b.Decide(rigCtx, r2.ID, d); !errors.As(err, new(*AskError)) {
 		t.Fatalf("ttl in the past: %v, want refused", err)
 	}
 }
 
 func TestRevokeReportsHolders(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.app.holders = []provider.Holder{{PID: 812, FD: 3, Path: "/held.txt"}, {PID: 813, FD: -1, Path: "/"}}
 	b := f.broker(t, Config{})
-	ch := watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	got, _ := b.Decide(bg, r.ID, approve(r))
-	g, err := b.Revoke(bg, got.Grant, "uid 1000", false)
+	ch := rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	got, _ := b.Decide(rigCtx, r.ID, rigApprove(r))
+	g, err := b.Revoke(rigCtx, got.Grant, "uid 1000", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g.Desired || g.Effective || !strings.Contains(g.Detail, "held: pid 812 fd 3 (/held.txt)") || !strings.Contains(g.Detail, "pid 813 cwd") {
 		t.Fatalf("revoked grant %+v", g)
 	}
-	e := next(t, ch, ActRevoked)
+	e := rigNext(t, ch, ActRevoked)
 	if len(e.Grant.Folder.Holders) != 2 || e.By != "uid 1000" {
 		t.Errorf("revoked event %+v", e)
 	}
@@ -461,16 +458,16 @@ func TestRevokeReportsHolders(t *testing.T) {
 }
 
 func TestApplyFailed(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.app.applyErr = errors.New("mount: EPERM")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	got, _ := b.Decide(bg, r.ID, approve(r))
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	got, _ := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if got.State != StateFailed || got.Effective || !strings.Contains(got.Detail, "EPERM") {
 		t.Fatalf("%+v", got)
 	}
-	if len(b.Grants(bg)) != 0 {
+	if len(b.Grants(rigCtx)) != 0 {
 		t.Error("a grant recorded for a failed apply")
 	}
 	if !slices.Contains(f.events.activities(), ActApplyFailed) {
@@ -479,68 +476,68 @@ func TestApplyFailed(t *testing.T) {
 }
 
 func TestNotEffectiveUnlessReadBack(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	f.app.state = provider.GrantMissing
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
-	got, _ := b.Decide(bg, r.ID, approve(r))
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	got, _ := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if got.Effective {
 		t.Fatalf("effective although the sandbox shows the grant %s: %+v", provider.GrantMissing, got)
 	}
 }
 
 func TestHostGrant(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, err := b.Ask(bg, Ask{Kind: KindHost, Target: "API.Example.com.:443"}, Requester{})
+	rigWatch(t, b)
+	r, err := b.Ask(rigCtx, Ask{Kind: KindHost, Target: "API.Example.com.:443"}, Requester{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.State != StatePending || r.Target != "api.example.com:443" || r.Access != "" {
 		t.Fatalf("host ask %+v", r)
 	}
-	got, err := b.Decide(bg, r.ID, approve(r))
+	got, err := b.Decide(rigCtx, r.ID, rigApprove(r))
 	if err != nil || !got.Effective || !slices.Equal(f.app.hosts, []string{"api.example.com"}) {
 		t.Fatalf("%+v %v hosts %v", got, err, f.app.hosts)
 	}
-	g, err := b.Revoke(bg, got.Grant, "me", false)
+	g, err := b.Revoke(rigCtx, got.Grant, "me", false)
 	if err != nil || g.Effective || g.Revision != 2 || !slices.Equal(f.app.unhosts, []string{"api.example.com"}) {
 		t.Fatalf("revoke %+v %v", g, err)
 	}
 }
 
 func TestSlowWatcherDropsAndSaysSo(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	ch := watch(t, b) // never read until the end
+	ch := rigWatch(t, b) // never read until the end
 	for range watchBuffer + 5 {
-		if _, err := b.Ask(bg, Ask{Kind: KindFolder, Target: "/etc"}, Requester{}); err != nil {
+		if _, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: "/etc"}, Requester{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for range watchBuffer {
 		<-ch
 	}
-	_, _ = b.Ask(bg, Ask{Kind: KindFolder, Target: "/etc"}, Requester{})
+	_, _ = b.Ask(rigCtx, Ask{Kind: KindFolder, Target: "/etc"}, Requester{})
 	if e := <-ch; e.Dropped != 5 {
 		t.Fatalf("dropped %d, want 5", e.Dropped)
 	}
 }
 
 func TestCloseExpiresPending(t *testing.T) {
-	f := newFixture(t, "")
+	f := newRig(t, "")
 	b := f.broker(t, Config{})
-	watch(t, b)
-	r, _ := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
+	rigWatch(t, b)
+	r, _ := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{})
 	done := make(chan Request)
-	go func() { w, _ := b.Wait(bg, r.ID, time.Minute); done <- w }()
+	go func() { w, _ := b.Wait(rigCtx, r.ID, time.Minute); done <- w }()
 	b.Close()
 	if w := <-done; w.State != StateExpired {
 		t.Fatalf("after Close: %s", w.State)
 	}
-	if _, err := b.Ask(bg, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{}); !errors.Is(err, ErrClosed) {
+	if _, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: filepath.Join(f.src, "a")}, Requester{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ask after close: %v", err)
 	}
 }
