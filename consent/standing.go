@@ -310,8 +310,20 @@ func (s *Standing) Add(k Kind, target string, access policy.Access, by string, a
 	if old == nil {
 		from = "/dev/null"
 	}
-	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(old)), B: difflib.SplitLines(buf.String()),
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: diffLines(string(old)), B: diffLines(buf.String()),
 		FromFile: from, ToFile: s.Path, Context: 3})
+}
+
+// diffLines is s's lines, each ending in "\n" (difflib.SplitLines adds
+// an empty last line to text that ends in one).
+func diffLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	} else {
+		lines[len(lines)-1] += "\n"
+	}
+	return lines
 }
 
 // standingNodes parses data into a node tree and finds (or makes) its
