@@ -9,12 +9,15 @@ import (
 )
 
 // OCSF constants for the User Access Management class
-// (schema.ocsf.io/1.3.0/classes/user_access, class 3005, category 3
-// "Identity & Access Management"): "management updates to a user's
-// privileges", with activities Assign Privileges (1) and Revoke
-// Privileges (2), the required privileges (the privileges assigned or
-// revoked) and user (who they are assigned to), and the recommended
-// resource (what they give access to).
+// (schema.ocsf.io/1.3.0/classes/user_access, class_uid 3005, category 3
+// "Identity & Access Management"; events/iam/user_access.json of
+// ocsf-schema 1.3.0). The schema's words: "User Access Management events
+// report management updates to a user's privileges", activities 1
+// "Assign Privileges" ("Assign privileges to a user.") and 2 "Revoke
+// Privileges" ("Revoke privileges from a user."), the required
+// privileges ("List of privileges assigned to a user.") and user ("User
+// to which privileges were assigned."), the recommended resource
+// ("Resource that the privileges give access to.").
 //
 // Every consent transition is one event of this class, as the design
 // asks one class for all of them (docs/consent.md): a consent grant is a
@@ -25,16 +28,22 @@ import (
 // Failure, a revocation (by a person, a ttl's end, the requester's exit,
 // the session's end) Revoke Privileges; the steps before an assignment
 // (requested, prompted, approved, denied, expired, refused,
-// rate_limited) are Other (99), activity_name naming the transition, as
-// OCSF's activity_id 99 allows. The other candidates fit worse: Authorize
-// Session (3003) is about privileges of a logon session, Entity
-// Management (3004) is for managed objects, not privileges, and the
-// Discovery class 5019 (Device Config State Change) describes a device's
-// configuration, not an access given to someone. What OCSF has no
-// attribute for — the request's digest, the requester process (an IAM
-// event has no process object besides the actor, which is the approver),
-// the scope, the ceiling entry, the mount ids, the proxy's rule revision,
-// the holders of a revoked folder — is under unmapped.consent.
+// rate_limited) are Other (99), "not mapped. See the activity_name
+// attribute, which contains a data source specific value" (the base
+// event's activity_id), activity_name naming the transition.
+//
+// The other candidates fit worse: Authorize Session (3003) reports
+// "privileges or groups assigned to a new user session, usually at login
+// time", not to a running workload; Entity Management (3004) is for
+// managed objects, not privileges; Device Config State Change (5019,
+// OpenShell's choice) reports "state changes that impact the security of
+// the device", not an access given to someone. (Schema 1.9.0 deprecates
+// 3005 for User Management; Corral writes 1.3.0, SchemaVersion.) What
+// OCSF has no attribute for — the request's digest, the requester
+// process (an IAM event has no process object besides the actor, which
+// is the approver), the scope, the ceiling entry, the mount ids, the
+// proxy's rule revision, the holders of a revoked folder — is under
+// unmapped.consent.
 const (
 	ConsentClassUID        = 3005
 	ConsentClassName       = "User Access Management"
