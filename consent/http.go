@@ -151,6 +151,8 @@ type hubWatch struct {
 	out     chan Event
 	cancels map[*Broker]func()
 	done    chan struct{}
+	mu      sync.Mutex
+	dropped int // events missed since the last one delivered (out was full)
 }
 
 // NewHub is an empty hub.
@@ -231,10 +233,17 @@ func forward(b *Broker, w *hubWatch) func() {
 				if !ok {
 					return
 				}
+				// A slow reader misses events (the broker never waits)
+				// and is told how many with the next one it gets.
+				w.mu.Lock()
+				e.Dropped += w.dropped
 				select {
 				case w.out <- e:
-				default: // a slow reader misses events; the broker never waits
+					w.dropped = 0
+				default:
+					w.dropped = e.Dropped + 1
 				}
+				w.mu.Unlock()
 			}
 		}
 	}()

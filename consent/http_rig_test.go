@@ -274,3 +274,44 @@ func TestHubWatchCoversLaterBrokers(t *testing.T) {
 		t.Fatalf("after cancel: approvers %d", b1.Approvers())
 	}
 }
+
+func TestHubSlowWatcherToldDropped(t *testing.T) {
+	f := newRig(t, "")
+	h := NewHub()
+	b := f.broker(t, Config{})
+	h.Add(b)
+	events, cancel := h.Watch()
+	defer cancel()
+	asks := 3 * watchBuffer
+	for range asks {
+		if _, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: "/etc"}, Requester{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every event is delivered or counted in a later one's Dropped: once
+	// a sentinel asked after the reader caught up arrives, the two add up
+	// to every ask.
+	got, dropped, sawDrop := 0, 0, false
+	deadline := time.After(10 * time.Second)
+	for {
+		if len(events) == 0 {
+			asks++
+			if _, err := b.Ask(rigCtx, Ask{Kind: KindFolder, Target: "/usr"}, Requester{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var e Event
+		select {
+		case e = <-events:
+		case <-deadline:
+			t.Fatalf("%d delivered + %d said dropped of %d", got, dropped, asks)
+		}
+		got, dropped, sawDrop = got+1, dropped+e.Dropped, sawDrop || e.Dropped > 0
+		if e.Request.Target == "/usr" && got+dropped == asks {
+			break
+		}
+	}
+	if !sawDrop {
+		t.Fatalf("a watcher that did not read for %d events was told of no drop", 3*watchBuffer)
+	}
+}
