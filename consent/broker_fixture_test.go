@@ -43,7 +43,7 @@ consent:
 
 var rigCtx = context.Background()
 
-func newRig(t *testing.T, src string) *rig {
+func newRig(t testing.TB, src string) *rig {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
