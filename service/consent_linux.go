@@ -4,9 +4,17 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"sync"
+
+	"github.com/corral-sandbox/corral/consent/web"
+	"github.com/corral-sandbox/corral/internal/atomicfile"
+	"github.com/corral-sandbox/corral/provider"
 
 	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/internal/peerhttp"
@@ -29,15 +37,59 @@ func (s *supervisor) serveApprovals() (stop func(), err error) {
 		return "unknown"
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
-		defer close(done)
+		defer wg.Done()
 		_ = peerhttp.Serve(ctx, l, peerhttp.OwnerOnly(api))
 	}()
+	var wl net.Listener
+	if addr := s.st.Web; addr != "" {
+		if wl, err = s.serveWeb(ctx, &wg, addr); err != nil {
+			cancel()
+			_ = l.Close()
+			wg.Wait()
+			_ = os.Remove(path)
+			return nil, err
+		}
+	}
 	return func() {
 		cancel()
 		_ = l.Close()
-		<-done
+		if wl != nil {
+			_ = wl.Close()
+		}
+		wg.Wait()
 		_ = os.Remove(path)
+		_ = os.Remove(s.p.WebToken())
 	}, nil
+}
+
+// serveWeb serves the consent web page of the session on loopback addr,
+// behind a fresh random token written to Paths.WebToken (0600, replaced
+// atomically).
+func (s *supervisor) serveWeb(ctx context.Context, wg *sync.WaitGroup, addr string) (net.Listener, error) {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	if err := atomicfile.Write(s.p.WebToken(), []byte(token+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("consent web page: token: %w", err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &provider.Error{Code: provider.CodeStartFailed, Msg: fmt.Sprintf("--web %s: %v", addr, err)}
+	}
+	api := consent.ApproverHandler(s.hub, func(*http.Request) string { return "web page (token)" })
+	src := web.SourceFunc(func(context.Context) ([]web.Sandbox, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return []web.Sandbox{{ID: s.status.SandboxID, Name: s.rec.Name, Provider: "linux", State: string(s.status.State), Layers: s.status.Layers}}, nil
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = peerhttp.Serve(ctx, l, web.Handler(src, api, token))
+	}()
+	s.logf("consent web page: http://%s/ui/?token=$(cat %s)", l.Addr(), s.p.WebToken())
+	return l, nil
 }

@@ -126,6 +126,10 @@ type StartSpec struct {
 	// stay the same process (0: none).
 	ReadyTimeout Duration `json:"ready_timeout,omitempty"`
 	Settle       Duration `json:"settle,omitempty"`
+	// Web, for a policy with a consent section, is a loopback
+	// "IP:PORT" where the supervisor serves the consent web page
+	// (docs/consent.md), behind the token in Paths.WebToken.
+	Web string `json:"web,omitempty"`
 }
 
 // DefaultReadyTimeout is the launcher's wait when none is recorded.
@@ -242,6 +246,10 @@ func (p Paths) PIDFile() string  { return filepath.Join(p.Dir, "supervisor.pid")
 // Approvals is the supervisor's approvers' consent API socket (a policy
 // with a consent section; `corral approvals --service NAME`).
 func (p Paths) Approvals() string { return filepath.Join(p.Dir, "approvals.sock") }
+
+// WebToken is the consent web page's token (0600), made anew by each
+// supervisor that serves the page (StartSpec.Web).
+func (p Paths) WebToken() string { return filepath.Join(p.Dir, "web.token") }
 
 // PathsOf returns the paths of session name under base.
 func PathsOf(base, name string) Paths { return Paths{Dir: filepath.Join(base, name)} }

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/service"
@@ -192,7 +193,7 @@ func printProvisioned(rec *service.Record) {
 func newServiceStartCmd() *cobra.Command {
 	var (
 		readyPort                   int
-		readyHTTP, restart          string
+		readyHTTP, restart, web     string
 		publish                     []string
 		grace, readyTimeout, settle time.Duration
 	)
@@ -221,12 +222,17 @@ running, 122 policy rejected, 124 not ready in time, 125 could not start.`,
 			}
 			var spec *service.StartSpec
 			changed := false
-			for _, f := range []string{"ready-port", "ready-http", "publish", "restart", "stop-grace", "ready-timeout", "settle"} {
+			for _, f := range []string{"ready-port", "ready-http", "publish", "restart", "stop-grace", "ready-timeout", "settle", "web"} {
 				changed = changed || cmd.Flags().Changed(f)
 			}
 			if len(command) > 0 {
 				spec = &service.StartSpec{Command: command, Restart: restart, ReadyPort: readyPort, ReadyHTTP: readyHTTP, StopGrace: service.Duration(grace),
-					ReadyTimeout: service.Duration(readyTimeout), Settle: service.Duration(settle)}
+					ReadyTimeout: service.Duration(readyTimeout), Settle: service.Duration(settle), Web: web}
+				if web != "" {
+					if ap, err := netip.ParseAddrPort(web); err != nil || !ap.Addr().IsLoopback() {
+						return fmt.Errorf("--web %q: want a loopback IP:PORT, e.g. 127.0.0.1:8790 (the page's token must not cross the network)", web)
+					}
+				}
 				switch restart {
 				case "always", "on-failure", "never":
 				default:
@@ -257,6 +263,7 @@ running, 122 policy rejected, 124 not ready in time, 125 could not start.`,
 	f := c.Flags()
 	f.IntVar(&readyPort, "ready-port", 0, "ready when this TCP port inside the session accepts a connection")
 	f.StringVar(&readyHTTP, "ready-http", "", "ready when this URL (from the host, e.g. a published port) answers 2xx")
+	f.StringVar(&web, "web", "", "serve the consent web page on this loopback IP:PORT (a policy with a consent section; its token is the session's web.token)")
 	f.StringArrayVar(&publish, "publish", nil, "[HOST:]PORT[:INNER]: forward host loopback HOST:PORT to port INNER inside (repeatable)")
 	f.StringVar(&restart, "restart", "on-failure", "restart policy: always, on-failure or never")
 	f.DurationVar(&grace, "stop-grace", 30*time.Second, "on stop, time between SIGTERM and SIGKILL")
@@ -325,6 +332,10 @@ type statusOut struct {
 	PostureOK bool                   `json:"posture_ok"`
 	Unit      string                 `json:"autostart_unit,omitempty"`
 	Warnings  []string               `json:"warnings,omitempty"`
+	// Grants are the session's consent grants, desired against
+	// effective, read back now from the supervisor (a consent policy).
+	Grants []consent.Grant `json:"grants,omitempty"`
+	Web    string          `json:"consent_page,omitempty"`
 }
 
 func newServiceStatusCmd() *cobra.Command {
@@ -362,6 +373,16 @@ every check passing, 1 a check failed (the layer is named), 3 not running.`,
 				if rec.Start != nil && (len(rec.Start.Publish) > 0 || rec.Start.ReadyHTTP != "") {
 					pr := probeNow(rec.Start)
 					out.Probe = &pr
+				}
+				if pol.Consent != nil {
+					if cl, err := consent.NewClient("unix:"+p.Approvals(), ""); err == nil {
+						if out.Grants, err = cl.Grants(cmd.Context(), ""); err != nil {
+							out.Warnings = append(out.Warnings, "consent grants: "+err.Error())
+						}
+					}
+					if rec.Start != nil && rec.Start.Web != "" {
+						out.Web = fmt.Sprintf("http://%s/ui/?token=$(cat %s)", rec.Start.Web, p.WebToken())
+					}
 				}
 			}
 			if output == "json" {
@@ -433,6 +454,12 @@ func printStatus(w io.Writer, rec *service.Record, o statusOut) {
 	fmt.Fprintf(w, "  identity:   %s, home %s\n", who, rec.Home)
 	if len(o.Command) > 0 {
 		fmt.Fprintf(w, "  command:    %s\n", strings.Join(o.Command, " "))
+	}
+	if o.Web != "" {
+		fmt.Fprintf(w, "  consent:    %s\n", o.Web)
+	}
+	for _, g := range o.Grants {
+		fmt.Fprintf(w, "  grant:      %s %s %s %s, desired %t, effective %t %s %s\n", g.ID, g.Kind, g.Target, g.Access, g.Desired, g.Effective, g.Path, g.Detail)
 	}
 	if st.Supervisor.PID != 0 {
 		fmt.Fprintf(w, "  supervisor: pid %d\n", st.Supervisor.PID)
