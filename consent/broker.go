@@ -44,7 +44,7 @@ type Applier interface {
 // Event is one transition, for the audit log and for watchers.
 type Event struct {
 	// Activity: requested, prompted, approved, denied, expired, applied,
-	// apply_failed, revoked, rate_limited, refused.
+	// apply_failed, revoked, revoke_failed, rate_limited, refused.
 	Activity string    `json:"activity"`
 	Time     time.Time `json:"time"`
 	Request  *Request  `json:"request,omitempty"`
@@ -112,7 +112,10 @@ type entry struct {
 	r        Request
 	dev, ino uint64
 	ceil     policy.FolderCeiling
-	key      string
+	key      string // the coalescing and session key of what was asked (decisionKey)
+	// granted is the session key of what was granted (decisionKey with
+	// the access in force: read-only when an approver narrowed it).
+	granted  string
 	leader   int  // the requester's session leader (host pid): a once grant ends with it
 	applying bool // approved, being put in force: not answered to waiters yet
 	timer    *time.Timer
@@ -169,6 +172,12 @@ func randID(prefix string) string {
 	var x [8]byte
 	_, _ = rand.Read(x[:])
 	return prefix + hex.EncodeToString(x[:])
+}
+
+// decisionKey is what identical requests share (coalescing, session
+// decisions): kind, canonical target, access.
+func decisionKey(k Kind, target string, access policy.Access) string {
+	return string(k) + "|" + target + "|" + string(access)
 }
 
 // cleanReason keeps at most MaxReason bytes of s with control characters
@@ -270,7 +279,7 @@ func (b *Broker) Ask(ctx context.Context, a Ask, who Requester) (Request, error)
 		return Request{}, err
 	}
 	now := b.now()
-	e := &entry{dev: dev, ino: ino, key: string(a.Kind) + "|" + target + "|" + string(a.Access)}
+	e := &entry{dev: dev, ino: ino, key: decisionKey(a.Kind, target, a.Access)}
 	if who.PID > 0 {
 		e.leader = sessionLeader(who.PID)
 	}
@@ -375,7 +384,8 @@ func (b *Broker) settle(e *entry, activity string) Request {
 }
 
 // keep adds e to the requests, dropping the oldest decided ones beyond
-// maxDecided.
+// maxDecided (never one with a grant, nor one being applied: its waiters
+// and its grant need it).
 func (b *Broker) keep(e *entry) {
 	b.reqs[e.r.ID] = e
 	b.order = append(b.order, e.r.ID)
@@ -387,7 +397,7 @@ func (b *Broker) keep(e *entry) {
 	}
 	for i := 0; decided > maxDecided && i < len(b.order); {
 		id := b.order[i]
-		if x := b.reqs[id]; x.r.State != StatePending && x.r.Grant == "" {
+		if x := b.reqs[id]; x.r.State != StatePending && x.r.Grant == "" && !x.applying {
 			delete(b.reqs, id)
 			b.order = slices.Delete(b.order, i, i+1)
 			decided--
@@ -408,10 +418,14 @@ func (b *Broker) covering(k Kind, target string, access policy.Access) *Grant {
 	return nil
 }
 
+// applyingDetail is an approved request's Detail until its read-back:
+// what a waiter whose timeout ends first is told.
+const applyingDetail = "approved, being put in force: not effective until the sandbox shows it"
+
 // autoApprove approves e without a prompt (a decision already made);
 // called locked, it unlocks.
 func (b *Broker) autoApprove(ctx context.Context, e *entry, scope Scope, why string) (Request, error) {
-	e.r.State = StateApproved
+	e.r.State, e.r.Detail = StateApproved, applyingDetail
 	e.r.Decision = &Decision{Approve: true, Scope: scope, Digest: e.r.Digest, By: why, At: b.now()}
 	e.applying = true
 	b.keep(e)
@@ -588,7 +602,7 @@ func (b *Broker) Decide(ctx context.Context, id string, d Decision) (Request, er
 		b.mu.Unlock()
 		return r, nil
 	}
-	e.r.State, e.applying = StateApproved, true
+	e.r.State, e.r.Detail, e.applying = StateApproved, applyingDetail, true
 	r := e.r
 	b.emit(Event{Activity: "approved", Time: d.At, Request: &r, By: d.By})
 	b.broadcast()
@@ -634,8 +648,12 @@ func (b *Broker) label(path string) string {
 	return l
 }
 
-// apply puts approved request e in force and records the grant.
+// apply puts approved request e in force and records the grant. The
+// decision is made: it is applied whatever becomes of the caller (ctx's
+// values are kept, its cancellation is not), so that an approver or a
+// workload that hangs up does not leave it half done.
 func (b *Broker) apply(ctx context.Context, e *entry, d Decision) (Request, error) {
+	ctx = context.WithoutCancel(ctx)
 	r := e.r
 	g := &Grant{ID: randID("grant-"), Sandbox: b.cfg.Sandbox, Request: r.ID, Kind: r.Kind, Target: r.Target, Access: r.Access,
 		Scope: d.Scope, Expires: d.Expires, Desired: true, Mode: b.cfg.Applier.Mode(r.Kind)}
@@ -665,7 +683,14 @@ func (b *Broker) apply(ctx context.Context, e *entry, d Decision) (Request, erro
 			if err == nil {
 				g.Folder, g.Path, g.Effective = &st, st.Path, st.State == provider.GrantEffective
 				if !g.Effective {
+					// No grant is recorded: take down what was made, or
+					// nobody could revoke it.
 					err = fmt.Errorf("mounted, but the sandbox shows it %s", st.State)
+					if _, rerr := b.cfg.Applier.RevokeFolder(ctx, label, false); rerr != nil {
+						err = fmt.Errorf("%w; taking it down again failed: %v", err, rerr)
+					} else {
+						err = fmt.Errorf("%w; taken down again", err)
+					}
 				}
 			}
 		}
@@ -692,26 +717,39 @@ func (b *Broker) apply(ctx context.Context, e *entry, d Decision) (Request, erro
 		}
 		e.r.Diff = diff
 	}
+	// The session remembers what was granted: a read-write request
+	// narrowed to read-only answers later read-only requests, and
+	// prompts for read-write again.
+	e.granted = decisionKey(r.Kind, r.Target, g.Access)
 	if d.Scope == ScopeSession || d.Scope == ScopeAlways {
-		b.session[e.key] = true
+		b.session[e.granted] = true
 	}
 	b.grants[g.ID] = g
 	b.gorder = append(b.gorder, g.ID)
 	b.grantReq[g.ID] = e
-	e.r.Effective, e.r.Path, e.r.Grant = true, g.Path, g.ID
+	e.r.Effective, e.r.Path, e.r.Grant, e.r.Detail = true, g.Path, g.ID, ""
 	rr, gg := e.r, *g
 	b.emit(Event{Activity: "applied", Time: b.now(), Request: &rr, Grant: &gg, By: d.By})
 	b.broadcast()
 	switch {
 	case d.Scope == ScopeTTL:
-		id := g.ID
-		time.AfterFunc(d.Expires.Sub(b.now()), func() {
-			_, _ = b.Revoke(context.Background(), id, "expiry ("+d.Expires.Format(time.RFC3339)+")", false)
-		})
+		go b.revokeAt(g.ID, d.Expires)
 	case d.Scope == ScopeOnce && e.leader > 0:
 		go b.revokeWhenGone(g.ID, e.leader)
 	}
 	return rr, nil
+}
+
+// revokeAt revokes a ttl grant at its expiry, unless the broker is
+// closed first (the session's end takes the sandbox and its grants).
+func (b *Broker) revokeAt(id string, at time.Time) {
+	t := time.NewTimer(at.Sub(b.now()))
+	defer t.Stop()
+	select {
+	case <-b.stop:
+	case <-t.C:
+		_, _ = b.Revoke(context.Background(), id, "expiry ("+at.Format(time.RFC3339)+")", false)
+	}
 }
 
 // revokeWhenGone revokes a once grant when the command that asked for it
@@ -763,10 +801,18 @@ func (b *Broker) Grants(ctx context.Context) []Grant {
 		}
 		st, ok := byLabel[g.Folder.Label]
 		if !ok {
+			// Not listed: missing when it should be in force, as it was
+			// left when revoked.
 			st = *g.Folder
-			st.State = provider.GrantMissing
+			if g.Desired {
+				st.State = provider.GrantMissing
+			}
 		}
-		st.Holders = append(st.Holders, g.Folder.Holders...) // those reported at revoke stay
+		for _, h := range g.Folder.Holders { // those reported at revoke stay
+			if !slices.ContainsFunc(st.Holders, func(x provider.Holder) bool { return x.PID == h.PID && x.FD == h.FD && x.Path == h.Path }) {
+				st.Holders = append(st.Holders, h)
+			}
+		}
 		g.Folder = &st
 		g.Effective = st.State == provider.GrantEffective
 	}
@@ -790,7 +836,8 @@ func (b *Broker) Revoke(ctx context.Context, id, by string, kill bool) (Grant, e
 	}
 	g.Desired = false
 	e := b.grantReq[id]
-	delete(b.session, e.key) // the next identical request asks again
+	session := b.session[e.granted]
+	delete(b.session, e.granted) // the next identical request asks again
 	cur := *g
 	b.mu.Unlock()
 	var err error
@@ -811,25 +858,37 @@ func (b *Broker) Revoke(ctx context.Context, id, by string, kill bool) (Grant, e
 	case KindHost:
 		host, ps, _ := net.SplitHostPort(cur.Target)
 		port, _ := strconv.Atoi(ps)
-		cur.Revision, err = b.cfg.Applier.DisallowHost(ctx, host, port)
-		cur.Effective = err != nil
-		cur.Detail = "revoked"
-	}
-	if err != nil {
-		cur.Detail = "revoke failed: " + err.Error()
+		var rev int
+		if rev, err = b.cfg.Applier.DisallowHost(ctx, host, port); err == nil {
+			cur.Revision, cur.Effective, cur.Detail = rev, false, "revoked"
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	*g = cur
 	if err != nil {
-		g.Desired = true
+		// Still in force as far as anyone knows: desired again (a later
+		// revoke retries), the request approved still, the session's
+		// decision back.
+		g.Desired, g.Detail = true, "revoke failed: "+err.Error()
+		if session {
+			b.session[e.granted] = true
+		}
+		gg, r := *g, e.r
+		b.emit(Event{Activity: ActRevokeFailed, Time: b.now(), Request: &r, Grant: &gg, By: by})
+		b.broadcast()
+		return gg, err
 	}
+	*g = cur
 	e.r.State, e.r.Effective = StateRevoked, g.Effective
 	gg, r := *g, e.r
 	b.emit(Event{Activity: "revoked", Time: b.now(), Request: &r, Grant: &gg, By: by})
 	b.broadcast()
 	return gg, err
 }
+
+// ActRevokeFailed is the Event of a revoke that did not take: the grant
+// stays desired and in force (its Detail says why).
+const ActRevokeFailed = "revoke_failed"
 
 func holderFD(fd int) string {
 	switch fd {

@@ -24,31 +24,39 @@ type Client struct {
 	token string
 }
 
-// NewClient connects to addr: "unix:PATH", or "http://IP:PORT" on
-// loopback (the token, when given, is sent as a bearer token; a
-// non-loopback address is refused: the token would cross the network in
-// clear).
+// NewClient connects to addr: "unix:PATH", or "http://HOST:PORT[/PATH]"
+// with HOST a loopback IP literal or localhost (the token, when given, is
+// sent as a bearer token; any other host, a user part ("http://127.0.0.1:80@host",
+// where the host is what follows the @), a query or a fragment is
+// refused: the token would cross the network in clear). Redirects are
+// not followed.
 func NewClient(addr, token string) (*Client, error) {
 	tr := &http.Transport{}
-	base := addr
+	var base string
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" {
+			return nil, fmt.Errorf("approvals address %q: want unix:PATH or http://IP:PORT", addr)
+		}
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		}
 		base = "http://corral-approvals"
-	} else if rest, ok := strings.CutPrefix(addr, "http://"); ok {
-		host := rest
-		if h, _, err := net.SplitHostPort(rest); err == nil {
-			host = h
+	} else if strings.HasPrefix(addr, "http://") {
+		u, err := url.Parse(addr)
+		if err != nil || u.User != nil || u.Host == "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			return nil, fmt.Errorf("approvals address %q: want http://IP:PORT, without a user, query or fragment", addr)
 		}
-		if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); (err != nil || !ip.IsLoopback()) && host != "localhost" {
+		host := u.Hostname()
+		if ip, err := netip.ParseAddr(host); (err != nil || !ip.IsLoopback()) && host != "localhost" {
 			return nil, fmt.Errorf("approvals address %q: not loopback; the token would cross the network in clear", addr)
 		}
+		base = "http://" + u.Host + u.EscapedPath()
 	} else {
 		return nil, fmt.Errorf("approvals address %q: want unix:PATH or http://IP:PORT", addr)
 	}
-	return &Client{hc: &http.Client{Transport: tr}, base: strings.TrimSuffix(base, "/"), token: token}, nil
+	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Client{hc: hc, base: strings.TrimSuffix(base, "/"), token: token}, nil
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
@@ -72,26 +80,33 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode >= 300 {
-		var e apiError
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error
-			if e.Hint != "" {
-				msg += " (" + e.Hint + ")"
-			}
-		}
-		switch resp.StatusCode {
-		case http.StatusNotFound:
-			return provider.Errorf(provider.CodeNotFound, "%s", msg)
-		case http.StatusConflict:
-			return provider.Errorf(provider.CodeStale, "%s", msg)
-		}
-		return fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
+		return statusError(resp.StatusCode, b)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// statusError is an error answer (status >= 300) with body b (apiError
+// JSON, or text): 404 is provider.CodeNotFound, 409 CodeStale (decided
+// first, or the digest changed), others name their status.
+func statusError(status int, b []byte) error {
+	var e apiError
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
+		if e.Hint != "" {
+			msg += " (" + e.Hint + ")"
+		}
+	}
+	switch status {
+	case http.StatusNotFound:
+		return provider.Errorf(provider.CodeNotFound, "%s", msg)
+	case http.StatusConflict:
+		return provider.Errorf(provider.CodeStale, "%s", msg)
+	}
+	return fmt.Errorf("%s (HTTP %d)", msg, status)
 }
 
 // List is the requests (state "" for all), newest first.
@@ -168,7 +183,7 @@ func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("watch: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return fmt.Errorf("watch: %w", statusError(resp.StatusCode, b))
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
