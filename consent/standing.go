@@ -7,7 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +61,7 @@ type Standing struct {
 // (ResolvedConsent.Persist): nil when there is none (no consent section,
 // or no persist path: no "always" scope). warn is the line the caller
 // prints when the file holds grants ("corral: consent: 2 standing grants
-// from FILE, 1 ignored: /x (ro): ... (consent.folders.ask)"), "" when it
+// from FILE, 1 ignored: folder /x (ro): ... (consent.folders.ask)"), "" when it
 // holds none. The error is LoadStanding's.
 func OpenStanding(r *policy.Resolved) (s *Standing, warn string, err error) {
 	if r == nil || r.Consent == nil || r.Consent.Persist == "" {
@@ -79,7 +82,10 @@ func OpenStanding(r *policy.Resolved) (s *Standing, warn string, err error) {
 // directory another user controls (internal/trust, on Linux) — the
 // workload, or another user, could plant standing grants there. A file
 // that is not YAML of the shape {grants: [{kind, target, access,
-// approved, by}]} (unknown keys too) is an error with its line.
+// approved, by}]} (unknown keys too) is an error with its line and
+// column (decodeStanding); one larger than MaxStandingSize is refused.
+// Entries are checked, not refused: a folder that is gone, or one the
+// ceiling no longer allows, is ignored and said so (Ignored, Summary).
 func LoadStanding(path string, r *policy.Resolved) (*Standing, error) {
 	s := &Standing{Path: path, pol: r}
 	data, err := readStanding(path)
@@ -93,6 +99,9 @@ func LoadStanding(path string, r *policy.Resolved) (*Standing, error) {
 	s.entries, s.ignored = valid, ignored
 	return s, nil
 }
+
+// MaxStandingSize is the largest standing grants file read (1 MiB).
+const MaxStandingSize = 1 << 20
 
 // readStanding is the file's content, nil when it does not exist, after
 // checkStandingFile accepts it (on the open file: no race with a swap).
@@ -112,12 +121,12 @@ func readStanding(path string) ([]byte, error) {
 	if err := checkStandingFile(path, fi); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 4<<20+1))
+	data, err := io.ReadAll(io.LimitReader(f, MaxStandingSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("standing grants file %s: %w", path, err)
 	}
-	if len(data) > 4<<20 {
-		return nil, fmt.Errorf("standing grants file %s is larger than 4 MiB", path)
+	if len(data) > MaxStandingSize {
+		return nil, fmt.Errorf("standing grants file %s is larger than 1 MiB: refused (it holds one short entry per approval; look at what else is in it)", path)
 	}
 	return data, nil
 }
@@ -125,18 +134,11 @@ func readStanding(path string) ([]byte, error) {
 // parseStanding decodes data and sorts its entries into those within the
 // ceiling and why the others are not.
 func parseStanding(path string, data []byte, r *policy.Resolved) (valid []StandingEntry, ignored []string, err error) {
-	var sf standingFile
-	if len(bytes.TrimSpace(data)) > 0 {
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		dec.KnownFields(true)
-		if err := dec.Decode(&sf); err != nil && !errors.Is(err, io.EOF) {
-			return nil, nil, fmt.Errorf("standing grants file %s: %w (want grants: [{kind, target, access, approved, by}])", path, err)
-		}
+	_, _, es, err := decodeStanding(path, data)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, e := range sf.Grants {
-		if e.Kind == KindFolder && e.Access == "" {
-			e.Access = policy.AccessReadOnly
-		}
+	for _, e := range es {
 		if why := checkStandingEntry(e, r); why != "" {
 			ignored = append(ignored, why)
 			continue
@@ -146,9 +148,96 @@ func parseStanding(path string, data []byte, r *policy.Resolved) (valid []Standi
 	return valid, ignored, nil
 }
 
+// standingKeys are the keys of one entry.
+var standingKeys = []string{"kind", "target", "access", "approved", "by"}
+
+// yamlLine is the line yaml.v3 puts in a syntax error ("yaml: line 3:
+// did not find expected key").
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// decodeStanding parses data (yaml.v3) into its node tree doc, the grants
+// sequence in it (nil when there is none; a null "grants:" becomes an
+// empty sequence) and its entries in order, a folder's access ro when
+// not written. A syntax error names the file and line ("FILE:3: did not
+// find expected key"), anything but {grants: [{kind, target, access,
+// approved, by}]} the file, line and column of the node at fault
+// ("FILE:4:7: unknown key \"taget\" ...": unknown keys, aliases, a value
+// of the wrong type).
+func decodeStanding(path string, data []byte) (doc, seq *yaml.Node, es []StandingEntry, err error) {
+	doc = &yaml.Node{}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return doc, nil, nil, nil
+	}
+	if err := yaml.Unmarshal(data, doc); err != nil {
+		msg := err.Error()
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			return nil, nil, nil, fmt.Errorf("standing grants file %s:%s: %s (not YAML)", path, m[1], msg[len(m[0]):])
+		}
+		return nil, nil, nil, fmt.Errorf("standing grants file %s: %w", path, err)
+	}
+	bad := func(n *yaml.Node, format string, args ...any) error {
+		return fmt.Errorf("standing grants file %s:%d:%d: %s (want grants: [{kind, target, access, approved, by}])", path, n.Line, n.Column, fmt.Sprintf(format, args...))
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 { // comments only
+		return doc, nil, nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return doc, nil, nil, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, nil, nil, bad(root, "the top is not a mapping")
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch {
+		case k.Value != "grants" || k.Kind != yaml.ScalarNode:
+			return nil, nil, nil, bad(k, "unknown key %q", k.Value)
+		case seq != nil:
+			return nil, nil, nil, bad(k, "grants twice")
+		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
+			*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", LineComment: v.LineComment, Line: v.Line, Column: v.Column}
+		case v.Kind != yaml.SequenceNode:
+			return nil, nil, nil, bad(v, "grants is not a list")
+		}
+		seq = v
+	}
+	if seq == nil {
+		return doc, nil, nil, nil
+	}
+	for _, n := range seq.Content {
+		if n.Kind != yaml.MappingNode {
+			return nil, nil, nil, bad(n, "a grant is not a mapping")
+		}
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			k, v := n.Content[j], n.Content[j+1]
+			if k.Kind != yaml.ScalarNode || !slices.Contains(standingKeys, k.Value) {
+				return nil, nil, nil, bad(k, "unknown key %q in a grant", k.Value)
+			}
+			if v.Kind != yaml.ScalarNode {
+				return nil, nil, nil, bad(v, "%s is not a single value", k.Value)
+			}
+		}
+		var e StandingEntry
+		if err := n.Decode(&e); err != nil {
+			msg := err.Error()
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				msg = strings.Join(te.Errors, "; ")
+			}
+			return nil, nil, nil, bad(n, "%s", msg)
+		}
+		if e.Kind == KindFolder && e.Access == "" {
+			e.Access = policy.AccessReadOnly
+		}
+		es = append(es, e)
+	}
+	return doc, seq, es, nil
+}
+
 // checkStandingEntry says why e is not a grant the ceiling allows, or "".
 func checkStandingEntry(e StandingEntry, r *policy.Resolved) string {
-	name := e.Target
+	name := string(e.Kind) + " " + e.Target
 	if e.Access != "" {
 		name += " (" + string(e.Access) + ")"
 	}
@@ -157,6 +246,11 @@ func checkStandingEntry(e StandingEntry, r *policy.Resolved) string {
 	case r == nil:
 		refusal = &policy.ConsentRefusal{Field: "consent", Reason: "no policy"}
 	case e.Kind == KindFolder:
+		if filepath.IsAbs(e.Target) && filepath.Clean(e.Target) == e.Target {
+			if _, err := os.Lstat(e.Target); errors.Is(err, fs.ErrNotExist) {
+				return name + ": gone (no such folder now; the entry is kept in the file)"
+			}
+		}
 		_, refusal = r.AskFolder(e.Target, e.Access)
 	case e.Kind == KindHost:
 		h, ps, err := net.SplitHostPort(e.Target)
@@ -228,20 +322,27 @@ func (s *Standing) Covers(k Kind, target string, access policy.Access) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.entries {
-		if e.Kind == k && e.Target == target && (e.Access == access || e.Access == policy.AccessReadWrite) {
+		if e.Kind == k && e.Target == target && accessCovers(e.Access, access) {
 			return true
 		}
 	}
 	return false
 }
 
+// accessCovers says whether a grant with access has covers a request
+// for want: the same access, or rw for ro.
+func accessCovers(has, want policy.Access) bool {
+	return has == want || has == policy.AccessReadWrite && want == policy.AccessReadOnly
+}
+
 // standingHeader opens a file Add creates.
 const standingHeader = "Corral's standing consent grants (consent.persist): approvals with scope always.\n" +
-	"Each is checked against the policy's consent ceiling whenever a session starts."
+	"Written by corral (approvals --always); each entry is checked against the policy's consent ceiling at every start."
 
 // Add writes one standing grant (kind k, target, access; by and at for
 // the record) into the file and returns what changed as a unified diff
-// ("" when an identical grant was there already). The YAML is edited as a
+// ("" and no write when an entry valid now covers it already: the same
+// access, or rw for ro). The YAML is edited as a
 // node tree (yaml.v3), so comments and the other entries are kept; the
 // file is replaced atomically (internal/atomicfile, mode 0600; its
 // directory made 0700 when missing), then read back and checked again:
@@ -264,13 +365,12 @@ func (s *Standing) Add(k Kind, target string, access policy.Access, by string, a
 	if err != nil {
 		return "", err
 	}
-	doc, seq, err := standingNodes(s.Path, old)
+	doc, seq, es, err := standingNodes(s.Path, old)
 	if err != nil {
 		return "", err
 	}
-	for _, n := range seq.Content {
-		var x StandingEntry
-		if n.Decode(&x) == nil && x.Kind == k && x.Target == target && (x.Access == access || x.Kind == KindFolder && x.Access == "" && access == policy.AccessReadOnly) {
+	for _, x := range es { // covered by an entry valid now: nothing to write
+		if x.Kind == k && x.Target == target && accessCovers(x.Access, access) && checkStandingEntry(x, s.pol) == "" {
 			return "", nil
 		}
 	}
@@ -326,14 +426,13 @@ func diffLines(s string) []string {
 	return lines
 }
 
-// standingNodes parses data into a node tree and finds (or makes) its
-// grants sequence.
-func standingNodes(path string, data []byte) (doc, seq *yaml.Node, err error) {
-	doc = &yaml.Node{}
-	if len(bytes.TrimSpace(data)) > 0 {
-		if err := yaml.Unmarshal(data, doc); err != nil {
-			return nil, nil, fmt.Errorf("standing grants file %s: %w", path, err)
-		}
+// standingNodes is decodeStanding's tree made ready for one more entry:
+// a new file gets standingHeader and a top mapping, a file without
+// grants a grants sequence (a flow [] becomes a block list).
+func standingNodes(path string, data []byte) (doc, seq *yaml.Node, es []StandingEntry, err error) {
+	doc, seq, es, err = decodeStanding(path, data)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if doc.Kind == 0 { // empty (or comments only)
 		doc.Kind = yaml.DocumentNode
@@ -342,31 +441,23 @@ func standingNodes(path string, data []byte) (doc, seq *yaml.Node, err error) {
 	if len(doc.Content) == 0 {
 		doc.Content = []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}
 	}
-	root := doc.Content[0]
-	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+	if root := doc.Content[0]; root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		*root = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", HeadComment: root.HeadComment}
 	}
-	if root.Kind != yaml.MappingNode {
-		return nil, nil, fmt.Errorf("standing grants file %s:%d: the top is not a mapping (want grants: [...])", path, root.Line)
+	root := doc.Content[0]
+	if seq == nil {
+		seq = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "grants"}, seq)
 	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value != "grants" {
-			continue
+	if seq.Style&yaml.FlowStyle != 0 && seq.LineComment != "" { // "grants: [] # c": the comment stays on the key's line
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if k := root.Content[i]; root.Content[i+1] == seq && k.LineComment == "" {
+				k.LineComment, seq.LineComment = seq.LineComment, ""
+			}
 		}
-		v := root.Content[i+1]
-		switch {
-		case v.Kind == yaml.SequenceNode:
-		case v.Kind == yaml.ScalarNode && v.Tag == "!!null":
-			*v = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", LineComment: v.LineComment}
-		default:
-			return nil, nil, fmt.Errorf("standing grants file %s:%d: grants is not a list", path, v.Line)
-		}
-		v.Style = 0 // a flow [] grows as a block list
-		return doc, v, nil
 	}
-	seq = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-	root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "grants"}, seq)
-	return doc, seq, nil
+	seq.Style = 0
+	return doc, seq, es, nil
 }
 
 // entryNode is e as a YAML mapping (strings tagged, so that the encoder
