@@ -168,7 +168,14 @@ func decodeStanding(path string, data []byte) (doc, seq *yaml.Node, es []Standin
 	if len(bytes.TrimSpace(data)) == 0 {
 		return doc, nil, nil, nil
 	}
-	if err := yaml.Unmarshal(data, doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	err = dec.Decode(doc)
+	if err == nil {
+		if more := (&yaml.Node{}); dec.Decode(more) != io.EOF {
+			return nil, nil, nil, fmt.Errorf("standing grants file %s:%d: a second YAML document: refused (Add would drop it; keep one document)", path, more.Line)
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
 		msg := err.Error()
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			return nil, nil, nil, fmt.Errorf("standing grants file %s:%s: %s (not YAML)", path, m[1], msg[len(m[0]):])

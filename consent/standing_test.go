@@ -42,6 +42,7 @@ func TestStandingDecodeErrors(t *testing.T) {
 		{"grants:\n  - kind: folder\n    target: [/x]\n", ":3:13: target is not a single value"},
 		{"x: &a /x\ngrants:\n  - {kind: folder, target: *a}\n", ":1:1: unknown key \"x\""},
 		{"grants:\n  - {kind: folder, target: /x, approved: soon}\n", ":2:5: "},
+		{"grants: []\n---\ngrants: []\n", ":2: a second YAML document"},
 	} {
 		p := f.standingAt(t, c.content)
 		_, _, err := OpenStanding(f.r)
