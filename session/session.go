@@ -160,6 +160,14 @@ func Recover(ctx context.Context, cfg Config, state []byte) (*Session, error) {
 		// destroyed on a guess; it stays as it was.
 		return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID(), err)
 	}
+	if b := s.Consent(); b != nil {
+		if _, ok := sb.(provider.LiveGrants); ok {
+			// The folder grants outlive the process that decided them.
+			if _, err := b.Adopt(ctx); err != nil {
+				return nil, provider.Wrap(provider.CodeInternal, "recover "+sb.ID()+": consent grants", err)
+			}
+		}
+	}
 	return s, nil
 }
 
