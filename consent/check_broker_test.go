@@ -694,16 +694,22 @@ func TestCheckWait(t *testing.T) {
 		hold, applying := make(chan struct{}), make(chan struct{}, 1)
 		e.app.set(func(f *bkApplier) { f.hold, f.applying = hold, applying })
 		r := e.pending(t, "src/a", "")
-		waited := e.waitAsync(t, ctx, r.ID, time.Hour)
 		decided := e.decideAsync(r)
 		<-applying
-		// Approved, not yet in force: a waiter with a short timeout sees
-		// it is being applied, not that it failed.
+		// Approved, not yet in force: a waiter with a short timeout is
+		// told it is being applied, not that it failed.
 		if q, _ := e.b.Wait(ctx, r.ID, 10*time.Millisecond); q.State != StateApproved || q.Effective || !strings.Contains(q.Detail, "being put in force") {
 			t.Errorf("while applying: %+v", q)
 		}
-		close(hold)
-		for _, got := range []Request{<-waited, <-decided} {
+		// A waiter with time to spare gets the read-back, however late it
+		// comes (the release only lets the applier go on; the answer
+		// does not depend on when).
+		go func() { time.Sleep(50 * time.Millisecond); close(hold) }()
+		waited, err := e.b.Wait(ctx, r.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []Request{waited, <-decided} {
 			if got.State != StateApproved || !got.Effective || got.Grant == "" {
 				t.Fatalf("after the read-back: %+v", got)
 			}
