@@ -1,102 +1,31 @@
 package web
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-sandbox/corral/consent"
+	browser "github.com/corral-sandbox/corral/e2e/web"
 	"github.com/corral-sandbox/corral/policy"
 )
 
 // harness is e2e/web: approve.mjs and its node_modules (npm ci).
 const harness = "../../e2e/web"
 
-// needBrowser finds node, chromium and the harness's playwright-core. A
-// missing one skips the test, loudly, except on CI (CI=true), where
-// .ci/run installs them and their absence fails it.
-func needBrowser(t *testing.T) (node, chromium string) {
-	t.Helper()
-	chromium = os.Getenv("CORRAL_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	var missing []string
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing = append(missing, "node (apt-get install nodejs)")
-	}
-	if fi, err := os.Stat(chromium); err != nil || fi.Mode()&0o111 == 0 {
-		missing = append(missing, chromium+" (apt-get install chromium)")
-	}
-	if _, err := os.Stat(filepath.Join(harness, "node_modules", "playwright-core", "package.json")); err != nil {
-		missing = append(missing, "playwright-core (npm ci in e2e/web)")
-	}
-	if len(missing) > 0 {
-		msg := "THE BROWSER TEST DID NOT RUN: missing " + strings.Join(missing, ", ")
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg + " (.ci/run installs them)")
-		}
-		t.Skip(msg)
-	}
-	return node, chromium
-}
-
-// screenshot is where a browser test keeps its screenshot: in
-// $CORRAL_WEB_SCREENSHOTS, else /tmp/corral-ci on CI, else the test's
-// temporary directory.
-func screenshot(t *testing.T, name string) string {
-	dir := os.Getenv("CORRAL_WEB_SCREENSHOTS")
-	if dir == "" && os.Getenv("CI") == "true" {
-		dir = "/tmp/corral-ci"
-	}
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, name)
-}
+// screenshot is where a browser test keeps its screenshot name
+// (e2e/web.Screenshot).
+func screenshot(t *testing.T, name string) string { return browser.Screenshot(t, name) }
 
 // runBrowser runs approve.mjs against url with env; when the page says it
 // is ready (its watch open), ready makes the request. It fails the test
-// unless the script says "done".
+// unless the script says "done"; it skips it where node, chromium or
+// playwright-core is missing, except on CI (e2e/web.Need).
 func runBrowser(t *testing.T, url string, env []string, ready func()) {
 	t.Helper()
-	node, chromium := needBrowser(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "approve.mjs")
-	cmd.Dir = harness
-	cmd.Env = append(os.Environ(), append(env, "CORRAL_WEB_URL="+url, "CORRAL_CHROMIUM="+chromium)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	if err := browser.Need(t, harness).Run(t, url, env, ready); err != nil {
 		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var said []string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		said = append(said, line)
-		if line == "ready" {
-			ready()
-		}
-	}
-	err = cmd.Wait()
-	t.Logf("approve.mjs said %q; stderr:\n%s", said, stderr.String())
-	if err != nil || len(said) == 0 || said[len(said)-1] != "done" {
-		t.Fatalf("approve.mjs: %v, said %q", err, said)
 	}
 }
 

@@ -15,6 +15,10 @@
 //   CORRAL_WEB_DENY_REASON  the reason of a deny
 //   CORRAL_WEB_FOR_SESSION  1: deny for the session
 //   CORRAL_WEB_EXPECT_REASON  the request's reason, which must show as this text
+//   CORRAL_WEB_EXPECT_TARGET  the pending request's target, which must show as this text
+//   CORRAL_WEB_EXPECT_SANDBOX the id of the sandbox that asks: the request must
+//                           name it, and an approved grant must show in force
+//                           in that sandbox's section of the page
 //   CORRAL_WEB_SCREENSHOT   where to write the PNG of the outcome (default: none);
 //                           the pending request's goes beside it as NAME-pending.png
 //   CORRAL_CHROMIUM         the browser (default /usr/bin/chromium)
@@ -71,6 +75,14 @@ try {
     if (shown !== env.CORRAL_WEB_EXPECT_REASON) fail(`reason shown as ${JSON.stringify(shown)}, want ${JSON.stringify(env.CORRAL_WEB_EXPECT_REASON)}`);
     if ((await card.locator('.reason *').count()) !== 0) fail('the reason became markup');
   }
+  if (env.CORRAL_WEB_EXPECT_TARGET !== undefined && target !== env.CORRAL_WEB_EXPECT_TARGET) {
+    fail(`target shown as ${JSON.stringify(target)}, want ${JSON.stringify(env.CORRAL_WEB_EXPECT_TARGET)}`);
+  }
+  const sandbox = env.CORRAL_WEB_EXPECT_SANDBOX;
+  if (sandbox !== undefined) {
+    const shown = await card.locator('.sandbox').textContent();
+    if (shown !== sandbox) fail(`sandbox shown as ${JSON.stringify(shown)}, want ${JSON.stringify(sandbox)}`);
+  }
   // Nothing the workload wrote may have run.
   const xss = await page.evaluate(() => window.__corral_xss);
   if (xss !== undefined) fail('script from a request ran: window.__corral_xss = ' + xss);
@@ -87,7 +99,8 @@ try {
     if (env.CORRAL_WEB_READ_ONLY === '1') await card.locator('input[name="read_only"]').check();
     await card.locator('button[data-action="approve"]').click();
     // The grant of this request, shown in force (read back).
-    const grant = page.locator('tr.grant[data-effective="true"]', { hasText: target });
+    const within = sandbox !== undefined ? `section.sandbox[data-sandbox="${sandbox}"] ` : '';
+    const grant = page.locator(within + 'tr.grant[data-effective="true"]', { hasText: target });
     await grant.first().waitFor(wait);
     await page.locator(`tr.decided[data-id="${id}"][data-state="approved"]`).waitFor(wait);
   } else if (action === 'deny') {
