@@ -52,11 +52,17 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeJSON(w, status, apiError{Error: err.Error(), Hint: hint})
 }
 
+// readJSON decodes r's body into v: one JSON value, no unknown fields,
+// at most MaxBody bytes (an empty body leaves v as it is). Anything else
+// is an *AskError (400).
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
 		return &AskError{"request body: " + err.Error(), "send JSON, at most 64 KiB"}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &AskError{"request body: more than one JSON value", "send one JSON object, at most 64 KiB"}
 	}
 	return nil
 }
@@ -221,13 +227,18 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// forward registers w as an approver of b, copying b's events to w.out.
+// forward registers w as an approver of b, copying b's events to w.out
+// until the watch ends or the returned cancel is called (b removed from
+// the hub: its copier ends with it).
 func forward(b *Broker, w *hubWatch) func() {
 	ch, cancel := b.Watch()
+	stop := make(chan struct{})
 	go func() {
 		for {
 			select {
 			case <-w.done:
+				return
+			case <-stop:
 				return
 			case e, ok := <-ch:
 				if !ok {
@@ -247,7 +258,8 @@ func forward(b *Broker, w *hubWatch) func() {
 			}
 		}
 	}()
-	return cancel
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); close(stop) }) }
 }
 
 // Watch registers an approver on every broker of the hub, now and later.
