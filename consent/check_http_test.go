@@ -234,8 +234,19 @@ func TestCheckApproverAPI(t *testing.T) {
 	if dn := as[Request](t, m); st != http.StatusOK || dn.State != StateDenied || dn.Detail != "denied by uid 1000: not now" || !dn.Decision.ForSession {
 		t.Fatalf("deny: %d %+v", st, dn)
 	}
-	if st, m := bkCall(t, srv, "POST", "/v1/approvals/"+r3.ID+"/approve", map[string]any{"digest": r3.Digest, "scope": "ttl"}); st != http.StatusBadRequest || m["hint"] == nil {
-		t.Fatalf("scope ttl without a ttl: %d %v", st, m)
+	for _, body := range []map[string]any{
+		{"scope": "ttl"},                    // no ttl
+		{"ttl": "-1h"},                      // not a once approval
+		{"ttl": "1h", "scope": "session"},   // not silently a session one
+		{"ttl": "1h", "scope": "sometimes"}, // no such scope
+	} {
+		body["digest"] = r3.Digest
+		if st, m := bkCall(t, srv, "POST", "/v1/approvals/"+r3.ID+"/approve", body); st != http.StatusBadRequest || m["hint"] == nil {
+			t.Fatalf("approve %v: %d %v, want 400", body, st, m)
+		}
+	}
+	if q, _ := e.b.Get(r3.ID); q.State != StatePending {
+		t.Fatalf("after refused approvals: %s", q.State)
 	}
 
 	// Grants, and revoke.

@@ -406,8 +406,15 @@ func ApproverHandler(h *Hub, who func(*http.Request) string) http.Handler {
 				return
 			}
 			d = Decision{Approve: true, Scope: body.Scope, TTL: body.TTL, Digest: body.Digest, ReadOnly: body.ReadOnly}
-			if d.TTL > 0 && d.Scope == "" {
+			// A ttl alone is scope ttl; with another scope it would be
+			// ignored, and a negative one would make a once approval:
+			// neither is what the approver meant.
+			switch {
+			case d.TTL != 0 && d.Scope == "":
 				d.Scope = ScopeTTL
+			case d.TTL != 0 && d.Scope != ScopeTTL:
+				writeErr(w, &AskError{"ttl " + d.TTL.String() + " with scope " + string(d.Scope) + ": a ttl goes with scope ttl", `send {"ttl":"2h"} alone, or a scope without a ttl`})
+				return
 			}
 		case "deny":
 			var body denyBody
