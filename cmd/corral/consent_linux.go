@@ -53,13 +53,28 @@ func serveRunConsent(sess *session.Session, prompt *ttyPrompt) (stop func(), err
 		}
 		return "unknown"
 	})
+	owner := peerhttp.OwnerOnly(api)
+	// A request's context ends with the run too: the approvers' watch
+	// streams (GET /v1/approvals/watch) end only with their context, and
+	// the server's shutdown would wait for them (up to its 30 s) before
+	// corral run could exit.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc, end := context.WithCancel(r.Context())
+		defer end()
+		defer context.AfterFunc(ctx, end)()
+		owner.ServeHTTP(w, r.WithContext(rc))
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = peerhttp.Serve(ctx, l, peerhttp.OwnerOnly(api))
+		_ = peerhttp.Serve(ctx, l, h)
 	}()
 	if prompt != nil {
-		go prompt.serve(ctx, b)
+		// The prompt is an approver from now on, before the workload
+		// starts: a request it makes at once is pending, not denied for
+		// want of an approver.
+		events, unwatch := b.Watch()
+		go prompt.serve(ctx, b, events, unwatch)
 	} else {
 		fmt.Fprintf(os.Stderr, "corral: consent: the command may ask for folders or hosts; decide with `corral approvals watch --run %d` (or run with -t to be asked here)\n", os.Getpid())
 	}
@@ -123,10 +138,10 @@ func (p *ttyPrompt) route() {
 	}
 }
 
-// serve prompts for each pending request as it comes, one at a time,
-// until ctx ends; it is the broker's approver (consent.Broker.Watch).
-func (p *ttyPrompt) serve(ctx context.Context, b *consent.Broker) {
-	events, cancel := b.Watch()
+// serve prompts for each pending request of events (b.Watch: the
+// prompt is b's approver) as it comes, one at a time, until ctx ends;
+// then it calls cancel.
+func (p *ttyPrompt) serve(ctx context.Context, b *consent.Broker, events <-chan consent.Event, cancel func()) {
 	defer cancel()
 	for {
 		select {
