@@ -41,7 +41,7 @@ func (s *supervisor) serveApprovals() (stop func(), err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = peerhttp.Serve(ctx, l, peerhttp.OwnerOnly(api))
+		_ = peerhttp.Serve(ctx, l, peerhttp.EndWith(ctx, peerhttp.OwnerOnly(api)))
 	}()
 	var wl net.Listener
 	if addr := s.st.Web; addr != "" {
@@ -88,7 +88,7 @@ func (s *supervisor) serveWeb(ctx context.Context, wg *sync.WaitGroup, addr stri
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = peerhttp.Serve(ctx, l, web.Handler(src, api, token))
+		_ = peerhttp.Serve(ctx, l, peerhttp.EndWith(ctx, web.Handler(src, api, token)))
 	}()
 	s.logf("consent web page: http://%s/ui/?token=$(cat %s)", l.Addr(), s.p.WebToken())
 	return l, nil

@@ -53,17 +53,9 @@ func serveRunConsent(sess *session.Session, prompt *ttyPrompt) (stop func(), err
 		}
 		return "unknown"
 	})
-	owner := peerhttp.OwnerOnly(api)
-	// A request's context ends with the run too: the approvers' watch
-	// streams (GET /v1/approvals/watch) end only with their context, and
-	// the server's shutdown would wait for them (up to its 30 s) before
-	// corral run could exit.
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc, end := context.WithCancel(r.Context())
-		defer end()
-		defer context.AfterFunc(ctx, end)()
-		owner.ServeHTTP(w, r.WithContext(rc))
-	})
+	// The watch streams end with the run (peerhttp.EndWith): corral run
+	// must not wait for a connected `corral approvals watch` to exit.
+	h := peerhttp.EndWith(ctx, peerhttp.OwnerOnly(api))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

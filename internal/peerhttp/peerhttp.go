@@ -113,3 +113,15 @@ func peerUID(c *net.UnixConn) (int, bool) {
 	}
 	return int(cred.Uid), true
 }
+
+// EndWith is h with each request's context ending when ctx ends too: a
+// long stream (an approvers' watch) then ends with its server, whose
+// shutdown would otherwise wait for it (Serve's 30 s).
+func EndWith(ctx context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc, end := context.WithCancel(r.Context())
+		defer end()
+		defer context.AfterFunc(ctx, end)()
+		h.ServeHTTP(w, r.WithContext(rc))
+	})
+}
