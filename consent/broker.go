@@ -124,8 +124,9 @@ type entry struct {
 // Broker is one sandbox's consent broker. Its methods are safe for
 // concurrent use.
 type Broker struct {
-	cfg Config
-	now func() time.Time
+	cfg    Config
+	now    func() time.Time
+	hidden []hiddenID // the ceiling's hidden paths as they were at New
 
 	mu       sync.Mutex
 	reqs     map[string]*entry
@@ -162,6 +163,7 @@ func New(cfg Config) *Broker {
 	if c := cfg.Policy.Consent; c != nil {
 		b.tokens, b.refilled = float64(c.Burst), now()
 	}
+	b.hidden = hiddenPaths(cfg.Policy)
 	return b
 }
 
@@ -665,6 +667,9 @@ func (b *Broker) apply(ctx context.Context, e *entry, d Decision) (Request, erro
 			if dev, ino := fileID(fi); dev != e.dev || ino != e.ino {
 				err = errors.New("the folder at " + r.Target + " is not the one requested (it was replaced since)")
 			}
+		}
+		if err == nil {
+			err = checkHidden(b.hidden)
 		}
 		if err == nil {
 			ro := r.Access != policy.AccessReadWrite || d.ReadOnly
