@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -82,7 +83,7 @@ put in force); 118 for an unknown id; 1 for a bad argument.`,
 				tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tSANDBOX\tSTATE\tKIND\tTARGET\tACCESS\tREQUESTER\tASKED\tEXPIRES")
 				for _, r := range rs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Sandbox, r.State, r.Kind, r.Target, r.Access, requester(r.Requester), r.Asked, r.Expires.Local().Format(time.TimeOnly))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Sandbox, r.State, r.Kind, shown(r.Target), r.Access, requester(r.Requester), r.Asked, r.Expires.Local().Format(time.TimeOnly))
 				}
 				tw.Flush()
 			})
@@ -241,7 +242,7 @@ func (f *approvalsFlags) decide(cmd *cobra.Command, id, digest string, d consent
 		return err
 	}
 	if d.Approve && r.State != consent.StateApproved {
-		return decisionErr(fmt.Errorf("%s: %s: %s", r.ID, r.State, r.Detail))
+		return decisionErr(fmt.Errorf("%s: %s: %s", r.ID, r.State, shown(r.Detail)))
 	}
 	return nil
 }
@@ -325,22 +326,22 @@ func requester(r consent.Requester) string {
 	if r.PID == 0 {
 		return "(" + r.Via + ")"
 	}
-	return fmt.Sprintf("%d %s", r.PID, filepath.Base(r.Exe))
+	return fmt.Sprintf("%d %s", r.PID, shown(filepath.Base(r.Exe)))
 }
 
 func showRequest(w io.Writer, r consent.Request) {
 	fmt.Fprintf(w, "request   %s (sandbox %s)\n", r.ID, r.Sandbox)
 	fmt.Fprintf(w, "state     %s%s\n", r.State, effectiveNote(r))
-	fmt.Fprintf(w, "asks for  %s %s %s\n", r.Kind, r.Target, r.Access)
+	fmt.Fprintf(w, "asks for  %s %s %s\n", r.Kind, shown(r.Target), r.Access)
 	if r.Reason != "" {
 		fmt.Fprintf(w, "reason    %s\n", strconv.Quote(r.Reason))
 	}
-	fmt.Fprintf(w, "requester pid %d %s (via %s)\n", r.Requester.PID, r.Requester.Exe, r.Requester.Via)
+	fmt.Fprintf(w, "requester pid %d %s (via %s)\n", r.Requester.PID, shown(r.Requester.Exe), r.Requester.Via)
 	fmt.Fprintf(w, "ceiling   %s\n", r.Ceiling)
 	fmt.Fprintf(w, "asked     %d time(s), first at %s; expires %s\n", r.Asked, r.Created.Local().Format(time.DateTime), r.Expires.Local().Format(time.DateTime))
 	fmt.Fprintf(w, "digest    %s\n", r.Digest)
 	if r.Detail != "" {
-		fmt.Fprintf(w, "detail    %s\n", r.Detail)
+		fmt.Fprintf(w, "detail    %s\n", shown(r.Detail))
 	}
 }
 
@@ -352,7 +353,7 @@ func printGrants(w io.Writer, gs []consent.Grant) {
 		if g.Kind == consent.KindHost && g.Revision > 0 {
 			where = fmt.Sprintf("rules rev %d", g.Revision)
 		}
-		detail := g.Detail
+		detail := shown(g.Detail)
 		if g.Folder != nil {
 			for _, h := range g.Folder.Holders {
 				fd := "fd " + strconv.Itoa(h.FD)
@@ -361,13 +362,13 @@ func printGrants(w io.Writer, gs []consent.Grant) {
 				} else if h.FD == -2 {
 					fd = "root"
 				}
-				detail += fmt.Sprintf(" held: pid %d %s (%s)", h.PID, fd, h.Path)
+				detail += fmt.Sprintf(" held: pid %d %s (%s)", h.PID, fd, shown(h.Path))
 				if h.Killed {
 					detail += " killed"
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%s\t%s\n", g.ID, g.Sandbox, g.Kind, g.Target, g.Access, g.Scope, g.Desired, g.Effective, where, strings.TrimSpace(detail))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%t\t%s\t%s\n", g.ID, g.Sandbox, g.Kind, shown(g.Target), g.Access, g.Scope, g.Desired, g.Effective, where, strings.TrimSpace(detail))
 	}
 	tw.Flush()
 }
@@ -377,12 +378,12 @@ func printEvent(w io.Writer, e consent.Event) {
 	switch {
 	case e.Request != nil:
 		r := e.Request
-		fmt.Fprintf(w, "%s %-12s %s %s %s %s %s", t, e.Activity, r.ID, r.Kind, r.Target, r.Access, requester(r.Requester))
+		fmt.Fprintf(w, "%s %-12s %s %s %s %s %s", t, e.Activity, r.ID, r.Kind, shown(r.Target), r.Access, requester(r.Requester))
 		if r.Reason != "" {
 			fmt.Fprintf(w, " reason=%s", strconv.Quote(r.Reason))
 		}
 		if r.Detail != "" {
-			fmt.Fprintf(w, " (%s)", r.Detail)
+			fmt.Fprintf(w, " (%s)", shown(r.Detail))
 		}
 		fmt.Fprintln(w)
 		if e.Activity == "requested" && r.State == consent.StatePending {
@@ -390,7 +391,7 @@ func printEvent(w io.Writer, e consent.Event) {
 		}
 	case e.Grant != nil:
 		g := e.Grant
-		fmt.Fprintf(w, "%s %-12s %s %s %s effective=%t %s\n", t, e.Activity, g.ID, g.Kind, g.Target, g.Effective, g.Detail)
+		fmt.Fprintf(w, "%s %-12s %s %s %s effective=%t %s\n", t, e.Activity, g.ID, g.Kind, shown(g.Target), g.Effective, shown(g.Detail))
 	default:
 		fmt.Fprintf(w, "%s %s\n", t, e.Activity)
 	}
@@ -401,4 +402,18 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// shown is s as a terminal may print it: as it is when every rune is
+// printable, else Go-quoted (escapes visible). Targets, executables,
+// details and holders' paths come from the workload (a directory it
+// named, a binary it copied): raw, an escape sequence in them would
+// rewrite the approver's terminal or forge lines.
+func shown(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

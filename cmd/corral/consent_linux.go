@@ -169,9 +169,9 @@ func (p *ttyPrompt) ask(ctx context.Context, b *consent.Broker, r consent.Reques
 	}()
 	who := "an unknown process"
 	if r.Requester.PID > 0 {
-		who = fmt.Sprintf("pid %d (%s)", r.Requester.PID, r.Requester.Exe)
+		who = fmt.Sprintf("pid %d (%s)", r.Requester.PID, shown(r.Requester.Exe))
 	}
-	what := string(r.Kind) + " " + r.Target
+	what := string(r.Kind) + " " + shown(r.Target)
 	if r.Kind == consent.KindFolder {
 		what += " (" + string(r.Access) + ")"
 	}
@@ -224,7 +224,7 @@ func (p *ttyPrompt) ask(ctx context.Context, b *consent.Broker, r consent.Reques
 func effectiveNote(r consent.Request) string {
 	if r.State != consent.StateApproved {
 		if r.Detail != "" {
-			return ": " + r.Detail
+			return ": " + shown(r.Detail)
 		}
 		return ""
 	}

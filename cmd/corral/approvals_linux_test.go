@@ -1,0 +1,38 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sandbox/corral/consent"
+)
+
+// What the workload names (a target directory, the executable it copied)
+// reaches the approver's terminal with its escapes visible: no ESC, BEL
+// or newline of its own gets through to rewrite the screen or forge a
+// line.
+func TestApprovalsOutputEscapesWorkloadText(t *testing.T) {
+	evil := "/tmp/rv/x\x1b]0;PWNED\a\x1b[2J\nrequested req-fake folder /etc"
+	r := consent.Request{ID: "req-1", Kind: consent.KindFolder, Target: evil, Access: "ro", State: consent.StatePending,
+		Requester: consent.Requester{PID: 7, Exe: "/tmp/\x1b[31mgit", Via: "tcp"}, Detail: "d\x07", Created: time.Now(), Expires: time.Now()}
+	var w bytes.Buffer
+	showRequest(&w, r)
+	printEvent(&w, consent.Event{Activity: "requested", Time: time.Now(), Request: &r})
+	printGrants(&w, []consent.Grant{{ID: "g", Target: evil, Detail: "x\x1b[1m"}})
+	out := w.String()
+	if strings.ContainsAny(out, "\x1b\a") {
+		t.Fatalf("raw escape in the output:\n%q", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "requested req-fake") || strings.Contains(l, "\trequested req-fake") {
+			t.Fatalf("a forged line: %q", l)
+		}
+	}
+	if shown("/home/me/src/ünï docs") != "/home/me/src/ünï docs" {
+		t.Fatal("a printable path was quoted")
+	}
+}
