@@ -83,6 +83,8 @@ func Names() []string {
 //	                        "connect KIND ADDR"; udp: OK when the datagram was sent
 //	dns NAME SERVER         "dns udp|tcp SERVER NAME send" and "... reply" (Detail
 //	                        "rcode=N answers=N A=..."), then "lookup NAME" (system resolver)
+//	consent ask BODY | ask-wait BODY SECS | get PATH
+//	                        the consent API as a workload asks it (see probeConsent)
 //	http PROXY METHOD TARGET [HEADER:VALUE...] [proto:P] [sni:NAME]
 //	                        "http METHOD TARGET": OK on 2xx, Detail "CODE body";
 //	                        CONNECT 2xx adds "tls sni NAME" / "tls no-sni" (see probeHTTP)

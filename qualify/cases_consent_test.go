@@ -1,0 +1,56 @@
+//go:build linux
+
+package qualify
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestConsentCases: P33 and P34 pass for real on linux and through the
+// gateway (issue 17, "Checks that must hold": strict pass).
+func TestConsentCases(t *testing.T) {
+	needRootLinux(t)
+	bin := buildCorral(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux", LinuxGateway}, Cases: []string{"P33", "P34"}, PerfRuns: -1, Strict: true})
+	if err != nil {
+		t.Fatalf("Qualify: %v", err)
+	}
+	for _, pr := range rep.Providers {
+		for _, res := range pr.Results {
+			logResult(t, res)
+			if res.Status != Pass {
+				t.Errorf("%s: %s: %s, want pass: %s", pr.Name, res.ID, res.Status, res.Reason)
+			}
+		}
+	}
+}
+
+// TestConsentCasesCatchTheHole: with the ceiling widened and the
+// harness approving everything (p33Weak), P33 fails because the
+// requests outside the real ceiling were not refused, the approver was
+// asked about them, the flood was not limited and grants were applied;
+// with the folder granted read-write (p34Weak), P34 fails because the
+// grant is listed and mounted writable and a write into it succeeded.
+func TestConsentCasesCatchTheHole(t *testing.T) {
+	needRootLinux(t)
+	bin := buildCorral(t)
+	p33Weak, p34Weak = true, true
+	defer func() { p33Weak, p34Weak = false, false }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux", LinuxGateway}, Cases: []string{"P33", "P34"}, PerfRuns: -1})
+	if err != nil {
+		t.Fatalf("Qualify: %v", err)
+	}
+	mustFailFor(t, rep, map[string][]string{
+		"P33": {"outside ask: not refused at once", "inside never: not refused at once", "inside filesystem.deny: not refused at once",
+			"host outside hosts.ask: not refused at once", "flood request 5: want 429 rate_limited (max_pending)", "flood request 12: want 429 rate_limited (consent.rate)",
+			"the approver was asked about a request outside the ceiling", "a grant is listed: something was applied", "a grant is mounted in the sandbox"},
+		"P34": {"the grant is not listed desired and effective, read-only and locked", "the init's mountinfo does not show the grant read-only",
+			"a write into the read-only grant did not fail EROFS"},
+	})
+}
