@@ -44,24 +44,40 @@ func init() {
 // (folders.access rw): P34 must then fail (the grant is writable).
 var p33Weak, p34Weak bool
 
-// consentApplies: the linux provider's runs and gateway sandboxes. A
-// docker sandbox has no user namespace of its own, so the kernel does not
-// lock a grant propagated into it (provider/docker/grants.go), and this
-// suite's docker variant (paths inside the container, the lock check) is
-// not built: it is reported skipped, never passed.
+// consentApplies: the linux provider's runs and gateway sandboxes; P33
+// on docker too (where the daemon takes live grants, the ceiling is the
+// same broker's). P34 is not run on docker: a container has no user
+// namespace of its own, so the kernel does not lock a grant propagated
+// into it (provider/docker/grants.go says so), and host root in its
+// namespaces can make the grant writable and unmount its masks (tried:
+// both succeed), which this case counts as a failure; a docker variant
+// (the attack made from inside, with the container's capabilities) is
+// not written. It is reported skipped with that reason, never passed.
 func consentApplies(e *Env) (bool, string) {
+	id := ""
+	if e.st != nil {
+		id = e.st.caseID
+	}
 	switch e.Provider {
 	case "linux", LinuxGateway:
 	case "docker":
-		return false, "not built for docker yet: a docker sandbox's grants are live (rslave bind) but not kernel-locked (no user namespace of its own), and the case's docker variant is not written"
+		if id != "P33" {
+			return false, dockerP34
+		}
+		if !e.Root {
+			return false, "not applicable: requires recreate (the docker provider's folder grants are live only when corral runs as root, mounting the host-side slot the daemon binds: provider/docker/grants.go)"
+		}
 	default:
-		return false, "not applicable to provider " + e.Provider + " (live grants are the linux provider's; mxc: applies to the next command)"
+		return false, "not applicable to provider " + e.Provider + " (live grants are the linux and docker providers'; mxc: applies to the next command)"
 	}
-	if e.st != nil && e.st.caseID == "P34" && !e.st.run.hostRoot {
+	if id == "P34" && !e.st.run.hostRoot {
 		return false, "needs root: P34 enters the sandbox's mount and pid namespaces (nsenter) as host root to attack the grant"
 	}
 	return true, ""
 }
+
+// dockerP34 is why P34 is skipped on docker.
+const dockerP34 = "not run on docker: a container has no user namespace of its own, so its live grants are not kernel-locked (MNT_LOCK_READONLY, MNT_LOCKED come only with a less privileged user namespace) and host root in its namespaces can remount them read-write and unmount their masks; the docker variant of the case (the attack from inside, with the container's capabilities) is not written"
 
 // consentSess is a sandboxed workload in progress that asks for consent,
 // with the harness connected as its approver.
@@ -294,15 +310,22 @@ func (c *consentSess) shellPid() int {
 	return pid
 }
 
-// sandboxInit is the host pid of the sandbox's init (corral-init), an
-// ancestor of pid, or 0.
+// sandboxInit is the host pid of the init of pid's sandbox, or 0: its
+// topmost ancestor in the same pid namespace (the pid namespace's first
+// process, which the linux provider's corral-init and a container's init
+// are; /proc/PID/ns/pid compared).
 func sandboxInit(pid int) int {
-	for i := 0; pid > 1 && i < 64; i++ {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.HasPrefix(string(b), "corral-init\x00") {
+	ns := func(p int) string { l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); return l }
+	mine := ns(pid)
+	if pid <= 1 || mine == "" || mine == ns(os.Getpid()) {
+		return 0
+	}
+	for i := 0; i < 64; i++ {
+		pp := parentPid(pid)
+		if pp <= 1 || ns(pp) != mine {
 			return pid
 		}
-		pid = parentPid(pid)
+		pid = pp
 	}
 	return 0
 }
@@ -539,7 +562,7 @@ func runP33(ctx context.Context, e *Env) Result {
 	shown, err = c.cliJSON(ctx, &gs, "grants")
 	e.Check(&r, "host: corral approvals grants", shown, err == nil && len(gs) == 0, "a grant is listed: something was applied")
 	if init := sandboxInit(c.shellPid()); init == 0 {
-		e.Check(&r, "host: the sandbox's init", "not found above the workload shell", false, "the sandbox's init was not found: what is mounted cannot be read back")
+		e.Check(&r, "host: the sandbox's init", fmt.Sprintf("not found above the workload shell (host pid %d)", c.shellPid()), false, "the sandbox's init was not found: what is mounted cannot be read back")
 	} else {
 		ms, err := grantMounts(init)
 		e.Check(&r, fmt.Sprintf("host: /proc/%d/mountinfo (the sandbox's init) under the grant slots", init), showMounts(ms), err == nil && len(ms) == 0, "a grant is mounted in the sandbox")
