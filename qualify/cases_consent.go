@@ -42,7 +42,10 @@ func init() {
 // maximum) and makes the harness an approver that approves everything:
 // P33 must then fail. p34Weak asks for and grants the folder read-write
 // (folders.access rw): P34 must then fail (the grant is writable).
-var p33Weak, p34Weak bool
+// p34Inject binds the folder into the sandbox from outside (nsenter,
+// no propagation) instead of approving it: P34 must then fail (the
+// grant is not locked, nor listed).
+var p33Weak, p34Weak, p34Inject bool
 
 // consentApplies: the linux provider's runs and gateway sandboxes; P33
 // on docker too (where the daemon takes live grants, the ceiling is the
@@ -705,7 +708,11 @@ func runP34(ctx context.Context, e *Env) Result {
 		access = "rw"
 		e.Check(&r, "test hook: a read-write grant", "folders.access rw; the workload asks for docs read-write and it is approved so", true, "")
 	}
-	policy := e.SystemPolicy(pol{RO: []string{ctl}}.yaml() + e.consentYAML([]string{in + "/**"}, []string{filepath.Join(docs, "secret")}, access, "", ""))
+	ro := []string{ctl}
+	if p34Inject {
+		ro = append(ro, docs) // visible in the sandbox's mount namespace, to be bound from there
+	}
+	policy := e.SystemPolicy(pol{RO: ro}.yaml() + e.consentYAML([]string{in + "/**"}, []string{filepath.Join(docs, "secret")}, access, "", ""))
 	wd := e.TempDir("work")
 	gp := provider.GrantSlotRO + "/docs"
 	if p34Weak {
@@ -748,8 +755,22 @@ func runP34(ctx context.Context, e *Env) Result {
 	e.Check(&r, "host: pending: corral approvals grants", shown, err == nil && len(gs) == 0, "a grant is listed before the approval")
 	ms, err := grantMounts(init)
 	e.Check(&r, mi+" while pending", showMounts(ms), err == nil && len(ms) == 0, "something is mounted under the slots before the approval")
+	nsIn := func(script string) (string, error) {
+		out, err := exec.CommandContext(ctx, nsenter, "-t", strconv.Itoa(init), "-m", "-p", "--", "/bin/sh", "-c", script).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
 	// Step 2, approved: in force, read back.
-	o, eo, code := c.cli(ctx, "approve", req.ID)
+	approve := []string{"approve", req.ID}
+	if p34Inject {
+		// The weakened run: the folder bound into the sandbox's mount
+		// namespace from outside (setns, not propagation: nothing locks
+		// it) on a tmpfs over the read-only slot, its mask an ordinary
+		// tmpfs; the request denied.
+		out, err := nsIn(fmt.Sprintf("mount -t tmpfs -o mode=755 none %[3]s && mkdir %[1]s && mount --bind %[2]s %[1]s && mount -o remount,bind,ro,nosuid,nodev %[1]s && mount -t tmpfs -o ro,mode=000,size=4k none %[1]s/secret", gp, docs, filepath.Dir(gp)))
+		e.Check(&r, "test hook: the grant injected with nsenter, without propagation", fmt.Sprintf("%v: %s", err, out), err == nil, "the test hook could not inject the grant: "+out)
+		approve = []string{"deny", req.ID}
+	}
+	o, eo, code := c.cli(ctx, approve...)
 	e.Check(&r, "host: corral approvals approve "+req.ID, fmt.Sprintf("exit %d: %s %s", code, strings.TrimSpace(o), clip(eo, 300)), code == 0 && strings.Contains(o, req.ID+" approved, in force at "+gp),
 		"the approval did not say it is in force at "+gp)
 	shown, err = c.cliJSON(ctx, &gs, "grants")
@@ -771,10 +792,6 @@ func runP34(ctx context.Context, e *Env) Result {
 		return r
 	}
 	// Step 3: host root in the sandbox's mount and pid namespaces.
-	nsIn := func(script string) (string, error) {
-		out, err := exec.CommandContext(ctx, nsenter, "-t", strconv.Itoa(init), "-m", "-p", "--", "/bin/sh", "-c", script).CombinedOutput()
-		return strings.TrimSpace(string(out)), err
-	}
 	for _, a := range []string{"mount -o remount,rw " + gp, "mount -o remount,bind,rw " + gp, "umount " + gp + "/secret", "umount -l " + gp + "/secret"} {
 		out, err := nsIn(a)
 		e.Check(&r, "host root: nsenter -t "+strconv.Itoa(init)+" -m -p -- "+a, fmt.Sprintf("%v: %s", err, out), err != nil, a+" succeeded in the sandbox's namespaces: the grant is not locked")
@@ -836,8 +853,8 @@ func runP34(ctx context.Context, e *Env) Result {
 		e.CheckNoCanary(&r, "inside: "+l+": "+gp+"/secret/k", show(x), secret)
 		e.Check(&r, "inside: "+l+" read "+gp+"/secret/k (consent.folders.never)", show(x), deniedErrno(x), "the never path inside the grant is readable")
 	}
-	ro, _ := find(s["reopen"].Results, "read")
-	e.Check(&r, "inside: a new open after the revoke", show(ro), deniedErrno(ro, "ENOENT"), "a new open of the revoked grant did not fail")
+	rop, _ := find(s["reopen"].Results, "read")
+	e.Check(&r, "inside: a new open after the revoke", show(rop), deniedErrno(rop, "ENOENT"), "a new open of the revoked grant did not fail")
 	e.Check(&r, "inside: the fd held across the revoke (the kernel has no revoke: reported, not closed)", strings.TrimSpace(s["held"].Text), strings.Contains(s["held"].Text, canary), "the held fd did not read: the holder check above saw nothing real")
 	if b, err := os.ReadFile(filepath.Join(docs, "a.txt")); err != nil || string(b) != canary+"\n" {
 		e.Check(&r, "host: "+docs+"/a.txt after the run", string(b), false, "the granted file changed on the host")

@@ -66,3 +66,26 @@ func TestConsentCasesCatchTheHole(t *testing.T) {
 			"a write into the read-only grant did not fail EROFS"},
 	})
 }
+
+// TestConsentGrantInjected: with the folder bound into the running
+// sandbox from outside (nsenter and mount --bind in its mount namespace:
+// no propagation, so nothing is locked) instead of approved, P34 fails
+// because host root in the sandbox's namespaces could remount the grant
+// read-write and unmount its mask, and because no grant is listed.
+func TestConsentGrantInjected(t *testing.T) {
+	needRootLinux(t)
+	bin := buildCorral(t)
+	p34Inject = true
+	defer func() { p34Inject = false }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	rep, err := Qualify(ctx, Options{Bin: bin, Providers: []string{"linux", LinuxGateway}, Cases: []string{"P34"}, PerfRuns: -1})
+	if err != nil {
+		t.Fatalf("Qualify: %v", err)
+	}
+	mustFailFor(t, rep, map[string][]string{
+		"P34": {"mount -o remount,bind,rw /grants/ro/docs succeeded in the sandbox's namespaces: the grant is not locked",
+			"umount /grants/ro/docs/secret succeeded in the sandbox's namespaces: the grant is not locked",
+			"the grant is not listed desired and effective"},
+	})
+}
