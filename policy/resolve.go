@@ -585,7 +585,7 @@ func (r *resolver) effective(q string) *PathGrant {
 		if g, ok := r.grants[p]; ok {
 			return g
 		}
-		if p == "/" {
+		if filepath.Dir(p) == p { // "/" or a volume root (C:\)
 			return nil
 		}
 	}
