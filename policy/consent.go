@@ -205,6 +205,10 @@ func (p *Policy) validateConsent() []*Error {
 	if c == nil {
 		return nil
 	}
+	if p.OS() == OSWindows {
+		return []*Error{p.errNear("consent", "consent is not available for Windows policies yet: the mxc provider cannot change what a running sandbox may reach",
+			"remove the consent section; grant the folders and hosts in the policy itself")}
+	}
 	var errs []*Error
 	add := func(e *Error) { errs = append(errs, e) }
 	if c.Folders == nil && c.Hosts == nil {

@@ -152,7 +152,7 @@ func (p *Policy) validateSource(f string, s CredentialSource) []*Error {
 		}
 	}
 	if slices.Contains(given, "file") {
-		if msg, hint := checkPathSyntax(s.File, false); msg != "" {
+		if msg, hint := p.checkPath(s.File, false); msg != "" {
 			add(f+".file", msg, hint)
 		}
 	}

@@ -35,7 +35,7 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 		f := fmt.Sprintf("credentials[%d]", i)
 		rc := ResolvedCredential{Credential: c.withDefaults(), Field: f}
 		if name := c.Source.Env; name != "" && !exposes[name] {
-			if k := passIndex(p.Process.Env, name); k >= 0 {
+			if k := passIndexFor(p.OS(), p.Process.Env, name); k >= 0 {
 				by := fmt.Sprintf("the default process.env.pass (%s)", DefaultEnvPass[k])
 				if p.Process.Env.Pass != nil {
 					by = fmt.Sprintf("process.env.pass[%d] (%s)", k, p.Process.Env.Pass[k])

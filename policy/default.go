@@ -1,6 +1,9 @@
 package policy
 
-import _ "embed"
+import (
+	_ "embed"
+	"slices"
+)
 
 // DefaultProtected is used when Filesystem.Protected is nil: names that
 // make a host tool run code later, outside the sandbox, when a person or
@@ -75,6 +78,88 @@ var DefaultEnvPass = []string{"PATH", "LANG", "LANGUAGE", "LC_*", "TERM", "TZ", 
 
 // DefaultPATH is the workload's PATH when none is passed or set.
 const DefaultPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// DefaultEnvPassWindows is DefaultEnvPass for a Windows policy: what
+// cmd.exe, PowerShell and the C runtime need to start and find programs
+// (SystemRoot: Winsock and many DLLs fail without it; ComSpec, PATHEXT),
+// and machine facts; nothing of the user's profile (USERPROFILE, APPDATA,
+// LOCALAPPDATA name a tree the sandbox cannot see). Names compare without
+// case, as Windows does. TEMP and TMP are the provider's: a private
+// directory per sandbox.
+var DefaultEnvPassWindows = []string{"PATH", "PATHEXT", "SystemRoot", "SystemDrive", "windir", "ComSpec", "OS",
+	"PROCESSOR_ARCHITECTURE", "PROCESSOR_IDENTIFIER", "PROCESSOR_LEVEL", "PROCESSOR_REVISION", "NUMBER_OF_PROCESSORS",
+	"LANG", "TZ", "TERM", "COLORTERM", "NO_COLOR"}
+
+// DefaultPATHWindows is the workload's PATH on Windows when none is
+// passed or set.
+const DefaultPATHWindows = `C:\Windows\system32;C:\Windows;C:\Windows\System32\Wbem;C:\Windows\System32\WindowsPowerShell\v1.0\`
+
+// DefaultFor is the built-in policy for target: Default for OSLinux,
+// defaultWindows for OSWindows.
+func DefaultFor(target OS) *Policy {
+	if target == OSWindows {
+		return defaultWindows()
+	}
+	return Default()
+}
+
+// defaultWindows is the built-in policy for Windows (what `corral run`
+// uses there without --policy; DefaultYAMLWindows is it written out):
+//
+//   - filesystem: C:\Windows, C:\Program Files and C:\Program Files (x86)
+//     read-only (optional: a host may lack one, or have Windows on another
+//     drive — then write your own); the registry hives
+//     (C:\Windows\System32\config) and Setup's answer files
+//     (C:\Windows\Panther, which can hold passwords) denied; the working
+//     directory read-write with DefaultProtected read-only inside it.
+//     The profile and other users' data are not granted, so unreachable.
+//   - network: none; unix_sockets allow (on Windows an AF_UNIX socket is a
+//     file, reached only through the path grants).
+//   - process: DefaultEnvPassWindows; no limits (MXC enforces none but
+//     process.timeout: a limit written here would be a warning).
+//   - layers: all optional — they are Linux mechanisms (namespaces, mount
+//     tree, Landlock, seccomp, cgroups) with no Windows counterpart; MXC's
+//     own boundary enforces the filesystem and network rules.
+func defaultWindows() *Policy {
+	opt := func(paths ...string) []PathRule {
+		rules := make([]PathRule, len(paths))
+		for i, p := range paths {
+			rules[i] = PathRule{Path: p, Optional: true}
+		}
+		return rules
+	}
+	include := true
+	layers := Layers{}
+	for _, l := range AllLayers {
+		layers[l] = Optional
+	}
+	return &Policy{
+		Version: Version,
+		Filesystem: Filesystem{
+			ReadOnly:       opt(`C:\Windows`, `C:\Program Files`, `C:\Program Files (x86)`),
+			Deny:           opt(`C:\Windows\System32\config`, `C:\Windows\Panther`),
+			IncludeWorkdir: &include,
+		},
+		Network: Network{Mode: NetworkNone, UnixSockets: UnixSocketsAllow},
+		Process: Process{Env: Env{Pass: slices.Clone(DefaultEnvPassWindows)}},
+		Layers:  layers,
+		os:      OSWindows,
+	}
+}
+
+// DefaultYAMLWindows is defaultWindows written out as a commented policy
+// file; a test keeps the two equal.
+//
+//go:embed default_windows.yaml
+var DefaultYAMLWindows []byte
+
+// DefaultYAMLFor is DefaultYAML or DefaultYAMLWindows, by target.
+func DefaultYAMLFor(target OS) []byte {
+	if target == OSWindows {
+		return DefaultYAMLWindows
+	}
+	return DefaultYAML
+}
 
 // Default returns the built-in policy, used when no policy file is given:
 //

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 )
 
@@ -40,7 +39,7 @@ func Lint(r *Resolved) []Finding {
 	if exposed := r.exposedCredentials(); len(exposed) > 0 {
 		add(FindingWarning, "filesystem", "filesystem", "credentials in the real home are visible to the workload through a grant: %s (add them to filesystem.deny unless the workload needs them)", strings.Join(exposed, ", "))
 	}
-	if runtime.GOOS != "windows" && !r.Visible("/usr/bin") {
+	if (r.Policy == nil || r.Policy.OS() != OSWindows) && !r.Visible("/usr/bin") {
 		add(FindingWarning, "filesystem", "filesystem.read_only", "/usr is not granted, so most commands will not be found inside (a read_only list replaces the default one: keep /usr, /etc and the other system directories in it; see corral policy default)")
 	}
 	if _, absent := r.SkippedLinks(); len(absent) > 0 {

@@ -21,7 +21,10 @@ import (
 // parsed as YAML). Problems are reported as *Error or Errors carrying the
 // file name, line, column and field path. A file that cannot be read gives an
 // *Error whose Err is the *fs.PathError.
-func Load(path string) (*Policy, error) {
+func Load(path string) (*Policy, error) { return LoadFor(path, HostOS()) }
+
+// LoadFor is Load for a policy whose paths are written for target.
+func LoadFor(path string, target OS) (*Policy, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		msg := err.Error()
@@ -35,7 +38,7 @@ func Load(path string) (*Policy, error) {
 		}
 		return nil, &Error{File: path, Msg: "cannot read policy file: " + msg, Hint: hint, Err: err}
 	}
-	return Parse(data, path)
+	return ParseFor(data, path, target)
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -45,6 +48,12 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // type mismatches are errors) and then runs the static checks of Validate;
 // every problem found is returned, as one *Error or as Errors.
 func Parse(data []byte, filename string) (*Policy, error) {
+	return ParseFor(data, filename, HostOS())
+}
+
+// ParseFor is Parse for a policy whose paths are written for target:
+// their syntax, and the defaults of absent fields (DefaultFor(target)).
+func ParseFor(data []byte, filename string, target OS) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -71,7 +80,7 @@ func Parse(data []byte, filename string) (*Policy, error) {
 	}
 
 	d := &decoder{file: filename, pos: map[string]position{}, bad: map[string]bool{}}
-	p := &Policy{}
+	p := &Policy{os: target}
 	d.decode(root, reflect.ValueOf(p).Elem(), "")
 	p.file, p.pos = filename, d.pos
 	p.fillDefaults()
@@ -102,7 +111,7 @@ func Parse(data []byte, filename string) (*Policy, error) {
 // process.limits field keeps its default (write 0 for "no limit"). Lists
 // that are written replace the default list; they are not merged.
 func (p *Policy) fillDefaults() {
-	def := Default()
+	def := DefaultFor(p.OS())
 	absent := func(field string) bool { _, ok := p.pos[field]; return !ok }
 	if absent("filesystem.read_only") {
 		p.Filesystem.ReadOnly = def.Filesystem.ReadOnly
@@ -201,14 +210,14 @@ func (p *Policy) validate() []*Error {
 	}{{"read_only", fsys.ReadOnly}, {"read_write", fsys.ReadWrite}, {"deny", fsys.Deny}} {
 		for i, r := range list.rules {
 			field := fmt.Sprintf("filesystem.%s[%d]", list.name, i)
-			if msg, hint := checkPathSyntax(r.Path, false); msg != "" {
+			if msg, hint := p.checkPath(r.Path, false); msg != "" {
 				add(p.errAt(field, msg, hint))
 			}
 		}
 	}
 	for i, s := range fsys.Protected {
 		field := fmt.Sprintf("filesystem.protected[%d]", i)
-		if msg, hint := checkPathSyntax(s, true); msg != "" {
+		if msg, hint := p.checkPath(s, true); msg != "" {
 			add(p.errAt(field, msg, hint))
 		}
 	}
@@ -326,6 +335,14 @@ func (p *Policy) validate() []*Error {
 		}
 	}
 	return errs
+}
+
+// checkPath is checkPathSyntax or checkWinPathSyntax, by p.OS().
+func (p *Policy) checkPath(s string, allowRelative bool) (msg, hint string) {
+	if p.OS() == OSWindows {
+		return checkWinPathSyntax(s, allowRelative)
+	}
+	return checkPathSyntax(s, allowRelative)
 }
 
 // checkPathSyntax checks one policy path statically. allowRelative permits

@@ -96,6 +96,10 @@ type Resolved struct {
 	// Consent is the consent ceiling made concrete; nil: nothing may be
 	// asked.
 	Consent *ResolvedConsent `json:"consent,omitempty"`
+	// Lexical is set (LexicalNote) when the policy was resolved without
+	// the host it is written for: a Windows policy on Linux. Its paths are
+	// then as written, cleaned, not canonical.
+	Lexical string `json:"lexical,omitempty"`
 }
 
 // PlaceholderMark is the extended attribute internal/placeholder sets on
@@ -143,7 +147,17 @@ func (p *Policy) Resolve(ctx Context) (*Resolved, error) {
 		return nil, err
 	}
 	r := &resolver{p: p, ctx: ctx, grants: map[string]*PathGrant{}}
-	out, errs := r.run()
+	var out *Resolved
+	var errs []*Error
+	switch {
+	case p.OS() == HostOS():
+		out, errs = r.run()
+	case p.OS() == OSWindows:
+		out, errs = r.runLexicalWindows()
+	default:
+		errs = []*Error{{Field: "policy", Msg: fmt.Sprintf("a policy written for %s cannot be resolved on %s", p.OS(), HostOS()),
+			Hint: "write the policy with this host's paths (corral policy default prints a starting point)"}}
+	}
 	if err := asError(errs); err != nil {
 		return nil, err
 	}
@@ -205,7 +219,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 		}
 		r.home = filepath.Clean(r.ctx.Home)
 		r.homeCanon = r.home
-		if c, err := filepath.EvalSymlinks(r.home); err == nil {
+		if c, err := canonical(r.home); err == nil {
 			r.homeCanon = c
 		}
 	}
@@ -273,7 +287,7 @@ func (r *resolver) run() (*Resolved, []*Error) {
 		return nil, r.errs
 	}
 	out.Credentials = creds
-	out.Env = resolveEnv(p.Process.Env, r.ctx.Environ, exposed)
+	out.Env = resolveEnv(p.OS(), p.Process.Env, r.ctx.Environ, exposed)
 	out.Consent = r.consent(out)
 	if len(r.errs) > 0 {
 		return nil, r.errs
@@ -290,7 +304,7 @@ func (r *resolver) resolveWorkdir() *Error {
 	if Within(filepath.Clean(wd), "/proc") {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %s is under /proc", wd), Hint: hint}
 	}
-	canon, err := filepath.EvalSymlinks(wd)
+	canon, err := canonical(wd)
 	if err != nil {
 		return &Error{Field: "workdir", Msg: fmt.Sprintf("working directory %s: %v", wd, unwrapPath(err)), Hint: hint, Err: err}
 	}
@@ -311,13 +325,13 @@ func (r *resolver) resolveWorkdir() *Error {
 // expand replaces a leading "~" or "{workdir}" and cleans the result.
 func (r *resolver) expand(field, s string) (string, bool) {
 	switch {
-	case s == "~" || strings.HasPrefix(s, "~/"):
+	case s == "~" || strings.HasPrefix(s, "~/") || r.p.OS() == OSWindows && strings.HasPrefix(s, `~\`):
 		if r.home == "" {
 			r.fail(field, fmt.Sprintf("%q uses ~ but the home directory is unknown", s), "set HOME, or write the absolute path", nil)
 			return "", false
 		}
 		return filepath.Join(r.home, s[1:]), true
-	case s == "{workdir}" || strings.HasPrefix(s, "{workdir}/"):
+	case s == "{workdir}" || strings.HasPrefix(s, "{workdir}/") || r.p.OS() == OSWindows && strings.HasPrefix(s, `{workdir}\`):
 		return filepath.Join(r.workdir, strings.TrimPrefix(s, "{workdir}")), true
 	}
 	return filepath.Clean(s), true
@@ -361,7 +375,7 @@ func (r *resolver) addRule(field string, rule PathRule, access Access) {
 		return
 	}
 	r.written = append(r.written, writtenPath{field: field, path: written, rule: rule.Path})
-	canon, err := filepath.EvalSymlinks(written)
+	canon, err := canonical(written)
 	if err != nil {
 		if missing(err) {
 			if !rule.Optional {
@@ -421,11 +435,15 @@ func (r *resolver) checkLinks() {
 		paths = append(paths, writtenPath{field: "filesystem.include_workdir", path: filepath.Clean(r.ctx.Workdir)})
 	}
 	for _, w := range paths {
-		link, target, why := r.plantedLink(w.path)
+		planted := r.plantedLink
+		if r.p.OS() == OSWindows {
+			planted = r.plantedLinkWindows
+		}
+		link, target, why := planted(w.path)
 		if link == "" {
 			continue
 		}
-		canon, err := filepath.EvalSymlinks(w.path)
+		canon, err := canonical(w.path)
 		if err != nil {
 			canon = target
 		}
@@ -532,10 +550,13 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 	if access == AccessDeny {
 		return true
 	}
-	if fi.Mode()&fs.ModeSocket != 0 {
+	if fi != nil && fi.Mode()&fs.ModeSocket != 0 {
 		r.fail(field, fmt.Sprintf("%s is a unix socket; sockets cannot be granted as files", desc),
 			"remove the grant (a later release adds explicit socket grants); to hide it, list it under deny", nil)
 		return false
+	}
+	if r.p.OS() == OSWindows {
+		return r.checkTargetWindows(field, desc, []string{written, canon}, access, isWorkdir)
 	}
 	for _, d := range serviceTrees {
 		if p := filepath.Clean(written); Within(p, d) || Within(canon, d) {
@@ -623,7 +644,7 @@ func (p *Policy) protectedEntries() []protectedEntry {
 // entry e: a relative entry anywhere along p (".git" in /w/.git/objects),
 // an absolute one (expanded) above it.
 func inProtected(p, e string, r *resolver) bool {
-	if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "~") || strings.HasPrefix(e, "{workdir}") {
+	if absEntry(e) {
 		abs := e
 		switch {
 		case strings.HasPrefix(e, "~"):
@@ -633,8 +654,18 @@ func inProtected(p, e string, r *resolver) bool {
 		}
 		return Within(p, filepath.Clean(abs))
 	}
-	e = strings.Trim(filepath.Clean(e), "/")
-	return strings.HasSuffix(p, "/"+e) || strings.Contains(p+"/", "/"+e+"/")
+	sep := string(filepath.Separator)
+	e = strings.Trim(filepath.Clean(e), sep)
+	if filepath.Separator == '\\' { // Windows: names compare without case
+		p, e = strings.ToLower(p), strings.ToLower(e)
+	}
+	return strings.HasSuffix(p, sep+e) || strings.Contains(p+sep, sep+e+sep)
+}
+
+// absEntry reports whether protected entry e names one path (absolute,
+// "~"- or "{workdir}"-rooted) rather than a name under every root.
+func absEntry(e string) bool {
+	return strings.HasPrefix(e, "/") || filepath.IsAbs(e) || strings.HasPrefix(e, "~") || strings.HasPrefix(e, "{workdir}")
 }
 
 // protect turns the protected entries into ro grants, returning the
@@ -686,7 +717,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 			}
 			return
 		}
-		canon, err := filepath.EvalSymlinks(joined)
+		canon, err := canonical(joined)
 		if err != nil {
 			skipped[joined] = true // dangling symlink: nothing to bind over
 			return
@@ -724,7 +755,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 	for _, pe := range entries {
 		e := pe.path
 		field := fmt.Sprintf("filesystem.protected[%d]", pe.index)
-		if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "~") || strings.HasPrefix(e, "{workdir}") {
+		if absEntry(e) {
 			abs, ok := r.expand(field, e)
 			if ok {
 				try(field, abs)
@@ -782,7 +813,7 @@ func (r *resolver) protect() ([]string, []Placeholder) {
 // protectsGit reports whether entries keep .git's hooks read-only.
 func (r *resolver) protectsGit(entries []protectedEntry) bool {
 	for _, e := range entries {
-		if c := filepath.Clean(e.path); c == ".git" || c == ".git/hooks" {
+		if c := filepath.ToSlash(filepath.Clean(e.path)); c == ".git" || c == ".git/hooks" {
 			return true
 		}
 	}
@@ -796,7 +827,7 @@ func (r *resolver) protectsGit(entries []protectedEntry) bool {
 // would keep the workload out of all of it; the scan after the run
 // reports the entry if it was made.
 func (r *resolver) placeholder(field, joined string) (Placeholder, bool) {
-	canon, err := filepath.EvalSymlinks(filepath.Dir(joined))
+	canon, err := canonical(filepath.Dir(joined))
 	if err != nil {
 		return Placeholder{}, false
 	}
@@ -925,11 +956,10 @@ func readSmall(p string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
-// depth is the number of components of a clean absolute path ("/" is 0).
+// depth is the number of components of a clean absolute path ("/" and
+// C:\ are 0).
 func depth(p string) int {
-	if p == "/" {
-		return 0
-	}
+	p = strings.TrimRight(strings.ReplaceAll(p, `\`, "/"), "/")
 	return strings.Count(p, "/")
 }
 
@@ -949,51 +979,73 @@ func sortGrants(gs []PathGrant) {
 // credentials' exposed placeholders (which replace a passed variable of
 // their name, so its real value never enters), never HOME, with PATH
 // defaulting to DefaultPATH; sorted by name.
-func resolveEnv(env Env, environ []string, exposed map[string]string) []string {
-	vars := map[string]string{}
+//
+// For OSWindows names compare without case (Windows' environment is
+// case-insensitive: a passed "PATH" is the caller's "Path"), a set or
+// exposed variable replaces a passed one whatever its case, the default
+// pass list is DefaultEnvPassWindows and the default PATH
+// DefaultPATHWindows.
+func resolveEnv(target OS, env Env, environ []string, exposed map[string]string) []string {
+	key := func(name string) string { return name }
+	if target == OSWindows {
+		key = strings.ToUpper
+	}
+	vars := map[string][2]string{} // key(name) -> name as written, value
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || name == "HOME" || strings.ContainsRune(kv, 0) {
+		if !ok || name == "" || key(name) == "HOME" || strings.ContainsRune(kv, 0) {
 			continue
 		}
-		if _, dup := vars[name]; dup {
+		if _, dup := vars[key(name)]; dup {
 			continue // the first wins, as in getenv
 		}
-		if passIndex(env, name) >= 0 {
-			vars[name] = val
+		if passIndexFor(target, env, name) >= 0 {
+			vars[key(name)] = [2]string{name, val}
 		}
 	}
 	for _, m := range []map[string]string{env.Set, exposed} {
 		for name, val := range m {
-			if name != "HOME" {
-				vars[name] = val
+			if key(name) != "HOME" {
+				vars[key(name)] = [2]string{name, val}
 			}
 		}
 	}
-	if _, ok := vars["PATH"]; !ok {
-		vars["PATH"] = DefaultPATH
+	if _, ok := vars[key("PATH")]; !ok {
+		vars[key("PATH")] = [2]string{"PATH", DefaultPATH}
+		if target == OSWindows {
+			vars[key("PATH")] = [2]string{"PATH", DefaultPATHWindows}
+		}
 	}
 	out := make([]string, 0, len(vars))
-	for _, name := range sortedKeys(vars) {
-		out = append(out, name+"="+vars[name])
+	for _, k := range sortedKeys(vars) {
+		out = append(out, vars[k][0]+"="+vars[k][1])
 	}
 	return out
 }
 
-// passIndex is the index of the first pattern of the effective
+// passIndexFor is the index of the first pattern of the effective
 // env.Pass (DefaultEnvPass when nil) that passes the variable name (a
 // trailing "*" matches a prefix), or -1.
-func passIndex(env Env, name string) int {
-	pass := env.Pass
+//
+// For OSWindows names compare without case and the default list is
+// DefaultEnvPassWindows.
+func passIndexFor(target OS, env Env, name string) int {
+	pass, fold := env.Pass, func(s string) string { return s }
+	if target == OSWindows {
+		fold = strings.ToUpper
+		if pass == nil {
+			pass = DefaultEnvPassWindows
+		}
+	}
 	if pass == nil {
 		pass = DefaultEnvPass
 	}
 	for i, pat := range pass {
-		if prefix, ok := strings.CutSuffix(pat, "*"); ok {
-			if strings.HasPrefix(name, prefix) {
+		if prefix, ok := strings.CutSuffix(fold(pat), "*"); ok {
+			if strings.HasPrefix(fold(name), prefix) {
 				return i
 			}
-		} else if name == pat {
+		} else if fold(name) == fold(pat) {
 			return i
 		}
 	}

@@ -68,6 +68,16 @@ type Policy struct {
 
 	file string              // the file it was parsed from, for error messages
 	pos  map[string]position // field path -> position of its value in file
+	os   OS                  // the platform its paths are written for; "" is HostOS
+}
+
+// OS is the platform the policy's paths are written for (ParseFor,
+// DefaultFor): HostOS unless it was parsed or built for another.
+func (p *Policy) OS() OS {
+	if p.os == "" {
+		return HostOS()
+	}
+	return p.os
 }
 
 // UI is the ui section. Omitted fields deny.
