@@ -1,3 +1,9 @@
+//go:build !windows
+
+// Linux policies: their paths resolve on a Linux host only (a Windows host
+// refuses them). The Windows policy tests are winpath_test.go and
+// winresolve_windows_test.go.
+
 package policy
 
 import (

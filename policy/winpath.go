@@ -229,3 +229,18 @@ func winShortName(c string) bool {
 	}
 	return true
 }
+
+// WindowsPathProblem says what is wrong with s as a concrete Windows path
+// (a provider's check of what it maps, whatever the policy's OS): it must
+// be a drive path, and pass every rule of a Windows policy path
+// (checkWinPathSyntax). "" when s is fine; Linux-rooted paths ("/usr") are
+// refused too, with a hint to write a drive path.
+func WindowsPathProblem(s string) (msg, hint string) {
+	if msg, hint := checkWinPathSyntax(s, false); msg != "" {
+		return msg, hint
+	}
+	if w := strings.ReplaceAll(s, "/", `\`); len(w) < 3 || !isDriveLetter(w[0]) || w[1] != ':' {
+		return fmt.Sprintf("%q is not a drive path", s), `write a drive path such as C:\...`
+	}
+	return "", ""
+}

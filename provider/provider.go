@@ -391,6 +391,10 @@ type Plan struct {
 	Layers   []LayerStatus    `json:"layers"`
 	Details  any              `json:"details"`
 	Loss     LossReport       `json:"loss_report"`
+	// Host is what the provider's probe found on this host, when the plan
+	// was made for explaining (corral policy explain --provider NAME) and
+	// not for running: a plan for a provider absent here says so.
+	Host *HostReport `json:"host,omitempty"`
 }
 
 // LayerState is whether a layer is (or will be) in force.

@@ -15,27 +15,44 @@ import (
 func newPolicyCmd() *cobra.Command {
 	c := &cobra.Command{Use: "policy", Short: "Validate, explain and describe policies"}
 	var syntaxOnly bool
-	var vworkdir, vprov string
+	var vworkdir, vprov, vos string
 	validate := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a policy file and that it can be enforced here; errors carry file:line:column and the field path",
 		Long: `Check a policy file: its syntax and fields, then (unless --syntax-only)
 its paths against this host (existence, symlinks, dangerous grants) resolved
 for the working directory, and that a provider can enforce it here.
+
+--os windows checks a Windows policy (drive paths, ~\ the profile) from any
+host: off Windows its paths are resolved lexically (existence, links and
+8.3 names are the Windows host's to check) and mapped by the mxc provider,
+whose executor need not be present.
 Exit 0 when valid, 122 when not.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := policy.Load(args[0])
+			target, err := policy.ParseOS(vos)
+			if err != nil {
+				return err
+			}
+			p, err := policy.LoadFor(args[0], target)
 			if err != nil {
 				return err
 			}
 			if syntaxOnly {
-				fmt.Printf("%s: syntax valid (policy version %d, %s); host checks not run\n", args[0], p.Version, policy.Hash(p))
+				fmt.Printf("%s: syntax valid (%s policy version %d, %s); host checks not run\n", args[0], p.OS(), p.Version, policy.Hash(p))
 				return nil
 			}
 			r, err := resolvePolicy(p, vworkdir)
 			if err != nil {
 				return err
+			}
+			if r.Lexical != "" {
+				prov, _, err := explainProvider(vprov, r)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("%s: valid (%s policy version %d, %s) for workdir %s; mapped by the %s provider with no error (%s)\n", args[0], p.OS(), p.Version, r.Hash, r.Workdir, prov, r.Lexical)
+				return nil
 			}
 			prov, _, err := selectProvider(vprov, r)
 			if err != nil {
@@ -46,18 +63,26 @@ Exit 0 when valid, 122 when not.`,
 		},
 	}
 	validate.Flags().BoolVar(&syntaxOnly, "syntax-only", false, "check syntax and fields only, not this host")
-	validate.Flags().StringVarP(&vworkdir, "workdir", "C", "", "working directory to resolve against (default: the current one)")
+	validate.Flags().StringVarP(&vworkdir, "workdir", "C", "", "working directory to resolve against (default: the current one; for --os windows off Windows: ~\\work)")
 	validate.Flags().StringVar(&vprov, "provider", "auto", "provider that must be able to enforce it")
+	validate.Flags().StringVar(&vos, "os", "", "the OS the policy's paths are written for: linux or windows (default: this host's)")
 	c.AddCommand(validate)
-	c.AddCommand(&cobra.Command{
+	var dos string
+	def := &cobra.Command{
 		Use:   "default",
 		Short: "Print the built-in default policy as a commented policy file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := os.Stdout.Write(policy.DefaultYAML)
+			target, err := policy.ParseOS(dos)
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(policy.DefaultYAMLFor(target))
 			return err
 		},
-	})
+	}
+	def.Flags().StringVar(&dos, "os", "", "the OS whose default to print: linux or windows (default: this host's)")
+	c.AddCommand(def)
 	c.AddCommand(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the policy's JSON Schema (for editor completion and checks)",
@@ -67,18 +92,29 @@ Exit 0 when valid, 122 when not.`,
 			return err
 		},
 	})
-	var prov, workdir string
+	var prov, workdir, eos string
 	var output outputFormat
 	explain := &cobra.Command{
 		Use:   "explain [FILE]",
 		Short: "Show the plan, loss report and layers a provider would use (default policy without FILE)",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Show the plan, loss report and layers a provider would use for the
+policy (the built-in default without FILE), resolved for the working
+directory. With --provider NAME the plan is shown even when that provider
+is not available on this host (its absence is a host fact in the output):
+--provider mxc explains on any host, without wxc-exec. --os windows reads
+a Windows policy (the default: the Windows default policy), resolved
+lexically off Windows.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := policy.ParseOS(eos)
+			if err != nil {
+				return err
+			}
 			path := ""
 			if len(args) == 1 {
 				path = args[0]
 			}
-			p, err := loadPolicy(path)
+			p, err := loadPolicyFor(path, target)
 			if err != nil {
 				return err
 			}
@@ -86,7 +122,7 @@ Exit 0 when valid, 122 when not.`,
 			if err != nil {
 				return err
 			}
-			_, plan, serr := selectProvider(prov, r)
+			_, plan, serr := explainProvider(prov, r)
 			if plan == nil {
 				return serr
 			}
@@ -102,6 +138,7 @@ Exit 0 when valid, 122 when not.`,
 	}
 	explain.Flags().StringVar(&prov, "provider", "auto", "provider to map the policy onto")
 	explain.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory to resolve against")
+	explain.Flags().StringVar(&eos, "os", "", "the OS the policy's paths are written for: linux or windows (default: this host's)")
 	outputFlag(explain, &output)
 	c.AddCommand(explain)
 	c.AddCommand(policyGatewayCmds()...)
@@ -119,7 +156,13 @@ func printPlan(plan *provider.Plan) {
 			home = "the real one, granted by " + g.Field
 		}
 	}
-	fmt.Printf("provider: %s\npolicy:   %s\nworkdir:  %s\nhome:     %s (%s)\nnetwork:  %s (unix sockets: %s)\n", plan.Provider, r.Hash, r.Workdir, r.Home, home, r.Network, r.UnixSockets())
+	fmt.Printf("provider: %s\npolicy:   %s (%s)\nworkdir:  %s\nhome:     %s (%s)\nnetwork:  %s (unix sockets: %s)\n", plan.Provider, r.Hash, r.Policy.OS(), r.Workdir, r.Home, home, r.Network, r.UnixSockets())
+	if plan.Host != nil && !plan.Host.Available {
+		fmt.Printf("host:     %s is not available here: %s; the plan is what it would run\n", plan.Provider, plan.Host.Reason)
+	}
+	if r.Lexical != "" {
+		fmt.Printf("paths:    %s\n", r.Lexical)
+	}
 	l := r.Limits
 	timeout := "none"
 	if l.Timeout > 0 {

@@ -75,12 +75,16 @@ func writeJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// loadPolicy reads the policy file, or the built-in default when path is "".
-func loadPolicy(path string) (*policy.Policy, error) {
+// loadPolicy reads the policy file, or the built-in default when path is
+// "", for this host's OS.
+func loadPolicy(path string) (*policy.Policy, error) { return loadPolicyFor(path, policy.HostOS()) }
+
+// loadPolicyFor is loadPolicy for a policy written for target.
+func loadPolicyFor(path string, target policy.OS) (*policy.Policy, error) {
 	if path == "" {
-		return policy.Default(), nil
+		return policy.DefaultFor(target), nil
 	}
-	return policy.Load(path)
+	return policy.LoadFor(path, target)
 }
 
 func isPolicyError(err error) bool {
@@ -89,8 +93,25 @@ func isPolicyError(err error) bool {
 	return asErr(err, &pe) || asErr(err, &pes)
 }
 
-// resolvePolicy resolves p for the caller in workdir.
+// resolvePolicy resolves p for the caller in workdir. A Windows policy on
+// another host is resolved lexically (policy.Resolve) for the profile
+// %USERPROFILE% when that is a Windows path, else C:\Users\$USER, and for
+// workdir, by default the profile's "work" folder.
 func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
+	if p.OS() != policy.HostOS() {
+		home := os.Getenv("USERPROFILE")
+		if len(home) < 3 || home[1] != ':' {
+			user := os.Getenv("USER")
+			if user == "" {
+				user = "user"
+			}
+			home = `C:\Users\` + user
+		}
+		if workdir == "" {
+			workdir = home + `\work`
+		}
+		return p.Resolve(policy.Context{Home: home, Workdir: workdir})
+	}
 	home, _ := os.UserHomeDir()
 	if home == "" {
 		home = "/nonexistent"
@@ -111,6 +132,36 @@ func resolvePolicy(p *policy.Policy, workdir string) (*policy.Resolved, error) {
 // selectProvider is session.Select over this build's providers.
 func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provider.Plan, error) {
 	return session.Select(contextBackground(), providers(), name, r)
+}
+
+// explainProvider is selectProvider for policy explain and validate: a
+// provider named explicitly maps r even when it is not available on this
+// host (its HostReport goes in the plan), and a Windows policy resolved
+// off Windows (r.Lexical) is the mxc provider's whatever name says, "auto"
+// included. Error losses give the plan and CodePolicyRejected.
+func explainProvider(name string, r *policy.Resolved) (string, *provider.Plan, error) {
+	if r.Lexical != "" && name == "auto" {
+		name = "mxc"
+	}
+	if name == "auto" {
+		p, plan, err := selectProvider(name, r)
+		if p == nil {
+			return "", plan, err
+		}
+		return p.Name(), plan, err
+	}
+	for _, p := range providers() {
+		if p.Name() != name {
+			continue
+		}
+		hr := p.Probe(contextBackground())
+		plan, err := session.Plan(contextBackground(), p, r)
+		if plan != nil {
+			plan.Host = &hr
+		}
+		return name, plan, err
+	}
+	return "", nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("no provider named %q in this build", name)}
 }
 
 // outputFormat is the value of -o/--output: "text" or "json".

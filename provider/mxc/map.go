@@ -66,7 +66,17 @@ func Map(r *policy.Resolved, cfg Config, proxyAddr string) (*Request, provider.L
 	m.network(proxyAddr)
 	m.process()
 	m.credentials()
+	m.consent()
 	return m.req, m.loss
+}
+
+// consent: MXC applies a document once, at the start; nothing can be
+// granted to a running sandbox, so a policy whose workload may ask is
+// refused rather than given a broker nobody could satisfy.
+func (m *mapper) consent() {
+	if m.r.Consent != nil {
+		m.add(provider.SeverityError, "consent", "consent", "mxc cannot change what a running sandbox may reach, so no consent request could ever be granted; remove the consent section (grant the folders and hosts in the policy), or use the linux or docker provider")
+	}
 }
 
 type mapper struct {
@@ -81,13 +91,19 @@ func (m *mapper) add(sev provider.Severity, area, field, format string, args ...
 	m.loss = append(m.loss, provider.Loss{Severity: sev, Area: area, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-// layers: see layerStatus for the mapping of each layer.
+// layers: see layerStatus for the mapping of each layer. For a Windows
+// policy an optional layer is not applicable, an info item: the layers are
+// Linux mechanisms, and a Windows policy's rules (paths, network) are
+// mapped onto MXC's own boundary, each with its own losses below.
 func (m *mapper) layers() {
+	windows := m.r.Policy != nil && m.r.Policy.OS() == policy.OSWindows
 	for _, st := range layerStatus(m.cfg.Backend, m.r.Layers) {
 		l := st.Layer
 		field := "layers." + string(l)
 		opt := st.Required == policy.Optional
 		switch {
+		case windows && opt:
+			m.add(provider.SeverityInfo, "layers", field, "not applicable to a Windows policy (a Linux mechanism): %s", st.Detail)
 		case l == policy.LayerNamespaces:
 			if opt {
 				m.add(provider.SeverityInfo, "layers", field, "Linux namespaces do not exist on Windows; %s", st.Detail)
@@ -125,13 +141,9 @@ func (m *mapper) filesystem() {
 	type ro struct{ path, field string }
 	var ros []ro
 	for _, g := range r.Grants {
-		p, kind := winPath(g.Path)
-		switch kind {
-		case pathLinuxRooted:
-			m.add(provider.SeverityError, "filesystem", g.Field, "%s is a Linux-rooted path: mxc does not translate it to a Windows path (write a drive path such as C:\\...)", g.Path)
-			continue
-		case pathRelative:
-			m.add(provider.SeverityError, "filesystem", g.Field, "%s is not an absolute Windows path", g.Path)
+		p, problem := winPath(g.Path)
+		if problem != "" {
+			m.add(provider.SeverityError, "filesystem", g.Field, "%s", problem)
 			continue
 		}
 		switch g.Access {
@@ -151,13 +163,15 @@ func (m *mapper) filesystem() {
 	// tier the inherited write ACE may still apply).
 	for _, o := range ros {
 		for _, w := range rw {
-			if winInside(o.path, w) {
+			if policy.WinWithin(o.path, w) {
 				m.add(provider.SeverityWarning, "filesystem", o.field, "%s is read-only inside the read-write %s: MXC does not document that the nested read-only grant wins, so it may stay writable", o.path, w)
 				break
 			}
 		}
 	}
-	if len(r.Skipped) > 0 {
+	if len(r.Skipped) > 0 && r.Lexical != "" {
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths were not checked off the Windows host: where one exists the Windows host grants it read-only; one that is absent MXC cannot keep from being created: %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+	} else if len(r.Skipped) > 0 {
 		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks or absent, so no read-only grant covers them (a workload can replace or create them): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
 	}
 	if len(r.Placeholders) > 0 {
@@ -172,7 +186,7 @@ func (m *mapper) filesystem() {
 	if len(fs.ReadonlyPaths)+len(fs.ReadwritePaths)+len(fs.DeniedPaths) > 0 {
 		m.req.Filesystem = fs
 	}
-	if wd, kind := winPath(r.Workdir); kind == pathWindows && visible(fs, wd) {
+	if wd, problem := winPath(r.Workdir); problem == "" && visible(fs, wd) {
 		m.req.Process.Cwd = wd
 	} else if r.Workdir != "" {
 		m.add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so wxc-exec picks the working directory (first read-write, else read-only grant, else the system drive root)", r.Workdir)
@@ -183,12 +197,12 @@ func (m *mapper) filesystem() {
 // path.
 func visible(fs *Filesystem, path string) bool {
 	for _, d := range fs.DeniedPaths {
-		if winInside(path, d) {
+		if policy.WinWithin(path, d) {
 			return false
 		}
 	}
 	for _, g := range append(append([]string{}, fs.ReadwritePaths...), fs.ReadonlyPaths...) {
-		if winInside(path, g) {
+		if policy.WinWithin(path, g) {
 			return true
 		}
 	}
@@ -240,6 +254,9 @@ func (m *mapper) network(proxyAddr string) {
 			m.add(provider.SeverityError, "network", field, "%s: isolation_session cannot filter the network (it requires default-allow egress); only an explicit mode: host is accepted, or use the process_container backend", mode)
 		}
 		return
+	}
+	if m.r.Egress.UnixSocketsMode() == policy.UnixSocketsDeny {
+		m.add(provider.SeverityWarning, "network", "network.unix_sockets", "deny is not enforced: MXC has no way to refuse socket(AF_UNIX); on Windows a unix socket is a file, so the workload reaches only those the path grants let it open (write unix_sockets: allow to say so)")
 	}
 	switch mode {
 	case policy.NetworkNone:

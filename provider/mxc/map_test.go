@@ -27,6 +27,7 @@ func base() *policy.Resolved {
 		},
 		Env:     []string{`PATH=C:\Windows\System32`, "TERM=xterm"},
 		Network: policy.NetworkNone,
+		Egress:  policy.Network{UnixSockets: policy.UnixSocketsAllow},
 		Layers: policy.Layers{
 			policy.LayerNamespaces: policy.Optional, policy.LayerMounts: policy.Optional,
 			policy.LayerLandlock: policy.Optional, policy.LayerSeccomp: policy.Optional, policy.LayerCgroups: policy.Optional,
@@ -129,9 +130,19 @@ func mapCases() []mapCase {
 				g(`C:/work`, policy.AccessReadWrite, "filesystem.include_workdir"),
 				g(`D:/cache//go-build/`, policy.AccessReadWrite, "filesystem.read_write[0]"),
 				g(`C:\Users\me\.aws`, policy.AccessDeny, "filesystem.deny[0]"),
-				g(`\\srv\share\data`, policy.AccessReadOnly, "filesystem.read_only[1]"),
 			)),
-			want: map[string]string{"filesystem": `{"deniedPaths":["C:\\Users\\me\\.aws"],"readonlyPaths":["C:\\tools","\\\\srv\\share\\data"],"readwritePaths":["C:\\work","D:\\cache\\go-build"]}`}},
+			want: map[string]string{"filesystem": `{"deniedPaths":["C:\\Users\\me\\.aws"],"readonlyPaths":["C:\\tools"],"readwritePaths":["C:\\work","D:\\cache\\go-build"]}`}},
+		// P35: a network share or device path is never mapped, whatever
+		// the policy's OS (a Windows policy refuses them at parse).
+		{name: "fs/pc/unc-device", backend: pc, area: "filesystem", errors: true,
+			r: with(base, grants(
+				g(`C:\work`, policy.AccessReadWrite, "filesystem.include_workdir"),
+				g(`\\srv\share\data`, policy.AccessReadOnly, "filesystem.read_only[0]"),
+				g(`\\.\PhysicalDrive0`, policy.AccessReadOnly, "filesystem.read_only[1]"),
+				g(`\\?\GLOBALROOT\Device\HarddiskVolume1`, policy.AccessReadWrite, "filesystem.read_write[0]"),
+			)),
+			want: map[string]string{"filesystem": `{"readwritePaths":["C:\\work"]}`},
+			loss: []lossKey{{e, "filesystem", "filesystem.read_only[0]"}, {e, "filesystem", "filesystem.read_only[1]"}, {e, "filesystem", "filesystem.read_write[0]"}}},
 		{name: "fs/pc/linux-rooted", backend: pc, area: "filesystem", errors: true,
 			r: with(base, grants(
 				g(`/usr`, policy.AccessReadOnly, "filesystem.read_only[0]"),
@@ -209,6 +220,9 @@ func mapCases() []mapCase {
 			r:    with(base, func(r *policy.Resolved) { r.Network = policy.NetworkProxy }),
 			want: map[string]string{"network": `null`, "runtimeConfig": `null`},
 			loss: []lossKey{{e, "network", "network.mode"}}},
+		{name: "net/pc/unix-deny", backend: pc, r: with(base, func(r *policy.Resolved) { r.Egress.UnixSockets = policy.UnixSocketsDeny }), area: "network",
+			want: map[string]string{"network": `{"egress":{"default":"deny"},"ingress":{"default":"deny","hostLoopback":"deny"}}`},
+			loss: []lossKey{{w, "network", "network.unix_sockets"}}},
 		{name: "net/pc/host", backend: pc, area: "network", errors: true,
 			r:    with(base, func(r *policy.Resolved) { r.Network = policy.NetworkHost }),
 			want: map[string]string{"network": `null`},
@@ -445,25 +459,26 @@ func TestForPhase(t *testing.T) {
 }
 
 func TestWinPath(t *testing.T) {
-	for _, c := range []struct {
-		in, out string
-		kind    pathKind
-	}{
-		{`C:\x\y`, `C:\x\y`, pathWindows},
-		{`c:/x//y/`, `C:\x\y`, pathWindows},
-		{`C:/`, `C:\`, pathWindows},
-		{`\\srv\share\d`, `\\srv\share\d`, pathWindows},
-		{`//srv/share`, `\\srv\share`, pathWindows},
-		{`\\?\C:\long`, `\\?\C:\long`, pathWindows},
-		{`/usr`, `\usr`, pathLinuxRooted},
-		{`\etc`, `\etc`, pathLinuxRooted},
-		{`C:rel`, `C:rel`, pathRelative},
-		{`rel\x`, `rel\x`, pathRelative},
-		{`\\srv`, `\\srv`, pathRelative},
+	for _, c := range []struct{ in, out, problem string }{
+		{`C:\x\y`, `C:\x\y`, ""},
+		{`c:/x//y/`, `C:\x\y`, ""},
+		{`C:/`, `C:\`, ""},
+		{`\\srv\share\d`, "", "network share"},
+		{`//srv/share`, "", "network share"},
+		{`\\?\C:\long`, "", "verbatim"},
+		{`\\.\pipe\docker_engine`, "", "device namespace"},
+		{`C:\x\f.txt:s`, "", "alternate data stream"},
+		{`C:\x\NUL`, "", "reserved device name"},
+		{`C:\x.`, "", "dot or a space"},
+		{`/usr`, "", "Linux-rooted"},
+		{`\etc`, "", "no drive"},
+		{`C:rel`, "", "drive-relative"},
+		{`rel\x`, "", "relative path"},
+		{`~\x`, "", "not a drive path"},
 	} {
-		out, kind := winPath(c.in)
-		if kind != c.kind || (kind == pathWindows && out != c.out) {
-			t.Errorf("winPath(%q) = %q, %d; want %q, %d", c.in, out, kind, c.out, c.kind)
+		out, problem := winPath(c.in)
+		if out != c.out || !strings.Contains(problem, c.problem) || (c.problem == "") != (problem == "") {
+			t.Errorf("winPath(%q) = %q, %q; want %q, %q", c.in, out, problem, c.out, c.problem)
 		}
 	}
 }
