@@ -132,6 +132,22 @@ func (p *Policy) fillDefaults() {
 	if absent("process.limits.nofile") {
 		l.Nofile = dl.Nofile
 	}
+	if p.OS() == OSWindows {
+		// The Windows default's layers are optional and its unix_sockets
+		// allow (defaultWindows says why); a Windows file that leaves them
+		// out means those, not the Linux defaults.
+		if absent("network.unix_sockets") {
+			p.Network.UnixSockets = def.Network.UnixSockets
+		}
+		for _, layer := range AllLayers {
+			if absent("layers." + string(layer)) {
+				if p.Layers == nil {
+					p.Layers = Layers{}
+				}
+				p.Layers[layer] = def.Layers[layer]
+			}
+		}
+	}
 }
 
 // underBad reports whether field or one of its ancestors failed to decode.
