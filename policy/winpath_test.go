@@ -229,6 +229,12 @@ func TestDefaultYAMLWindowsIsDefault(t *testing.T) {
 	if len(q.Filesystem.ReadOnly) == 0 || q.Filesystem.ReadOnly[0].Path != `C:\Windows` || q.Process.Limits.Memory != 0 {
 		t.Errorf("defaults of a Windows file: ro %v, limits %+v", q.Filesystem.ReadOnly, q.Process.Limits)
 	}
+	if q.Layers.Requirement(LayerLandlock) != Optional || q.Network.UnixSocketsMode() != UnixSocketsAllow {
+		t.Errorf("defaults of a Windows file: layers %v, unix_sockets %q", q.Layers, q.Network.UnixSocketsMode())
+	}
+	if r, err := ParseFor([]byte("version: 1\nlayers: {seccomp: required}\n"), "w.yaml", OSWindows); err != nil || r.Layers.Requirement(LayerSeccomp) != Required || r.Layers.Requirement(LayerCgroups) != Optional {
+		t.Errorf("a written layer keeps its requirement, the others the Windows default's: %v %v", r.Layers, err)
+	}
 }
 
 // TestWindowsEnvIgnoresCase: Windows' environment names compare without

@@ -80,7 +80,7 @@ sandbox's CA is a no. Exit 0 when no verdict is no, 1 when one is.`,
 						dp.Layers[i].State = "available" // a host probe: nothing is in force yet
 					}
 				}
-				r, err := policy.Default().Resolve(policy.Context{Home: homeDir(), Workdir: wd, Environ: os.Environ()})
+				r, err := policy.DefaultFor(policy.HostOS()).Resolve(policy.Context{Home: homeDir(), Workdir: wd, Environ: os.Environ()})
 				switch {
 				case err != nil:
 					dp.DefaultPolicy = "default policy does not resolve: " + err.Error()
