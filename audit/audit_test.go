@@ -4,17 +4,22 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-sandbox/corral/internal/wine"
 )
 
 func testRun() RunInfo {
@@ -111,6 +116,11 @@ func TestLaunchAndTerminate(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2", len(lines))
 	}
+	// OCSF os.type_id per host.
+	wantOS := map[string]struct {
+		name   string
+		typeID int
+	}{"linux": {"Linux", 200}, "windows": {"Windows", 100}, "darwin": {"macOS", 300}}[runtime.GOOS]
 
 	for i, m := range lines {
 		activity := []string{"Launch", "Terminate"}[i]
@@ -143,8 +153,8 @@ func TestLaunchAndTerminate(t *testing.T) {
 		wantField(t, m, "process.cmd_line", "/bin/sh -c 'echo hi'")
 		wantField(t, m, "process.file.path", "/bin/sh")
 		wantField(t, m, "process.user.uid", "1000")
-		wantField(t, m, "device.os.name", "Linux")
-		wantField(t, m, "device.os.type_id", 200)
+		wantField(t, m, "device.os.name", wantOS.name)
+		wantField(t, m, "device.os.type_id", wantOS.typeID)
 		if h, _ := os.Hostname(); h != "" {
 			wantField(t, m, "device.hostname", h)
 		}
@@ -278,22 +288,6 @@ func TestRedactionInFile(t *testing.T) {
 	}
 }
 
-func TestFileMode(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	fi, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Fatalf("mode = %v, want 0600", fi.Mode().Perm())
-	}
-}
-
 func TestAppendsAcrossOpens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	for range 3 {
@@ -407,13 +401,20 @@ func TestConcurrentSinks(t *testing.T) {
 const helperEnv = "CORRAL_AUDIT_TEST_HELPER"
 
 // TestConcurrentProcesses appends from several processes at once, the
-// situation flock guards against (parallel corral runs sharing --audit FILE).
+// situation the file lock guards against (parallel corral runs sharing
+// --audit FILE). The helpers start writing together (each says it is
+// ready, then waits for PATH.go), or a slow process start, Wine's, would
+// leave them little overlap.
 func TestConcurrentProcesses(t *testing.T) {
 	if p := os.Getenv(helperEnv); p != "" {
 		s, err := Open(p)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(p+".ready."+strconv.Itoa(os.Getpid()), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { _, err := os.Stat(p + ".go"); return err == nil })
 		run := bigRun("p" + strconv.Itoa(os.Getpid()) + "-")
 		for range 50 {
 			if err := s.Emit(Launch(run, testWorkload())); err != nil {
@@ -437,6 +438,11 @@ func TestConcurrentProcesses(t *testing.T) {
 		if err := cmds[i].Start(); err != nil {
 			t.Fatal(err)
 		}
+		defer cmds[i].Process.Kill()
+	}
+	waitFor(t, func() bool { m, _ := filepath.Glob(path + ".ready.*"); return len(m) == procs })
+	if err := os.WriteFile(path+".go", nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range cmds {
 		if err := c.Wait(); err != nil {
@@ -446,41 +452,118 @@ func TestConcurrentProcesses(t *testing.T) {
 	checkConcurrentFile(t, path, procs*50)
 }
 
+// waitFor polls cond for up to a minute.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}
+
 // The audit log is never reached through a symlink or a hard link: a file
 // kept where a sandbox can write could be swapped for one pointing at a
 // file the caller would then append to.
-func TestOpenRefusesLinks(t *testing.T) {
+func TestOpenRefusesSymlinks(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")
 	if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sym := filepath.Join(dir, "audit-sym.jsonl")
-	if err := os.Symlink(victim, sym); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := Open(sym); err == nil {
-		s.Close()
-		t.Error("Open followed a symlink")
-	}
+	symlink(t, victim, sym)
+	refused(t, sym, "symlink")
 	symdir := filepath.Join(dir, "linkdir")
-	if err := os.Symlink(dir, symdir); err != nil {
-		t.Fatal(err)
+	symlink(t, dir, symdir)
+	refused(t, filepath.Join(symdir, "a.jsonl"), "symlink")
+	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
+		t.Errorf("victim changed: %q", b)
 	}
-	if s, err := Open(filepath.Join(symdir, "a.jsonl")); err == nil {
-		s.Close()
-		t.Error("Open followed a symlinked directory")
+}
+
+func TestOpenRefusesHardLinks(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	hard := filepath.Join(dir, "audit-hard.jsonl")
 	if err := os.Link(victim, hard); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := Open(hard); err == nil {
-		s.Close()
-		t.Error("Open accepted a file with two hard links")
-	}
+	refused(t, hard, "has 2 hard links")
 	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
 		t.Errorf("victim changed: %q", b)
+	}
+}
+
+// refused checks that Open(path) fails with an error containing why.
+func refused(t *testing.T, path, why string) {
+	t.Helper()
+	s, err := Open(path)
+	if err == nil {
+		s.Close()
+		t.Errorf("Open(%s) succeeded; want it refused (%s)", path, why)
+	} else if !strings.Contains(err.Error(), why) {
+		t.Errorf("Open(%s): %v; want it refused (%s)", path, err, why)
+	}
+}
+
+// symlink makes link pointing at target, or skips t where no symlink can
+// be made.
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		if runtime.GOOS == "windows" && errors.Is(err, syscall.Errno(1314)) { // ERROR_PRIVILEGE_NOT_HELD
+			t.Skip("making a symlink needs SeCreateSymbolicLinkPrivilege or Developer Mode (TestOpenRefusesJunction needs neither)")
+		}
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		wine.SkipArtifact(t, "CreateSymbolicLinkW reports success but makes no link")
+		t.Fatalf("os.Symlink succeeded but: %v", err)
+	}
+}
+
+// Emit waits for another handle's lock: lines from several sinks (or
+// processes) are ordered by it, not by luck.
+func TestEmitWaitsForLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := lockFile(a.f, true); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Emit(Note("waited")) }()
+	select {
+	case err := <-done:
+		lockFile(a.f, false)
+		t.Fatalf("Emit did not wait for the lock another sink held (%v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := lockFile(a.f, false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Emit still waiting after the lock was released")
+	}
+	if n := len(readLines(t, path)); n != 1 {
+		t.Fatalf("got %d lines, want 1", n)
 	}
 }
 

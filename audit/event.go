@@ -153,8 +153,8 @@ type Device struct {
 	OS       OS     `json:"os"`
 }
 
-// OS is the OCSF operating system object. OCSF os.type_id: 200 Linux,
-// 300 macOS, 99 Other (100 is Windows).
+// OS is the OCSF operating system object. OCSF os.type_id: 100 Windows,
+// 200 Linux, 300 macOS, 99 Other.
 type OS struct {
 	Name    string `json:"name"`
 	TypeID  int    `json:"type_id"`
@@ -382,6 +382,8 @@ func device() Device {
 			d.OS = OS{Name: "Linux", TypeID: 200, Type: "Linux"}
 		case "darwin":
 			d.OS = OS{Name: "macOS", TypeID: 300, Type: "macOS"}
+		case "windows":
+			d.OS = OS{Name: "Windows", TypeID: 100, Type: "Windows"}
 		default:
 			d.OS = OS{Name: runtime.GOOS, TypeID: 99, Type: "Other"}
 		}

@@ -11,8 +11,9 @@ import (
 
 // Sink appends OCSF events to a JSON Lines file. It is safe for concurrent
 // use, and several processes may append to the same file: every write holds
-// an exclusive advisory flock(2) and writes one whole line with a single
-// write(2) on an O_APPEND descriptor, so lines never interleave.
+// an exclusive lock (flock(2) on Linux, LockFileEx on Windows) and writes one
+// whole line with a single write on an append-only descriptor (O_APPEND;
+// FILE_APPEND_DATA without FILE_WRITE_DATA), so lines never interleave.
 //
 // A nil *Sink is valid and discards events, so callers need no "is auditing
 // on" checks.
@@ -23,9 +24,9 @@ type Sink struct {
 	secrets [][]byte // Redact's values, JSON-escaped
 }
 
-// Open opens (creating with mode 0600 if needed) path for appending. The mode
-// of an existing file is left unchanged. See openLog for the checks made on
-// the path (per OS).
+// Open opens (creating with mode 0600 if needed; on Windows with an
+// owner-only DACL) path for appending. The mode or DACL of an existing file
+// is left unchanged. See openLog for the checks made on the path (per OS).
 func Open(path string) (*Sink, error) {
 	f, err := openLog(path)
 	if err != nil {
