@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +44,14 @@ consent:
 
 var rigCtx = context.Background()
 
+// noConsentOnWindows: policy refuses a Windows policy's consent section.
+const noConsentOnWindows = "consent is not available for Windows policies (policy refuses the section): no broker runs on Windows"
+
 func newRig(t testing.TB, src string) *rig {
 	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip(noConsentOnWindows)
+	}
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +149,9 @@ consent:
 // (indented two spaces: "  timeout: 200ms\n").
 func newBkEnv(t *testing.T, extra string) *bkEnv {
 	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip(noConsentOnWindows)
+	}
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

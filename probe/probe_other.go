@@ -3,11 +3,8 @@
 package probe
 
 import (
-	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"syscall"
 )
 
 // linuxOnly are the probes that need Linux; elsewhere they report that.
@@ -23,10 +20,6 @@ func init() {
 func unsupported(name string) []Result {
 	return []Result{{What: name, Detail: "unsupported on " + runtime.GOOS}}
 }
-
-func errnoName(e syscall.Errno) string { return fmt.Sprintf("errno%d", uintptr(e)) }
-
-func unlink(path string) error { return os.Remove(path) }
 
 func cpuTime() string { return "" }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/consent"
+	"github.com/corral-sandbox/corral/internal/testworkload"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux"
@@ -35,6 +36,7 @@ import (
 // linux provider (Start runs /proc/self/exe as the sandbox's init, the
 // idmap helper, the slot holder, a persistent supervisor).
 func TestMain(m *testing.M) {
+	testworkload.Main() // credential source commands (credentials_test.go)
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case linux.InitArg:

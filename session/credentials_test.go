@@ -10,6 +10,8 @@ import (
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/testworkload"
+	"github.com/corral-sandbox/corral/internal/wine"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -44,6 +46,16 @@ credentials:
 	return r
 }
 
+// command is a source {command: [...]} running testworkload's steps (this
+// test binary: no shell, so alike on Windows).
+func command(steps ...string) string {
+	var q []string
+	for _, a := range testworkload.Args(steps...) {
+		q = append(q, "'"+strings.ReplaceAll(a, "'", "''")+"'")
+	}
+	return "{command: [" + strings.Join(q, ", ") + "]}"
+}
+
 func TestCredentialSources(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "key")
@@ -55,11 +67,11 @@ func TestCredentialSources(t *testing.T) {
 		{src: `{env: TOK_UNSET}`, err: "credentials[0] (tok): source env TOK_UNSET is not set"},
 		{src: `{file: ` + file + `}`, want: "file-value-123456"},
 		{src: `{file: ` + short + `}`, err: "shorter than 8 bytes"},
-		{src: `{command: [sh, -c, "echo cmd-value-123456"]}`, want: "cmd-value-123456"},
-		{src: `{command: [sh, -c, "echo oops >&2; exit 3"]}`, err: "source command sh failed: exit status 3: oops"},
-		{src: `{command: [sh, -c, "echo echoed-value-123; echo bad echoed-value-123 >&2; exit 1"]}`, err: "exit status 1: bad [REDACTED]"},
-		{src: `{command: [sh, -c, "sleep 5"], timeout: 200ms}`, err: "did not finish within 200ms"},
-		{src: `{command: [sh, -c, "printf 'a-long-value\nsecond-line'"]}`, err: "line break"},
+		{src: command("outln=cmd-value-123456"), want: "cmd-value-123456"},
+		{src: command("errln=oops", "exit=3"), err: "source command " + testworkload.Args()[0] + " failed: exit status 3: oops"},
+		{src: command("outln=echoed-value-123", "errln=bad echoed-value-123", "exit=1"), err: "exit status 1: bad [REDACTED]"},
+		{src: strings.TrimSuffix(command("sleep=5s"), "}") + ", timeout: 200ms}", err: "did not finish within 200ms"},
+		{src: command("outln=a-long-value", "out=second-line"), err: "line break"},
 		{src: `{stored: true}`, err: "no value was given"},
 	} {
 		r := credPolicy(t, t.TempDir(), c.src)
@@ -83,6 +95,7 @@ func TestCredentialSources(t *testing.T) {
 // TestCredentialFileSwappedForSymlink: a source file replaced by a
 // symlink after the policy was resolved is not followed.
 func TestCredentialFileSwappedForSymlink(t *testing.T) {
+	wine.SkipArtifact(t, wine.NoSymlinks)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "key")
 	os.WriteFile(file, []byte("file-value-123456"), 0o600)

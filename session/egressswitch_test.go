@@ -266,7 +266,13 @@ func TestEgressSwapClosesConnections(t *testing.T) {
 	}
 }
 
+// openFDs counts this process's open fds (/proc/self/fd), or is -1 off
+// Linux: a Windows binary under Wine would read the Wine process's own
+// (Z:\proc), its cache of handles' fds included.
 func openFDs(t testing.TB) int {
+	if runtime.GOOS != "linux" {
+		return -1
+	}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip("no /proc/self/fd:", err)
@@ -342,7 +348,7 @@ func TestEgressExtendLeaksNothing(t *testing.T) {
 	}
 	// (the runtime's splice pipes, which tunnels use, are closed when
 	// their pool is collected)
-	if !settle(func() bool { runtime.GC(); return openFDs(t) <= fd0+2 }) {
+	if fd0 >= 0 && !settle(func() bool { runtime.GC(); return openFDs(t) <= fd0+2 }) {
 		t.Errorf("fds %d, were %d", openFDs(t), fd0)
 	}
 }

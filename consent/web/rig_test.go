@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -27,8 +28,14 @@ type rig struct {
 	cookies []string
 }
 
+// noConsentOnWindows: policy refuses a Windows policy's consent section.
+const noConsentOnWindows = "consent is not available for Windows policies (policy refuses the section): no broker runs on Windows"
+
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip(noConsentOnWindows)
+	}
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,11 @@ import "testing"
 // counts skips by it.
 const ArtifactPrefix = "Wine artifact: "
 
+// NoSymlinks is the reason of tests that make symbolic links: Wine 8's
+// CreateSymbolicLinkW (kernelbase) is a stub that reports success and
+// creates nothing, so os.Symlink returns nil and no link exists.
+const NoSymlinks = "CreateSymbolicLinkW is a stub: it reports success and creates nothing"
+
 // Detected reports whether this process runs under Wine.
 func Detected() bool { return detected() }
 

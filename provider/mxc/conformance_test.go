@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/corral-sandbox/corral/internal/testworkload"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/providertest"
@@ -22,6 +23,7 @@ func TestConformance(t *testing.T) {
 				Census: h.census,
 				// Map refuses it: the sandbox cannot be given the CA.
 				NoInspection: true,
+				Workload:     testworkload.Args,
 			})
 		})
 	}

@@ -11,12 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/corral-sandbox/corral/internal/atomicfile"
@@ -89,7 +87,7 @@ func (s store) ensure() error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	return os.Chmod(s.dir, 0o700)
+	return makePrivate(s.dir)
 }
 
 // write stores rec durably: a temporary file in the same directory is
@@ -235,19 +233,4 @@ func lockOwner(path string) (int, bool) {
 		return 0, false // torn write of a crashed owner
 	}
 	return pid, processAlive(pid)
-}
-
-// processAlive is a portable liveness check: on Windows FindProcess opens
-// the process and fails when it is gone; elsewhere signal 0 probes it.
-func processAlive(pid int) bool {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return false
-	}
-	if runtime.GOOS == "windows" {
-		p.Release()
-		return true
-	}
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -462,6 +463,12 @@ func configFile(args []string) ([]string, func(), error) {
 			return nil, nil, err
 		}
 		path := filepath.Join(dir, "config.json")
+		// The directory is private before the file is made in it (on
+		// Windows MkdirTemp's folder has its parent's ACL).
+		if err := makePrivate(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
 		if err := os.WriteFile(path, doc, 0o600); err != nil {
 			os.RemoveAll(dir)
 			return nil, nil, err
@@ -481,10 +488,12 @@ type invocation struct {
 }
 
 // run starts wxc-exec and waits, registering it for Signal while it runs.
-func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)) (*os.ProcessState, error) {
+// killed says ending ctx killed it: its exit status is then the kill's
+// (SIGKILL; exit 1 on Windows, where TerminateProcess sets the code).
+func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)) (ps *os.ProcessState, killed bool, err error) {
 	args, cleanup, err := configFile(inv.args)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer cleanup()
 	// With a parent-death signal (Linux), wxc-exec and its workload do not
@@ -496,8 +505,13 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 	cmd.SysProcAttr = procAttr()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	cmd.WaitDelay = 5 * time.Second // a workload's child holding a pipe must not hang us
+	var cancelled atomic.Bool
+	cmd.Cancel = func() error {
+		cancelled.Store(true)
+		return cmd.Process.Kill()
+	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.mu.Lock()
 	s.running = cmd.Process
@@ -510,9 +524,9 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 	s.running = nil
 	s.mu.Unlock()
 	if cmd.ProcessState == nil {
-		return nil, err
+		return nil, false, err
 	}
-	return cmd.ProcessState, nil
+	return cmd.ProcessState, cancelled.Load(), nil
 }
 
 func configArg(req *Request) (string, error) {
@@ -576,12 +590,12 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	}
 	// Validate the request without running anything.
 	var dout, derr bytes.Buffer
-	ps, err := s.run(ctx, invocation{args: execArgs([]string{"--dry-run"}, b64, spec), stdout: &dout, stderr: &derr}, nil)
+	ps, killed, err := s.run(ctx, invocation{args: execArgs([]string{"--dry-run"}, b64, spec), stdout: &dout, stderr: &derr}, nil)
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
 	}
 	if ps.ExitCode() != 0 {
-		if ctx.Err() != nil { // killed by exec.CommandContext
+		if killed {
 			return provider.CancelledStatus(0, ctx.Err())
 		}
 		for _, text := range [][]byte{derr.Bytes(), dout.Bytes()} {
@@ -594,14 +608,14 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 
 	f := newStderrFilter(spec.Stderr, s.secrets)
 	t0 := time.Now()
-	ps, err = s.run(ctx, invocation{args: execArgs(nil, b64, spec), stdin: fileReader(spec.Stdin), stdout: fileWriter(spec.Stdout), stderr: f}, spec.Started)
+	ps, killed, err = s.run(ctx, invocation{args: execArgs(nil, b64, spec), stdin: fileReader(spec.Stdin), stdout: fileWriter(spec.Stdout), stderr: f}, spec.Started)
 	_ = f.Close()
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
 	}
 	st := provider.ExitStatus{Duration: time.Since(t0)}
 	st.Code, st.Signal = exitOf(ps)
-	if ctx.Err() != nil && st.Signal != "" { // killed by exec.CommandContext
+	if killed {
 		return provider.CancelledStatus(st.Duration, ctx.Err())
 	}
 	if st.Code != 0 && f.env != nil {
@@ -881,7 +895,7 @@ func (s *sandboxBase) phase(ctx context.Context, ph Phase, req *Request) (json.R
 		return nil, &phaseError{err: provider.Wrap(provider.CodeInternal, "encoding the "+string(ph)+" request", err)}
 	}
 	var stdout, stderr bytes.Buffer
-	ps, err := s.run(ctx, invocation{args: []string{"--experimental", "--config-base64", b64}, stdout: &stdout, stderr: &stderr}, nil)
+	ps, _, err := s.run(ctx, invocation{args: []string{"--experimental", "--config-base64", b64}, stdout: &stdout, stderr: &stderr}, nil)
 	if err != nil {
 		return nil, &phaseError{err: provider.Wrap(failedCode(ph), "running wxc-exec "+string(ph), err)}
 	}
@@ -1058,7 +1072,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	var stdout bytes.Buffer
 	f := newStderrFilter(spec.Stderr, s.secrets)
 	t0 := time.Now()
-	ps, err := s.run(ctx, invocation{args: execArgs([]string{"--experimental"}, b64, spec), stdin: fileReader(spec.Stdin), stdout: &stdout, stderr: f}, spec.Started)
+	ps, killed, err := s.run(ctx, invocation{args: execArgs([]string{"--experimental"}, b64, spec), stdin: fileReader(spec.Stdin), stdout: &stdout, stderr: f}, spec.Started)
 	_ = f.Close()
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec exec", err)
@@ -1079,7 +1093,7 @@ func (s *session) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 			return st, provider.Wrap(provider.CodeExecFailed, "copying the workload's output", err)
 		}
 	}
-	if ctx.Err() != nil && st.Signal != "" { // killed by exec.CommandContext
+	if killed {
 		return provider.CancelledStatus(st.Duration, ctx.Err())
 	}
 	if timedOut(req, st.Code, f.tail.String(), st.Duration) {

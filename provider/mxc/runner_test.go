@@ -3,7 +3,8 @@ package mxc
 // End-to-end tests of the runner through the stand-in executor
 // (testdata/wxcexec). The stand-in runs workloads as ordinary child
 // processes: these tests prove wiring (documents, envelopes, exit codes,
-// lifecycle records), never isolation.
+// lifecycle records), never isolation. The workload is this test binary
+// (internal/testworkload), so they run alike on Linux and on Windows.
 
 import (
 	"context"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/testworkload"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	csession "github.com/corral-sandbox/corral/session"
@@ -26,13 +28,17 @@ import (
 var standIn string // the built stand-in, "wxc-exec"
 
 func TestMain(m *testing.M) {
+	testworkload.Main()
 	dir, err := os.MkdirTemp("", "mxc-runner-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	standIn = filepath.Join(dir, "wxc-exec")
-	if out, err := exec.Command("go", "build", "-o", standIn, "./testdata/wxcexec").CombinedOutput(); err != nil {
+	if prebuilt := os.Getenv("CORRAL_TEST_WXCEXEC"); prebuilt != "" {
+		// Built beforehand for this GOOS (the Windows lane: no go under Wine).
+		standIn = prebuilt
+	} else if out, err := exec.Command("go", "build", "-o", standIn, "./testdata/wxcexec").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the wxc-exec stand-in: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(2)
@@ -162,8 +168,9 @@ func run(t *testing.T, sb provider.Sandbox, spec provider.ExecSpec) execResult {
 	return execResult{st, string(o), string(e), err}
 }
 
-func sh(script string) provider.ExecSpec {
-	return provider.ExecSpec{Args: []string{"sh", "-c", script}}
+// work runs the steps of testworkload.Args.
+func work(steps ...string) provider.ExecSpec {
+	return provider.ExecSpec{Args: testworkload.Args(steps...)}
 }
 
 func wantCode(t *testing.T, what string, err error, code provider.Code) {
@@ -209,19 +216,19 @@ func TestOneShotExitCodeAndOutput(t *testing.T) {
 		t.Error("network none has an egress listener")
 	}
 	cwd := t.TempDir()
-	spec := sh(`printf 'out %s\n' "$X"; pwd; echo err >&2; exit 3`)
+	spec := work("outln=out $X", "pwd", "errln=err", "exit=3")
 	spec.Dir = cwd
 	r := run(t, sb, spec)
 	if r.err != nil || r.st.Code != 3 || r.st.TimedOut || r.stdout != "out abc\n"+cwd+"\n" || !strings.HasSuffix(r.stderr, "err\n") {
 		t.Errorf("run: %+v", r)
 	}
 	// Arguments reach the workload as argv, unquoted and unexpanded.
-	r = run(t, sb, provider.ExecSpec{Args: []string{"printf", "[%s]", "a b", `"q"`, "$X", `C:\dir\`}})
+	r = run(t, sb, provider.ExecSpec{Args: testworkload.Args("argv", "a b", `"q"`, "$X", `C:\dir\`)})
 	if r.err != nil || r.st.Code != 0 || r.stdout != `[a b]["q"][$X][C:\dir\]` {
 		t.Errorf("argv: %+v", r)
 	}
 	// A workload's exit 1 is its own, not a request error.
-	if r := run(t, sb, sh("exit 1")); r.err != nil || r.st.Code != 1 {
+	if r := run(t, sb, work("exit=1")); r.err != nil || r.st.Code != 1 {
 		t.Errorf("exit 1: %+v", r)
 	}
 	// Each Exec is a dry run then the run, both one-shot.
@@ -238,7 +245,7 @@ func TestOneShotBackendError(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("WXC_FAIL", "oneshot")
-	r := run(t, sb, sh("echo ran"))
+	r := run(t, sb, work("outln=ran"))
 	wantCode(t, "WXC_FAIL=oneshot", r.err, provider.CodeExecFailed)
 	if !strings.Contains(r.err.Error(), "backend_error: injected failure in oneshot") || r.stdout != "" {
 		t.Errorf("backend_error: %+v", r)
@@ -264,7 +271,7 @@ func TestOneShotRequestErrorIsInternal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := run(t, sb, sh("echo ran"))
+	r := run(t, sb, work("outln=ran"))
 	wantCode(t, "bad request", r.err, provider.CodeInternal)
 	if !strings.Contains(r.err.Error(), "rejected Corral's request") || r.stdout != "" || h.count("oneshot") != 1 {
 		t.Errorf("bad request: %+v, log %q", r, h.logLines())
@@ -281,7 +288,7 @@ func TestOneShotTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	r := run(t, sb, sh("echo started; sleep 20"))
+	r := run(t, sb, work("outln=started", "sleep=20s"))
 	if r.err != nil || !r.st.TimedOut || r.st.Code != provider.CodeTimeout.ExitCode() || !strings.Contains(r.st.Reason, "timeout") || r.stdout != "started\n" {
 		t.Errorf("timeout: %+v", r)
 	}
@@ -290,7 +297,7 @@ func TestOneShotTimeout(t *testing.T) {
 	}
 	// Exit 255 without a timeout in the document is the workload's.
 	sb2, _ := h.provider(BackendProcessContainer).Provision(context.Background(), mustPlan(t, p, testPolicy(policy.NetworkNone)), provider.ProvisionOptions{})
-	if r := run(t, sb2, sh("echo timeout >&2; exit 255")); r.err != nil || r.st.TimedOut || r.st.Code != 255 {
+	if r := run(t, sb2, work("errln=timeout", "exit=255")); r.err != nil || r.st.TimedOut || r.st.Code != 255 {
 		t.Errorf("exit 255: %+v", r)
 	}
 }
@@ -327,7 +334,7 @@ func TestOneShotProxyListener(t *testing.T) {
 	if len(cred) < 16 {
 		t.Fatalf("credential %q", cred)
 	}
-	r := run(t, sb, sh(`printf '%s' "$HTTPS_PROXY"; printf '%s\n' "$HTTPS_PROXY" >&2`))
+	r := run(t, sb, work("out=$HTTPS_PROXY", "errln=$HTTPS_PROXY"))
 	want := fmt.Sprintf("http://corral:%s@127.0.0.1:%d", cred, addr.Port)
 	if r.err != nil || r.stdout != want {
 		t.Errorf("proxy env: %+v, want stdout %q", r, want)
@@ -353,7 +360,7 @@ func TestRedactionOneShot(t *testing.T) {
 		t.Fatal(err)
 	}
 	// stderr: each value, and the two overlapping ones run together.
-	r := run(t, sb, sh(`echo "a=$API_TOKEN" >&2; echo "b=$OTHER" >&2; echo "ab=tok-abcdef12-ghij" >&2; echo "x=$X" >&2; exit 2`))
+	r := run(t, sb, work("errln=a=$API_TOKEN", "errln=b=$OTHER", "errln=ab=tok-abcdef12-ghij", "errln=x=$X", "exit=2"))
 	if r.err != nil || r.st.Code != 2 {
 		t.Fatalf("run: %+v", r)
 	}
@@ -369,7 +376,7 @@ func TestRedactionOneShot(t *testing.T) {
 	}
 	// A failure message carrying an injected value (an error envelope on
 	// stderr is the executor's failure report).
-	r = run(t, sb, sh(`printf '{"error":{"code":"backend_error","message":"login with %s failed"}}\n' "$API_TOKEN" >&2; exit 1`))
+	r = run(t, sb, work(`errln={"error":{"code":"backend_error","message":"login with $API_TOKEN failed"}}`, "exit=1"))
 	wantCode(t, "envelope", r.err, provider.CodeExecFailed)
 	if strings.Contains(r.err.Error(), secretA) || !strings.Contains(r.err.Error(), "login with [REDACTED] failed") {
 		t.Errorf("failure message not redacted: %v", r.err)
@@ -381,7 +388,7 @@ func TestRedactionSession(t *testing.T) {
 	p := h.provider(BackendIsolationSession)
 	sb := provisionStarted(t, p)
 	defer cleanup(t, sb)
-	r := run(t, sb, sh(`echo "ab=tok-abcdef12-ghij $OTHER" >&2; echo "$API_TOKEN"`))
+	r := run(t, sb, work("errln=ab=tok-abcdef12-ghij $OTHER", "outln=$API_TOKEN"))
 	if r.err != nil || r.stdout != secretA+"\n" {
 		t.Fatalf("run: %+v", r) // stdout is the workload's data: unchanged
 	}
@@ -390,7 +397,7 @@ func TestRedactionSession(t *testing.T) {
 	}
 	// Output that is one error envelope with exit 1 is a dispatch
 	// failure; its message is redacted.
-	r = run(t, sb, sh(`printf '{"error":{"code":"backend_error","message":"bad %s%s"}}' "$API_TOKEN" "-ghij"; exit 1`))
+	r = run(t, sb, work(`out={"error":{"code":"backend_error","message":"bad $API_TOKEN-ghij"}}`, "exit=1"))
 	wantCode(t, "exec envelope", r.err, provider.CodeExecFailed)
 	if msg := r.err.Error(); strings.Contains(msg, "tok-") || strings.Contains(msg, "ghij") || !strings.Contains(msg, "bad [REDACTED]") {
 		t.Errorf("failure message not redacted: %v", msg)
@@ -454,15 +461,13 @@ func TestSessionLifecycle(t *testing.T) {
 	if strings.Contains(string(raw), secretA) {
 		t.Error("the record holds an injected value")
 	}
-	if fi, err := os.Stat(h.state); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("state dir: %v %v", fi.Mode(), err)
-	}
+	t.Run("state dir private", func(t *testing.T) { checkPrivate(t, h.state) })
 	if sb.EgressListener() != nil {
 		t.Error("isolation_session has an egress listener")
 	}
 
 	// Exec before Start is refused from the record, without a call.
-	if r := run(t, sb, sh("true")); provider.CodeOf(r.err) != provider.CodeStale {
+	if r := run(t, sb, work()); provider.CodeOf(r.err) != provider.CodeStale {
 		t.Errorf("exec before start: %v", r.err)
 	}
 	if err := sb.Start(ctx); err != nil {
@@ -471,7 +476,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if st := record(t, p, id).PhaseState; st != StateStarted {
 		t.Errorf("after start: %s", st)
 	}
-	r := run(t, sb, sh(`echo out; pwd; echo "v=$X" >&2; exit 4`))
+	r := run(t, sb, work("outln=out", "pwd", "errln=v=$X", "exit=4"))
 	if r.err != nil || r.st.Code != 4 || r.stdout != "out\n"+md.EphemeralWorkspacePath+"\n" || !strings.HasSuffix(r.stderr, "v=abc\n") {
 		t.Errorf("exec: %+v", r)
 	}
@@ -520,7 +525,7 @@ func TestSessionRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sess.Exec(context.Background(), csession.Exec{UID: -1, ExecSpec: provider.ExecSpec{Args: []string{"sh", "-c", "echo hi; exit 7"}, Stdout: out}})
+	st, err := sess.Exec(context.Background(), csession.Exec{UID: -1, ExecSpec: provider.ExecSpec{Args: testworkload.Args("outln=hi", "exit=7"), Stdout: out}})
 	if cerr := sess.Close(); err == nil {
 		err = cerr
 	}
@@ -548,7 +553,7 @@ func TestSessionRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := run(t, rs, sh("true")); provider.CodeOf(r.err) != provider.CodeStale || !strings.Contains(r.err.Error(), "Reattach") {
+	if r := run(t, rs, work()); provider.CodeOf(r.err) != provider.CodeStale || !strings.Contains(r.err.Error(), "Reattach") {
 		t.Errorf("exec without plan: %v", r.err)
 	}
 	other := testPolicy(policy.NetworkHost)
@@ -560,7 +565,7 @@ func TestSessionRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := run(t, ra, sh(`echo "$X"`)); r.err != nil || r.stdout != "abc\n" {
+	if r := run(t, ra, work("outln=$X")); r.err != nil || r.stdout != "abc\n" {
 		t.Errorf("exec after reattach: %+v", r)
 	}
 	if err := rs.Stop(ctx); err != nil {
@@ -625,7 +630,7 @@ func TestSessionPhaseFailures(t *testing.T) {
 		p := h.provider(BackendIsolationSession)
 		sb := provisionStarted(t, p)
 		t.Setenv("WXC_FAIL", "exec")
-		r := run(t, sb, sh("echo should-not-run"))
+		r := run(t, sb, work("outln=should-not-run"))
 		wantCode(t, "exec", r.err, provider.CodeExecFailed)
 		if r.stdout != "" || record(t, p, sb.ID()).PhaseState != StateStarted {
 			t.Errorf("exec failure: %+v %+v", r, record(t, p, sb.ID()))
@@ -720,7 +725,8 @@ func TestOrphansSkipsLiveProvision(t *testing.T) {
 	if err := st.write(rec); err != nil {
 		t.Fatal(err)
 	}
-	sleeper := exec.Command("sleep", "30")
+	argv := testworkload.Args("sleep=30s")
+	sleeper := exec.Command(argv[0], argv[1:]...)
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -792,7 +798,7 @@ func TestSessionLockSerialises(t *testing.T) {
 	p := h.provider(BackendIsolationSession)
 	sb := provisionStarted(t, p)
 	done := make(chan execResult)
-	go func() { done <- run(t, sb, sh("sleep 0.5; echo slow")) }()
+	go func() { done <- run(t, sb, work("sleep=500ms", "outln=slow")) }()
 	time.Sleep(150 * time.Millisecond)
 	if err := sb.Stop(context.Background()); err != nil { // waits for the exec
 		t.Fatal(err)

@@ -69,6 +69,11 @@ type Harness struct {
 	// error loss on the inspected allow entry, and the inspected-egress
 	// tests check only that.
 	NoInspection bool
+	// Workload, if set, is the argv running a workload of the steps of
+	// internal/testworkload.Args (the mxc stand-in runs the test binary
+	// itself, there being no POSIX shell on Windows); otherwise the suite
+	// runs echo, sh, true and sleep in the sandbox.
+	Workload func(steps ...string) []string
 }
 
 // opTimeout bounds every lifecycle call of the suite.
@@ -169,6 +174,14 @@ func (s *suite) lifecycle(t *testing.T) {
 	if s.proxy() {
 		t.Run("InspectedEgress", s.testInspected)
 	}
+}
+
+// argv is posix, or the steps through the harness's Workload.
+func (s *suite) argv(posix []string, steps ...string) []string {
+	if s.h.Workload != nil {
+		return s.h.Workload(steps...)
+	}
+	return posix
 }
 
 // ctxT is a context for one lifecycle call, ended with the test.
@@ -430,7 +443,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	tok := token()
-	r := exec(t, ctx, sb, "echo", tok)
+	r := exec(t, ctx, sb, s.argv([]string{"echo", tok}, "outln="+tok)...)
 	if r.err != nil || r.st.Code != 0 || r.st.Signal != "" {
 		t.Errorf("echo: status %+v, error %v (stderr %q)", r.st, r.err, r.stderr)
 	}
@@ -450,7 +463,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 func (s *suite) testExitCode(t *testing.T) {
 	sb := s.started(t, s.network)
 	tok := token()
-	r := exec(t, ctxT(t), sb, "sh", "-c", "echo "+tok+" >&2; exit 7")
+	r := exec(t, ctxT(t), sb, s.argv([]string{"sh", "-c", "echo " + tok + " >&2; exit 7"}, "errln="+tok, "exit=7")...)
 	if r.err != nil || r.st.Code != 7 || r.st.Signal != "" || r.st.TimedOut {
 		t.Errorf("exit 7: status %+v, error %v", r.st, r.err)
 	}
@@ -477,13 +490,13 @@ func (s *suite) testNotFound(t *testing.T) {
 func (s *suite) testExecAgain(t *testing.T) {
 	sb := s.started(t, s.network)
 	ctx := ctxT(t)
-	if r := exec(t, ctx, sb, "true"); r.err != nil || r.st.Code != 0 {
+	if r := exec(t, ctx, sb, s.argv([]string{"true"})...); r.err != nil || r.st.Code != 0 {
 		t.Fatalf("first exec: status %+v, error %v", r.st, r.err)
 	}
 	tok := token()
 	ctx2, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	r := exec(t, ctx2, sb, "echo", tok)
+	r := exec(t, ctx2, sb, s.argv([]string{"echo", tok}, "outln="+tok)...)
 	if s.execOnce {
 		if r.err == nil {
 			t.Errorf("a second Exec of a one-exec sandbox gave status %+v and no error", r.st)
@@ -504,7 +517,7 @@ func (s *suite) testIdempotent(t *testing.T) {
 	if err := sb.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if r := exec(t, ctx, sb, "true"); r.err != nil {
+	if r := exec(t, ctx, sb, s.argv([]string{"true"})...); r.err != nil {
 		t.Fatalf("exec: %v", r.err)
 	}
 	for i := 1; i <= 2; i++ {
@@ -583,7 +596,7 @@ func (s *suite) testCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	pids := make(chan int, 1)
-	done := startExec(t, ctx, sb, pids, "sleep", "60")
+	done := startExec(t, ctx, sb, pids, s.argv([]string{"sleep", "60"}, "sleep=60s")...)
 	waitStarted(pids)
 	cancel()
 	var r result
@@ -607,7 +620,7 @@ func (s *suite) testSignal(t *testing.T) {
 	}
 	sb := s.started(t, s.network)
 	pids := make(chan int, 1)
-	done := startExec(t, ctxT(t), sb, pids, "sleep", "60")
+	done := startExec(t, ctxT(t), sb, pids, s.argv([]string{"sleep", "60"}, "sleep=60s")...)
 	waitStarted(pids)
 	if err := sb.Signal(syscall.SIGTERM); err != nil {
 		t.Fatalf("Signal: %v", err)
@@ -707,7 +720,7 @@ func (s *suite) persistent(t *testing.T, owner string) {
 	if err := sb.Start(ctx); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if r := exec(t, ctx, sb, "true"); r.err != nil || r.st.Code != 0 {
+	if r := exec(t, ctx, sb, s.argv([]string{"true"})...); r.err != nil || r.st.Code != 0 {
 		t.Fatalf("exec: status %+v, error %v", r.st, r.err)
 	}
 	if !ps.Running(ctx) {
@@ -742,7 +755,7 @@ func (s *suite) persistent(t *testing.T, owner string) {
 	}
 	checkLayers(t, rec.Layers())
 	tok := token()
-	if r := exec(t, ctx, rec, "echo", tok); r.err != nil || r.st.Code != 0 || r.stdout != tok+"\n" {
+	if r := exec(t, ctx, rec, s.argv([]string{"echo", tok}, "outln="+tok)...); r.err != nil || r.st.Code != 0 || r.stdout != tok+"\n" {
 		t.Errorf("exec in the recovered sandbox: status %+v, error %v, stdout %q", r.st, r.err, r.stdout)
 	}
 

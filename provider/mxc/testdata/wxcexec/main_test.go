@@ -7,22 +7,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/testworkload"
 	"github.com/corral-sandbox/corral/provider/mxc"
 )
 
 var bin string
 
 func TestMain(m *testing.M) {
+	testworkload.Main() // the workloads: this binary (no shell, so alike on Windows)
 	dir, err := os.MkdirTemp("", "wxcexec-test")
 	if err != nil {
 		panic(err)
 	}
 	bin = filepath.Join(dir, "wxcexec")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if prebuilt := os.Getenv("CORRAL_TEST_WXCEXEC"); prebuilt != "" {
+		// Built beforehand for this GOOS (the Windows lane: no go under Wine).
+		bin = prebuilt
+	} else if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		os.Stderr.Write(out)
 		panic(err)
 	}
@@ -102,20 +108,24 @@ func oneShotReq(p *mxc.Process) *mxc.Request {
 func TestOneShot(t *testing.T) {
 	state := t.TempDir()
 	cwd := t.TempDir()
-	res := call(t, state, nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--", "echo", "hello")
+	res := call(t, state, nil, append([]string{"--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--"}, testworkload.Args("outln=hello")...)...)
 	if res.code != 0 || res.stdout != "hello\n" {
 		t.Errorf("echo: %+v", res)
 	}
-	res = call(t, state, nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{
-		CommandLine: `echo "$FOO"; pwd; echo oops >&2; exit 3`, Env: []string{"FOO=bar"}, Cwd: cwd})))
-	if res.code != 3 || res.stdout != "bar\n"+cwd+"\n" || !strings.HasSuffix(res.stderr, "oops\n") {
+	// process.commandLine is run by the shell: /bin/sh, cmd.exe on Windows.
+	line, nl := `echo "$FOO"; pwd; echo oops >&2; exit 3`, "\n"
+	if runtime.GOOS == "windows" {
+		line, nl = `echo %FOO%&cd&echo oops>&2&exit 3`, "\r\n"
+	}
+	res = call(t, state, nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{CommandLine: line, Env: []string{"FOO=bar"}, Cwd: cwd})))
+	if res.code != 3 || res.stdout != "bar"+nl+cwd+nl || !strings.HasSuffix(res.stderr, "oops"+nl) {
 		t.Errorf("commandLine: %+v", res)
 	}
 	// A config file path works too, and the trailing command wins.
 	cfg := filepath.Join(state, "c.json")
 	b, _ := oneShotReq(&mxc.Process{CommandLine: "exit 9"}).JSON()
 	os.WriteFile(cfg, b, 0o600)
-	if res := call(t, state, nil, cfg, "--", "true"); res.code != 0 {
+	if res := call(t, state, nil, append([]string{cfg, "--"}, testworkload.Args()...)...); res.code != 0 {
 		t.Errorf("config path: %+v", res)
 	}
 	if res := call(t, state, nil, "--config", cfg); res.code != 9 {
@@ -131,7 +141,8 @@ func TestOneShotTimeoutKillsTree(t *testing.T) {
 	start := time.Now()
 	// The grandchild holds stdout; with a pipe the call returns only once
 	// it is dead too.
-	res := call(t, t.TempDir(), nil, "--config-base64", b64(t, oneShotReq(&mxc.Process{Timeout: &ms})), "--", "sh", "-c", "sleep 30 & sleep 30")
+	res := call(t, t.TempDir(), nil, append([]string{"--config-base64", b64(t, oneShotReq(&mxc.Process{Timeout: &ms})), "--"},
+		testworkload.Args("spawn=sleep=30s", "sleep=30s")...)...)
 	if res.code != 255 || !strings.Contains(res.stderr, "process.timeout (200 ms)") {
 		t.Errorf("timeout: %+v", res)
 	}
@@ -156,7 +167,8 @@ func TestOneShotErrors(t *testing.T) {
 			t.Errorf("%s: %+v", name, res)
 		}
 	}
-	res := call(t, state, []string{"WXC_FAIL=oneshot"}, "--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--", "echo", "ran")
+	res := call(t, state, []string{"WXC_FAIL=oneshot"}, append([]string{"--config-base64", b64(t, oneShotReq(&mxc.Process{})), "--"},
+		testworkload.Args("outln=ran")...)...)
 	if res.code != 1 || res.stdout != "" || !strings.Contains(res.stderr, `{"error":{"code":"backend_error","message":"injected failure in oneshot"}}`) {
 		t.Errorf("WXC_FAIL=oneshot: %+v", res)
 	}
@@ -230,7 +242,7 @@ func TestLifecycle(t *testing.T) {
 		t.Error("provision returned the same id twice")
 	}
 
-	res, e = phase(t, state, nil, mxc.PhaseExec, id, "true")
+	res, e = phase(t, state, nil, mxc.PhaseExec, id, testworkload.Args()...)
 	wantErr(t, "exec before start", res, e, "not_started")
 	res, e = phase(t, state, nil, mxc.PhaseStop, id)
 	wantErr(t, "stop before start", res, e, "not_started")
@@ -239,7 +251,7 @@ func TestLifecycle(t *testing.T) {
 	res, e = phase(t, state, nil, mxc.PhaseStart, id)
 	wantErr(t, "start twice", res, e, "backend_error")
 
-	res, _ = phase(t, state, nil, mxc.PhaseExec, id, "sh", "-c", "pwd; exit 5")
+	res, _ = phase(t, state, nil, mxc.PhaseExec, id, testworkload.Args("pwd", "exit=5")...)
 	if res.code != 5 || res.stdout != ws+"\n" {
 		t.Errorf("exec: %+v", res)
 	}
@@ -303,7 +315,7 @@ func TestInjectedFailures(t *testing.T) {
 			if q == p {
 				env = fail
 			}
-			res, e := phase(t, state, env, q, id, "echo", "ran")
+			res, e := phase(t, state, env, q, id, testworkload.Args("outln=ran")...)
 			if q == p {
 				wantErr(t, "WXC_FAIL="+string(p), res, e, "backend_error")
 				if e.Error != nil && e.Error.Message != "injected failure in "+string(p) {

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package main
 
@@ -10,6 +10,8 @@ import (
 var forwardedSignals = []os.Signal{os.Interrupt}
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+func contain(*os.Process) {}
 
 // killTree kills the direct child only (no portable tree walk).
 func killTree(p *os.Process) { _ = p.Kill() }

@@ -76,6 +76,7 @@ func (w *workload) run() result {
 	if err := cmd.Start(); err != nil {
 		return result{startErr: err}
 	}
+	contain(cmd.Process)
 	// The child stays in the stand-in's process group, so a caller that
 	// signals the group reaches it; a signal to the stand-in alone is
 	// forwarded.
