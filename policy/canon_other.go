@@ -6,3 +6,9 @@ import "path/filepath"
 
 // canonical is the real path of p: symlinks resolved (filepath.EvalSymlinks).
 func canonical(p string) (string, error) { return filepath.EvalSymlinks(p) }
+
+// hostWinFolders: off Windows the host has no Windows folders to name.
+func hostWinFolders() winLayout { return winLayout{} }
+
+// linkOwnerUntrusted: only a Windows host has Windows links to inspect.
+func linkOwnerUntrusted(string) string { return "" }

@@ -304,6 +304,22 @@ func (p *Policy) validate() []*Error {
 			add(p.errAt(field, "value contains a NUL byte", ""))
 		}
 	}
+	if p.OS() == OSWindows {
+		// Windows' environment names ignore case: two names that differ
+		// only in it are one variable, and which value won would be
+		// chance.
+		seen := map[string]string{}
+		for _, name := range sortedKeys(env.Set) {
+			k := strings.ToUpper(name)
+			if first, dup := seen[k]; dup {
+				add(p.errAtKey("process.env.set."+name, fmt.Sprintf("%s and %s are one variable on Windows (names ignore case)", first, name), "keep one of them"))
+			}
+			if k == "HOME" && name != "HOME" {
+				add(p.errAtKey("process.env.set."+name, name+" cannot be set", "the sandbox's home is its own; remove the entry"))
+			}
+			seen[k] = name
+		}
+	}
 
 	if u := p.Process.RunAsUser; u != "" {
 		field := "process.run_as_user"

@@ -56,7 +56,9 @@ var winReserved = func() map[string]bool {
 func winCheckName(path, c string) (msg, hint string) {
 	for _, r := range c {
 		switch {
-		case r < 0x20:
+		case r < 0x20 || r >= 0x7f && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f:
+			// C0 and C1 controls (a terminal reads U+009B as CSI) and the
+			// bidirectional controls, which make a path print as another.
 			return fmt.Sprintf("path %q contains a control character", path), "remove it"
 		case strings.ContainsRune(`<>"|?*`, r):
 			return fmt.Sprintf("path %q contains %q, which Windows does not allow in a name", path, r), "remove it (a policy path names one file; it is not a wildcard)"

@@ -43,6 +43,7 @@ func TestWindowsPathFormsRefused(t *testing.T) {
 		{`C:\work\lpt¹`, "reserved device name"},
 		{`C:\work\..\secret`, `".."`},
 		{`C:\work\a*b`, "does not allow"},
+		{"C:\\work\\evil\u202etxt.exe", "control character"},
 		{`relative\dir`, "relative path"},
 		{`~user\x`, "~user"},
 		{`C:\{workdir}\x`, "placeholder in the middle"},
@@ -171,6 +172,12 @@ func TestWindowsLexicalRefusals(t *testing.T) {
 		{"read_only: ['~\\AppData\\Local\\Docker\\wsl']", "Docker"},
 		{"read_only: ['C:\\PROGRA~1\\Git']", "8.3 short name"},
 		{"read_only: ['{workdir}\\LONGFI~1.TXT']", "8.3 short name"},
+		{"read_write: ['~\\AppData\\Roaming\\Microsoft\\Windows\\Start Menu\\Programs\\Startup']", "run programs later"},
+		{"read_write: ['~\\AppData']", "run programs later"},
+		{"read_write: ['~\\AppData\\Local\\Temp']", "run programs later"},
+		{"read_write: ['~\\Documents\\PowerShell']", "run programs later"},
+		{"read_write: ['C:\\Users\\Public']", "every user's programs read"},
+		{"read_write: ['C:\\Program Files (Arm)\\x']", `under C:\Program Files (Arm)`},
 	} {
 		_, err := resolveWinLexical(t, "version: 1\nfilesystem:\n  "+c.src+"\n")
 		var pe *Error
@@ -264,5 +271,36 @@ func TestWindowsConsentRefused(t *testing.T) {
 	_, err := ParseFor([]byte("version: 1\nconsent:\n  folders: {ask: ['~\\src\\**']}\n"), "w.yaml", OSWindows)
 	if err == nil || !strings.Contains(err.Error(), "not available for Windows") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Off the host too, a read-write grant inside a protected path is refused
+// (names without case), as the Windows host refuses it.
+func TestWindowsLexicalProtected(t *testing.T) {
+	for _, rw := range []string{`{workdir}\.GIT\hooks`, `{workdir}\.vscode`, `~\.config\corral`, `C:\Users\me\work\sub\.Git`} {
+		_, err := resolveWinLexical(t, "version: 1\nfilesystem:\n  read_write: ['"+rw+"']\n")
+		if err == nil || !strings.Contains(err.Error(), "inside the protected path") {
+			t.Errorf("rw %s: %v, want refused inside a protected path", rw, err)
+		}
+	}
+}
+
+// On Windows a name set twice in two cases is one variable: refused, with
+// the position, rather than resolved by chance.
+func TestWindowsEnvSetCaseCollision(t *testing.T) {
+	_, err := ParseFor([]byte("version: 1\nprocess:\n  env:\n    set: {Path: 'C:\\a', PATH: 'C:\\evil'}\n"), "w.yaml", OSWindows)
+	if err == nil || !strings.Contains(err.Error(), "are one variable on Windows") || !strings.Contains(err.Error(), "w.yaml:4:") {
+		t.Errorf("got %v", err)
+	}
+	if _, err := ParseFor([]byte("version: 1\nprocess:\n  env:\n    set: {Path: 'C:\\a', PATH: 'C:\\evil'}\n"), "l.yaml", OSLinux); err != nil {
+		t.Errorf("on Linux both are variables of their own: %v", err)
+	}
+}
+
+// C1 controls (YAML refuses them raw, a JSON or escaped string does not)
+// are refused like C0 ones.
+func TestWindowsPathC1Control(t *testing.T) {
+	if msg, _ := checkWinPathSyntax("C:\\work\\a\u009b2Jb", false); !strings.Contains(msg, "control character") {
+		t.Errorf("C1 CSI: %q", msg)
 	}
 }

@@ -5,65 +5,97 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
-// winLayout is where a Windows host keeps what no grant may open: from the
-// caller's environment (SystemRoot, ProgramFiles, ProgramFiles(x86),
-// ProgramData, SystemDrive), each a clean drive path, else the stock
-// location on C:.
+// winLayout is where a Windows host keeps what no grant may open. Each
+// list is the union of the stock locations on C: (and on SystemDrive), the
+// caller's environment (SystemRoot, windir, ProgramFiles,
+// ProgramFiles(x86), ProgramW6432, ProgramFiles(Arm), ProgramData,
+// PUBLIC; each a drive path) and, on a Windows host, what the system says
+// (GetSystemWindowsDirectoryW, the known folders: hostWinFolders): the
+// environment can only add, so a caller's hostile variables never shrink
+// what is refused.
 type winLayout struct {
-	drive        string   // C:\
-	systemRoot   string   // C:\Windows
-	programFiles []string // C:\Program Files, C:\Program Files (x86)
-	programData  string   // C:\ProgramData
-	profiles     string   // C:\Users: the parent of the home, else SystemDrive\Users
+	system      []string // Windows, Program Files (all), ProgramData: no read-write grant at or under them
+	programData []string // ProgramData (also in system): Docker's trees are under it
+	profiles    []string // C:\Users: a folder in one is a profile
 }
 
 func newWinLayout(environ []string, home string) winLayout {
-	get := func(name, def string) string {
+	var l winLayout
+	env := func(name string) string {
 		for _, kv := range environ {
 			if k, v, ok := strings.Cut(kv, "="); ok && strings.EqualFold(k, name) {
-				if msg, _ := checkWinPathSyntax(v, false); msg == "" && len(v) >= 3 && v[1] == ':' {
+				if len(v) == 2 && isDriveLetter(v[0]) && v[1] == ':' {
+					v += `\`
+				}
+				if msg, _ := WindowsPathProblem(v); msg == "" {
 					return WinClean(v)
 				}
-				break
+				return ""
 			}
 		}
-		return def
+		return ""
 	}
-	drive := get("SystemDrive", `C:`)
-	if len(drive) >= 2 {
-		drive = strings.ToUpper(drive[:1]) + `:\`
+	drives := []string{`C:\`}
+	if d := env("SystemDrive"); d != "" && len(d) == 3 && !strings.EqualFold(d, `C:\`) {
+		drives = append(drives, d)
 	}
-	l := winLayout{
-		drive:       drive,
-		systemRoot:  get("SystemRoot", drive+`Windows`),
-		programData: get("ProgramData", drive+`ProgramData`),
-		profiles:    drive + `Users`,
+	add := func(list *[]string, ps ...string) {
+		for _, p := range ps {
+			if p != "" && !slices.ContainsFunc(*list, func(q string) bool { return strings.EqualFold(p, q) }) {
+				*list = append(*list, p)
+			}
+		}
 	}
-	l.programFiles = []string{get("ProgramFiles", drive+`Program Files`), get("ProgramFiles(x86)", drive+`Program Files (x86)`)}
+	for _, d := range drives {
+		add(&l.system, d+`Windows`, d+`Program Files`, d+`Program Files (x86)`, d+`Program Files (Arm)`)
+		add(&l.programData, d+`ProgramData`)
+		add(&l.profiles, d+`Users`)
+	}
+	add(&l.system, env("SystemRoot"), env("windir"), env("ProgramFiles"), env("ProgramFiles(x86)"), env("ProgramW6432"), env("ProgramFiles(Arm)"))
+	add(&l.programData, env("ProgramData"))
+	if pub := env("PUBLIC"); pub != "" && WinDir(pub) != pub {
+		add(&l.profiles, WinDir(pub))
+	}
+	host := hostWinFolders()
+	add(&l.system, host.system...)
+	add(&l.programData, host.programData...)
+	add(&l.system, l.programData...)
+	add(&l.profiles, host.profiles...)
 	if home != "" && WinDir(home) != home {
-		l.profiles = WinDir(home)
+		add(&l.profiles, WinDir(home))
 	}
 	return l
 }
+
+// winUserAutoruns are the folders of a profile (relative to it) from which
+// Windows or the user's shells run what is there later, outside any
+// sandbox: the Startup folder and the rest of Roaming\Microsoft, Local\
+// Microsoft (WindowsApps is on PATH), the user's temp folder (shared by
+// every program of the user, as /tmp), the PowerShell profiles. No
+// read-write grant at, under or above them.
+var winUserAutoruns = []string{`AppData\Roaming\Microsoft`, `AppData\Local\Microsoft`, `AppData\Local\Temp`, `Documents\PowerShell`, `Documents\WindowsPowerShell`}
 
 // checkTargetWindows is checkTarget's host checks for a Windows policy, on
 // each of paths (the grant as written and its canonical target; clean
 // Windows paths):
 //
 //   - no grant at all (only deny) of another user's profile (a folder of
-//     the profiles directory other than the caller's and Public), or of
+//     a profiles directory other than the caller's and Public), or of
 //     the trees where Docker and WSL keep their engines' pipes, sockets and
 //     disks (ProgramData\Docker, ProgramData\DockerDesktop, the caller's
 //     AppData\Local\Docker): a read-only grant of a socket still lets a
 //     client connect;
-//   - no read-write grant of a drive root, the profiles directory, the
-//     caller's profile itself, or anything in the Windows directory,
-//     Program Files (both), or ProgramData: system software and its
-//     configuration, which other users' processes (and services, as
-//     SYSTEM) run and read.
+//   - no read-write grant of a drive root, a profiles directory, the
+//     Public profile, the caller's profile itself, anything in the
+//     Windows directory, Program Files (each) or ProgramData — system
+//     software and its configuration, which other users' processes (and
+//     services, as SYSTEM) run and read — nor at, under or above the
+//     caller's winUserAutoruns.
 func (r *resolver) checkTargetWindows(field, desc string, paths []string, access Access, isWorkdir bool) bool {
 	var environ []string
 	if HostOS() == OSWindows {
@@ -79,23 +111,33 @@ func (r *resolver) checkTargetWindows(field, desc string, paths []string, access
 		within = WinWithin // lexical resolution on another host
 	}
 	same := func(a, b string) bool { return a != "" && b != "" && within(a, b) && within(b, a) }
-	own := ""
-	if r.home != "" && within(r.home, l.profiles) && !same(r.home, l.profiles) {
-		own = strings.ToLower(winRel(l.profiles, r.home))
-		own, _, _ = strings.Cut(own, `\`)
+	// profileIn is the folder name (lower case) of the profile of
+	// profiles directory d that p is in, or "".
+	profileIn := func(d, p string) string {
+		if p == "" || !within(p, d) || same(p, d) {
+			return ""
+		}
+		name, _, _ := strings.Cut(strings.ToLower(winRel(d, p)), `\`)
+		return name
 	}
-	service := []string{WinJoin(l.programData, "Docker"), WinJoin(l.programData, "DockerDesktop")}
+	var service []string
+	for _, s := range l.programData {
+		service = append(service, WinJoin(s, "Docker"), WinJoin(s, "DockerDesktop"))
+	}
+	var autoruns []string
 	if r.home != "" {
 		service = append(service, WinJoin(r.home, `AppData\Local\Docker`))
+		for _, a := range winUserAutoruns {
+			autoruns = append(autoruns, WinJoin(r.home, a))
+		}
 	}
 	for _, p := range paths {
 		if p == "" {
 			continue
 		}
-		if within(p, l.profiles) && !same(p, l.profiles) {
-			first, _, _ := strings.Cut(strings.ToLower(winRel(l.profiles, p)), `\`)
-			if first != own && first != "public" {
-				r.fail(field, fmt.Sprintf("%s is inside another user's profile (%s)", desc, WinJoin(l.profiles, first)),
+		for _, d := range l.profiles {
+			if name := profileIn(d, p); name != "" && name != profileIn(d, r.home) && name != "public" {
+				r.fail(field, fmt.Sprintf("%s is inside another user's profile (%s)", desc, WinJoin(d, name)),
 					"grant folders of your own profile or outside the profiles folder; another user's files are theirs to share", nil)
 				return false
 			}
@@ -112,24 +154,39 @@ func (r *resolver) checkTargetWindows(field, desc string, paths []string, access
 		return true
 	}
 	for _, p := range paths {
-		switch {
-		case p == "":
-		case same(p, WinDir(p)) || len(p) <= 3:
+		if p == "" {
+			continue
+		}
+		if same(p, WinDir(p)) || len(p) <= 3 {
 			r.fail(field, fmt.Sprintf("read-write access to the drive root %s would let the workload modify the host system", desc), hint, nil)
 			return false
-		case same(p, l.profiles):
-			r.fail(field, fmt.Sprintf("read-write access to %s, the folder of every user's profile, is too broad", desc), hint, nil)
-			return false
-		case r.home != "" && (same(p, r.home) || same(p, r.homeCanon)):
+		}
+		for _, d := range l.profiles {
+			if same(p, d) {
+				r.fail(field, fmt.Sprintf("read-write access to %s, the folder of every user's profile, is too broad", desc), hint, nil)
+				return false
+			}
+			if same(p, WinJoin(d, "Public")) {
+				r.fail(field, fmt.Sprintf("read-write access to %s, the profile every user's programs read (its Desktop, Documents, Start Menu), is too broad", desc), hint, nil)
+				return false
+			}
+		}
+		if r.home != "" && (same(p, r.home) || same(p, r.homeCanon)) {
 			if !isWorkdir {
 				hint = `grant specific project folders instead (e.g. ~\src\myproject)`
 			}
 			r.fail(field, fmt.Sprintf("read-write access to your profile %s is too broad", desc), hint, nil)
 			return false
 		}
-		for _, d := range append([]string{l.systemRoot, l.programData}, l.programFiles...) {
+		for _, d := range l.system {
 			if within(p, d) {
 				r.fail(field, fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host system", desc, d), hint, nil)
+				return false
+			}
+		}
+		for _, a := range autoruns {
+			if within(p, a) || within(a, p) {
+				r.fail(field, fmt.Sprintf("read-write access to %s would let the workload write %s, from which Windows or your shells run programs later, outside the sandbox", desc, a), hint, nil)
 				return false
 			}
 		}
@@ -146,18 +203,24 @@ func winRel(dir, path string) string {
 }
 
 // plantedLinkWindows is plantedLink for a Windows host: it walks path from
-// its volume and returns the first component that is a reparse point — a
-// symbolic link, a junction or a volume mount point (os.Lstat: ModeSymlink
-// or ModeIrregular since Go 1.23) — lying inside a read-write grant of this
-// policy, where the workload (of this run, or an earlier one with the same
-// grant) can make one. Owners and ACLs are not inspected: Windows has no
-// root-owned-directory rule as simple as Linux's, so links elsewhere are
-// trusted as the author's view of the system.
+// its volume as path resolution does, following each reparse point — a
+// symbolic link, a junction or a volume mount point (os.Lstat:
+// ModeSymlink or ModeIrregular since Go 1.23) — to its target, and returns
+// the first such link that someone other than the policy's author could
+// have made: one whose folder (canonical, so an 8.3 or linked way to it
+// counts) lies inside a read-write grant of this policy, where the
+// workload can make links, or one not owned by SYSTEM, TrustedInstaller or
+// Administrators (linkOwnerUntrusted: the Windows counterpart of Linux's
+// root-owned rule; links a user made, which an earlier run granted their
+// folder could have made, are refused).
 func (r *resolver) plantedLinkWindows(path string) (link, target, why string) {
 	vol := filepath.VolumeName(path)
 	cur := vol + `\`
-	for _, c := range strings.Split(strings.TrimPrefix(path[len(vol):], `\`), `\`) {
-		if c == "" {
+	todo := strings.Split(strings.TrimPrefix(path[len(vol):], `\`), `\`)
+	for links := 0; len(todo) > 0; {
+		c := todo[0]
+		todo = todo[1:]
+		if c == "" || c == "." {
 			continue
 		}
 		next := filepath.Join(cur, c)
@@ -165,20 +228,49 @@ func (r *resolver) plantedLinkWindows(path string) (link, target, why string) {
 		if err != nil {
 			return "", "", ""
 		}
-		if fi.Mode()&(fs.ModeSymlink|fs.ModeIrregular) != 0 {
-			for _, g := range r.grants {
-				if g.Access == AccessReadWrite && Within(cur, g.Path) {
-					t, err := canonical(next)
-					if err != nil {
-						t = "(unresolvable)"
-					}
-					return next, t, fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links and junctions", cur, g.Path, g.Field)
-				}
+		if fi.Mode()&(fs.ModeSymlink|fs.ModeIrregular) == 0 {
+			cur = next
+			continue
+		}
+		t, err := canonical(next)
+		if err != nil {
+			return "", "", "" // dangling or unreadable: resolution reports it
+		}
+		dir := cur
+		if c, err := canonical(cur); err == nil {
+			dir = c
+		}
+		for _, g := range r.grants {
+			if g.Access == AccessReadWrite && Within(dir, g.Path) {
+				return next, t, fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links and junctions", dir, g.Path, g.Field)
 			}
 		}
-		cur = next
+		if why := linkOwnerUntrusted(next); why != "" {
+			return next, t, why
+		}
+		if links++; links > maxLinks {
+			return "", "", ""
+		}
+		cur = t // the target is canonical: continue from it
 	}
 	return "", "", ""
+}
+
+// winInProtected is inProtected for a lexical Windows resolution: names
+// compared without case, "\\" separators.
+func (r *resolver) winInProtected(p, e string) bool {
+	if absEntry(e) {
+		w := strings.ReplaceAll(e, "/", `\`)
+		switch {
+		case strings.HasPrefix(w, "~"):
+			w = WinJoin(r.home, w[1:])
+		case strings.HasPrefix(w, "{workdir}"):
+			w = WinJoin(r.workdir, w[len("{workdir}"):])
+		}
+		return WinWithin(p, WinClean(w))
+	}
+	lp, le := strings.ToLower(p), strings.ToLower(WinClean(e))
+	return strings.HasSuffix(lp, `\`+le) || strings.Contains(lp+`\`, `\`+le+`\`)
 }
 
 // LexicalNote is Resolved.Lexical for a Windows policy resolved on another
@@ -260,6 +352,19 @@ func (r *resolver) runLexicalWindows() (*Resolved, []*Error) {
 	if p.Filesystem.IncludeWorkdir == nil || *p.Filesystem.IncludeWorkdir {
 		if r.checkTarget("filesystem.include_workdir", r.workdir, r.workdir, nil, AccessReadWrite, true) {
 			put(PathGrant{Path: r.workdir, Access: AccessReadWrite, Dir: true, Field: "filesystem.include_workdir"})
+		}
+	}
+	// A read-write grant inside a protected path is refused, as on the
+	// host (protect).
+	for _, g := range grants {
+		if g.Access != AccessReadWrite {
+			continue
+		}
+		for _, e := range p.protectedEntries() {
+			if r.winInProtected(g.Path, e.path) {
+				r.fail(g.Field, fmt.Sprintf("read-write access to %s is inside the protected path %s", g.Path, e.path),
+					"grant a directory outside it, or remove the entry from filesystem.protected (protected["+strconv.Itoa(e.index)+"])", nil)
+			}
 		}
 	}
 	if len(r.errs) > 0 {

@@ -154,16 +154,26 @@ func TestWindowsDangerousGrantsOnHost(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", c.src, err, c.want)
 		}
 	}
+	// The caller's environment can add system folders, never remove them.
+	p, err := ParseFor([]byte("version: 1\nfilesystem:\n  read_write: ["+q(filepath.Join(os.Getenv("SystemRoot"), "Temp"))+"]\n"), "w.yaml", OSWindows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := append([]string{`SystemRoot=D:\x`, `windir=D:\x`, `ProgramData=D:\y`, `ProgramFiles=D:\z`}, os.Environ()...) // the first of a name wins
+	if _, err := p.Resolve(Context{Home: h.home, Workdir: h.work, Environ: hostile}); err == nil || !strings.Contains(err.Error(), "modify the host") {
+		t.Errorf("with SystemRoot moved by the environment: %v, want the Windows folder still refused", err)
+	}
 	if _, err := h.resolve(t, "version: 1\nfilesystem:\n  deny: ["+q(h.alice)+"]\n"); err != nil {
 		t.Errorf("denying another user's profile: %v", err)
 	}
 }
 
-// TestWindowsLinksFollowTargetAndPlantedRefused: a grant through a
-// junction or symbolic link applies to its target; one through a link
+// TestWindowsLinksFollowTargetAndPlantedRefused: a grant through a link
 // inside a read-write grant (which the workload could have made) is
-// refused; a link inside a granted folder to a folder outside every grant
-// does not make that folder visible (it is not a grant).
+// refused, and so is one through a link a user made elsewhere; a grant
+// through the system's own junction applies to its target; a link inside
+// a granted folder to a folder outside every grant does not make that
+// folder visible (it is not a grant).
 func TestWindowsLinksFollowTargetAndPlantedRefused(t *testing.T) {
 	h := newWinHost(t)
 	secret := filepath.Join(h.root, "outside", "secret")
@@ -177,20 +187,27 @@ func TestWindowsLinksFollowTargetAndPlantedRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "inside the read-write grant") {
 		t.Errorf("grant through a junction in the workdir: %v", err)
 	}
-	// A junction outside every read-write grant: the grant follows it.
+	// A junction outside every read-write grant that the user made (as a
+	// workload of an earlier run granted that folder could have): refused
+	// too, naming its owner.
 	elsewhere := filepath.Join(h.root, "outside", "link")
 	if err := makeJunction(elsewhere, secret); err != nil {
 		t.Fatal(err)
 	}
-	r, err := h.resolve(t, "version: 1\nfilesystem:\n  read_only: ["+q(elsewhere)+"]\n")
-	if err != nil {
-		t.Fatal(err)
+	_, err = h.resolve(t, "version: 1\nfilesystem:\n  read_only: ["+q(elsewhere)+"]\n")
+	if err == nil || !strings.Contains(err.Error(), "not by SYSTEM, Administrators or TrustedInstaller") {
+		t.Errorf("grant through a user's junction %s: %v", elsewhere, err)
 	}
-	if access(r, secret) != AccessReadOnly || access(r, elsewhere) != "" {
-		t.Errorf("grant through %s -> %s: %+v, want the target granted", elsewhere, secret, r.Grants)
+	// The system's own junction (C:\Documents and Settings -> C:\Users,
+	// owned by SYSTEM) is followed: the grant is of its target.
+	if fi, err := os.Lstat(`C:\Documents and Settings`); err == nil && fi.Mode()&os.ModeIrregular != 0 {
+		r, err := h.resolve(t, "version: 1\nfilesystem:\n  read_only: ['C:\\Documents and Settings\\Public']\n")
+		if err != nil || access(r, `C:\Users\Public`) != AccessReadOnly {
+			t.Errorf("grant through the system's junction: %v %+v", err, r)
+		}
 	}
 	// The workdir's junction to secret makes nothing outside visible.
-	r, err = h.resolve(t, "version: 1\nfilesystem:\n  read_only: []\n")
+	r, err := h.resolve(t, "version: 1\nfilesystem:\n  read_only: []\n")
 	if err != nil {
 		t.Fatal(err)
 	}

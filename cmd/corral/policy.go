@@ -148,11 +148,19 @@ lexically off Windows.`,
 func printPlan(plan *provider.Plan) {
 	r := plan.Policy
 	home, canon := "private, empty", r.Home
-	if p, err := filepath.EvalSymlinks(r.Home); err == nil { // grants are canonical
-		canon = p
+	same := func(a, b string) bool { return a == b }
+	if r.Policy.OS() == policy.OSWindows {
+		// MXC gives no private profile: the real one, reachable as far as
+		// the grants say; names compare without case.
+		home, same = "not granted", strings.EqualFold
+	}
+	if r.Lexical == "" {
+		if p, err := filepath.EvalSymlinks(r.Home); err == nil { // grants are canonical
+			canon = p
+		}
 	}
 	for _, g := range r.Grants {
-		if (g.Path == r.Home || g.Path == canon) && g.Access != policy.AccessDeny { // else the private home covers any grant above it
+		if (same(g.Path, r.Home) || same(g.Path, canon)) && g.Access != policy.AccessDeny { // else the private home covers any grant above it
 			home = "the real one, granted by " + g.Field
 		}
 	}

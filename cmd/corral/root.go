@@ -140,7 +140,10 @@ func selectProvider(name string, r *policy.Resolved) (provider.Provider, *provid
 // off Windows (r.Lexical) is the mxc provider's whatever name says, "auto"
 // included. Error losses give the plan and CodePolicyRejected.
 func explainProvider(name string, r *policy.Resolved) (string, *provider.Plan, error) {
-	if r.Lexical != "" && name == "auto" {
+	if r.Lexical != "" {
+		if name != "auto" && name != "mxc" {
+			return "", nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("a Windows policy maps onto the mxc provider only, not %s", name)}
+		}
 		name = "mxc"
 	}
 	if name == "auto" {
