@@ -117,8 +117,14 @@ func (p *Policy) validateNetwork() []*Error {
 			}
 		}
 	}
-	if n.UpstreamCA != "" && !strings.HasPrefix(n.UpstreamCA, "/") {
-		errs = append(errs, p.errAt("network.upstream_ca", fmt.Sprintf("upstream_ca %q is not an absolute path", n.UpstreamCA), "name the PEM file of the private CA by its absolute path"))
+	if ca := n.UpstreamCA; ca != "" {
+		if p.OS() == OSWindows {
+			if msg, hint := WindowsPathProblem(ca); msg != "" {
+				errs = append(errs, p.errAt("network.upstream_ca", "upstream_ca: "+msg, hint))
+			}
+		} else if !strings.HasPrefix(ca, "/") {
+			errs = append(errs, p.errAt("network.upstream_ca", fmt.Sprintf("upstream_ca %q is not an absolute path", ca), "name the PEM file of the private CA by its absolute path"))
+		}
 	}
 	seen := map[string]string{}
 	for _, name := range sortedKeys(n.Hosts) {

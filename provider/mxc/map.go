@@ -169,10 +169,18 @@ func (m *mapper) filesystem() {
 			}
 		}
 	}
+	for _, d := range fs.DeniedPaths {
+		for _, w := range rw {
+			if policy.WinWithin(d, w) && !policy.WinWithin(w, d) {
+				m.add(provider.SeverityWarning, "filesystem", "filesystem.deny", "%s is denied inside the read-write %s: the workload may rename or delete what contains it there, and MXC does not document that a denied path follows a rename", d, w)
+				break
+			}
+		}
+	}
 	if len(r.Skipped) > 0 && r.Lexical != "" {
-		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths were not checked off the Windows host: where one exists the Windows host grants it read-only; one that is absent MXC cannot keep from being created: %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths were not checked off the Windows host: where one exists the Windows host grants it read-only; one that is absent MXC cannot keep from being created: %s", len(r.Skipped), someOf(r.Skipped))
 	} else if len(r.Skipped) > 0 {
-		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks or absent, so no read-only grant covers them (a workload can replace or create them): %s", len(r.Skipped), strings.Join(r.Skipped, ", "))
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected paths are symlinks or absent, so no read-only grant covers them (a workload can replace or create them): %s", len(r.Skipped), someOf(r.Skipped))
 	}
 	if len(r.Placeholders) > 0 {
 		// MXC's filesystem policy is ACLs on existing paths; Corral
@@ -181,7 +189,7 @@ func (m *mapper) filesystem() {
 		for i, ph := range r.Placeholders {
 			absent[i] = ph.Path
 		}
-		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected names do not exist, and MXC cannot keep a name that does not exist from being created: a workload can create them inside the read-write grants: %s", len(absent), strings.Join(absent, ", "))
+		m.add(provider.SeverityWarning, "filesystem", "filesystem.protected", "%d protected names do not exist, and MXC cannot keep a name that does not exist from being created: a workload can create them inside the read-write grants: %s", len(absent), someOf(absent))
 	}
 	if len(fs.ReadonlyPaths)+len(fs.ReadwritePaths)+len(fs.DeniedPaths) > 0 {
 		m.req.Filesystem = fs
@@ -191,6 +199,16 @@ func (m *mapper) filesystem() {
 	} else if r.Workdir != "" {
 		m.add(provider.SeverityInfo, "filesystem", "filesystem.include_workdir", "the workdir %s is not granted, so wxc-exec picks the working directory (first read-write, else read-only grant, else the system drive root)", r.Workdir)
 	}
+}
+
+// someOf is the first paths of a list for a loss message, and how many
+// more (the plan's policy has them all: corral policy explain -o json).
+func someOf(paths []string) string {
+	const n = 6
+	if len(paths) <= n {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s and %d more (corral policy explain -o json lists them)", strings.Join(paths[:n], ", "), len(paths)-n)
 }
 
 // visible reports whether path is inside a grant and not inside a denied
@@ -334,6 +352,9 @@ func (m *mapper) process() {
 	// (run_as_group, when the policy gains it, maps the same way.)
 	if len(r.Env) > 0 {
 		m.req.Process.Env = append([]string(nil), r.Env...)
+	}
+	if !m.iso && privateTemp(r) {
+		m.add(provider.SeverityInfo, "process", "process.env", "TEMP and TMP name a folder of the sandbox's own, made read-write at provision and removed after the run")
 	}
 	lim := r.Limits
 	if lim.Timeout > 0 {

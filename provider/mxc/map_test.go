@@ -132,6 +132,13 @@ func mapCases() []mapCase {
 				g(`C:\Users\me\.aws`, policy.AccessDeny, "filesystem.deny[0]"),
 			)),
 			want: map[string]string{"filesystem": `{"deniedPaths":["C:\\Users\\me\\.aws"],"readonlyPaths":["C:\\tools"],"readwritePaths":["C:\\work","D:\\cache\\go-build"]}`}},
+		{name: "fs/pc/deny-in-rw", backend: pc, area: "filesystem",
+			r: with(base, grants(
+				g(`C:\work`, policy.AccessReadWrite, "filesystem.include_workdir"),
+				g(`C:\work\secret`, policy.AccessDeny, "filesystem.deny[0]"),
+			)),
+			want: map[string]string{"filesystem": `{"deniedPaths":["C:\\work\\secret"],"readwritePaths":["C:\\work"]}`},
+			loss: []lossKey{{w, "filesystem", "filesystem.deny"}}},
 		// P35: a network share or device path is never mapped, whatever
 		// the policy's OS (a Windows policy refuses them at parse).
 		{name: "fs/pc/unc-device", backend: pc, area: "filesystem", errors: true,

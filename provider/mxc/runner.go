@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -260,6 +261,22 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		return p.provisionSession(ctx, base)
 	}
 	sb := &oneShot{sandboxBase: base, id: newLocalID()}
+	if privateTemp(plan.Policy) {
+		// A folder of the sandbox's own for TEMP and TMP: the caller's
+		// temp folder is not granted, and a shared one would let runs
+		// read and plant each other's files. Made by the caller (so its
+		// ACL is the caller's temp folder's), removed at Deprovision.
+		tmp, err := os.MkdirTemp("", "corral-"+sb.id+"-")
+		if err != nil {
+			return nil, provider.Wrap(provider.CodeProvisionFailed, "the sandbox's temp folder", err)
+		}
+		sb.temp = tmp
+		if req.Filesystem == nil {
+			req.Filesystem = &Filesystem{}
+		}
+		req.Filesystem.ReadwritePaths = append(req.Filesystem.ReadwritePaths, tmp)
+		req.Process.Env = provider.WithEnv(req.Process.Env, []string{"TEMP=" + tmp, "TMP=" + tmp})
+	}
 	if req.RuntimeConfig != nil && req.RuntimeConfig.NetworkProxy != "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -544,7 +561,52 @@ type oneShot struct {
 	id       string
 	listener net.Listener
 	cred     string
+	temp     string // the private TEMP/TMP folder, or ""
 	done     bool
+}
+
+// removeTree is os.RemoveAll with a fallback: on Windows RemoveAll deletes
+// with POSIX semantics (FILE_DISPOSITION_INFORMATION_EX), which FAT
+// volumes and Wine refuse ("Invalid function"); then every entry is
+// removed bottom-up with plain DeleteFile/RemoveDirectory. WalkDir does
+// not follow links, and a junction (ModeIrregular) is removed as itself.
+func removeTree(dir string) error {
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, werr error) error {
+		switch {
+		case werr != nil:
+		case e.IsDir():
+			dirs = append(dirs, p)
+		default:
+			os.Remove(p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
+	if _, serr := os.Lstat(dir); os.IsNotExist(serr) {
+		return nil
+	}
+	return err
+}
+
+// privateTemp reports whether a process_container run of r gets a private
+// TEMP/TMP folder: a Windows policy that sets neither variable itself.
+func privateTemp(r *policy.Resolved) bool {
+	if r == nil || r.Policy == nil || r.Policy.OS() != policy.OSWindows || r.Lexical != "" {
+		return false
+	}
+	for k := range r.Policy.Process.Env.Set {
+		if strings.EqualFold(k, "TEMP") || strings.EqualFold(k, "TMP") {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *oneShot) ID() string { return s.id }
@@ -639,12 +701,22 @@ func (s *oneShot) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Deprovision closes the egress listener; idempotent.
+// Deprovision closes the egress listener and removes the private temp
+// folder (os.RemoveAll removes links and junctions the workload made
+// there, not their targets); idempotent.
 func (s *oneShot) Deprovision(ctx context.Context) error {
-	if !s.done && s.listener != nil {
-		s.listener.Close()
+	if s.done {
+		return nil
 	}
 	s.done = true
+	if s.listener != nil {
+		s.listener.Close()
+	}
+	if s.temp != "" {
+		if err := removeTree(s.temp); err != nil {
+			return provider.Wrap(provider.CodeInternal, "removing the sandbox's temp folder", err)
+		}
+	}
 	return nil
 }
 
