@@ -23,7 +23,7 @@ network:
     - {host: pypi.org, tls: passthrough}
     - {host: files.example.org, tls: inspect, ports: [443, 8443]}
 `
-	p, err := Parse([]byte(src), "p.yaml")
+	p, err := ParseFor([]byte(src), "p.yaml", OSLinux)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestL7Refused(t *testing.T) {
 		{"tls: inspect\n      ports: [80]", "network.allow[0].ports[0]", 7, 15, "port 80 is plain HTTP"},
 	} {
 		src := "version: 1\nnetwork:\n  mode: proxy\n  allow:\n    - host: h.example.com\n      " + c.entry + "\n"
-		_, err := Parse([]byte(src), "p.yaml")
+		_, err := ParseFor([]byte(src), "p.yaml", OSLinux)
 		var pe *Error
 		if errs := asErrors(err); len(errs) > 0 {
 			pe = errs[0]
@@ -68,15 +68,15 @@ func TestL7Refused(t *testing.T) {
 		}
 	}
 	for _, list := range []string{"deny", "allow_private"} {
-		_, err := Parse(proxyPolicy(list, "10.0.0.0/8", "access: read-only"), "p.yaml")
+		_, err := ParseFor(proxyPolicy(list, "10.0.0.0/8", "access: read-only"), "p.yaml", OSLinux)
 		if err == nil || !strings.Contains(err.Error(), "take no tls, access, rules") {
 			t.Errorf("%s with access: %v", list, err)
 		}
 	}
-	if _, err := Parse([]byte("version: 1\nnetwork:\n  mode: proxy\n  upstream_ca: ca.pem\n"), "p.yaml"); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
+	if _, err := ParseFor([]byte("version: 1\nnetwork:\n  mode: proxy\n  upstream_ca: ca.pem\n"), "p.yaml", OSLinux); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
 		t.Errorf("relative upstream_ca: %v", err)
 	}
-	if _, err := Parse([]byte("version: 1\nnetwork:\n  mode: none\n  upstream_ca: /ca.pem\n"), "p.yaml"); err == nil || !strings.Contains(err.Error(), "only applies to mode proxy") {
+	if _, err := ParseFor([]byte("version: 1\nnetwork:\n  mode: none\n  upstream_ca: /ca.pem\n"), "p.yaml", OSLinux); err == nil || !strings.Contains(err.Error(), "only applies to mode proxy") {
 		t.Errorf("upstream_ca in mode none: %v", err)
 	}
 }

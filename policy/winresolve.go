@@ -13,8 +13,8 @@ import (
 // winLayout is where a Windows host keeps what no grant may open. Each
 // list is the union of the stock locations on C: (and on SystemDrive), the
 // caller's environment (SystemRoot, windir, ProgramFiles,
-// ProgramFiles(x86), ProgramW6432, ProgramFiles(Arm), ProgramData,
-// PUBLIC; each a drive path) and, on a Windows host, what the system says
+// ProgramFiles(x86), ProgramW6432, ProgramFiles(Arm), ProgramData, and
+// PUBLIC, whose parent is a profiles directory; each a drive path) and, on a Windows host, what the system says
 // (GetSystemWindowsDirectoryW, the known folders: hostWinFolders): the
 // environment can only add, so a caller's hostile variables never shrink
 // what is refused.
@@ -24,7 +24,7 @@ type winLayout struct {
 	profiles    []string // C:\Users: a folder in one is a profile
 }
 
-func newWinLayout(environ []string, home string) winLayout {
+func newWinLayout(environ []string) winLayout {
 	var l winLayout
 	env := func(name string) string {
 		for _, kv := range environ {
@@ -66,9 +66,6 @@ func newWinLayout(environ []string, home string) winLayout {
 	add(&l.programData, host.programData...)
 	add(&l.system, l.programData...)
 	add(&l.profiles, host.profiles...)
-	if home != "" && WinDir(home) != home {
-		add(&l.profiles, WinDir(home))
-	}
 	return l
 }
 
@@ -101,7 +98,7 @@ func (r *resolver) checkTargetWindows(field, desc string, paths []string, access
 	if HostOS() == OSWindows {
 		environ = r.ctx.Environ
 	}
-	l := newWinLayout(environ, r.home)
+	l := newWinLayout(environ)
 	hint := "grant it read_only, or grant a narrower folder read_write"
 	if isWorkdir {
 		hint = "cd into a project folder before running corral, or set filesystem.include_workdir: false"

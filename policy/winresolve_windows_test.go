@@ -40,7 +40,13 @@ func (h winHost) resolve(t *testing.T, src string) (*Resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.Resolve(Context{Home: h.home, Workdir: h.work, Environ: os.Environ()})
+	return p.Resolve(Context{Home: h.home, Workdir: h.work, Environ: h.environ()})
+}
+
+// environ is this process's environment with PUBLIC in h.profiles, which
+// makes h.profiles a profiles directory (as C:\Users is).
+func (h winHost) environ() []string {
+	return append([]string{"PUBLIC=" + filepath.Join(h.profiles, "Public")}, os.Environ()...)
 }
 
 func q(p string) string { return "'" + strings.ReplaceAll(p, "'", "''") + "'" }
@@ -59,7 +65,7 @@ func access(r *Resolved, path string) Access {
 // here, with the Windows directory read-only and the workdir read-write.
 func TestWindowsDefaultResolvesOnHost(t *testing.T) {
 	h := newWinHost(t)
-	r, err := DefaultFor(OSWindows).Resolve(Context{Home: h.home, Workdir: h.work, Environ: os.Environ()})
+	r, err := DefaultFor(OSWindows).Resolve(Context{Home: h.home, Workdir: h.work, Environ: h.environ()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func TestWindowsDangerousGrantsOnHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile := append([]string{`SystemRoot=D:\x`, `windir=D:\x`, `ProgramData=D:\y`, `ProgramFiles=D:\z`}, os.Environ()...) // the first of a name wins
+	hostile := append([]string{`SystemRoot=D:\x`, `windir=D:\x`, `ProgramData=D:\y`, `ProgramFiles=D:\z`}, h.environ()...) // the first of a name wins
 	if _, err := p.Resolve(Context{Home: h.home, Workdir: h.work, Environ: hostile}); err == nil || !strings.Contains(err.Error(), "modify the host") {
 		t.Errorf("with SystemRoot moved by the environment: %v, want the Windows folder still refused", err)
 	}
