@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -876,11 +877,9 @@ func GitReads(root, home string) (files, hooks []string) {
 	if data, err := readSmall(filepath.Join(gitDir, "commondir")); err == nil {
 		common = absFrom(gitDir, strings.TrimSpace(string(data)))
 	}
-	var ordered []string
+	ordered := []string{systemGitConfig()}
 	if home != "" {
-		ordered = append(ordered, "/etc/gitconfig", filepath.Join(home, ".config", "git", "config"), filepath.Join(home, ".gitconfig"))
-	} else {
-		ordered = append(ordered, "/etc/gitconfig")
+		ordered = append(ordered, filepath.Join(home, ".config", "git", "config"), filepath.Join(home, ".gitconfig"))
 	}
 	ordered = append(ordered, filepath.Join(common, "config"), filepath.Join(gitDir, "config.worktree"))
 	seen := map[string]bool{}
@@ -917,6 +916,19 @@ func GitReads(root, home string) (files, hooks []string) {
 		visit(filepath.Clean(f), 0)
 	}
 	return files, hooks
+}
+
+// systemGitConfig is git's system configuration file: /etc/gitconfig, or
+// on Windows Git for Windows' %ProgramFiles%\Git\etc\gitconfig.
+func systemGitConfig() string {
+	if runtime.GOOS == "windows" {
+		pf := os.Getenv("ProgramFiles")
+		if pf == "" {
+			pf = `C:\Program Files`
+		}
+		return filepath.Join(pf, "Git", "etc", "gitconfig")
+	}
+	return "/etc/gitconfig"
 }
 
 // hooksDir is the directory a core.hooksPath value names, or "".
