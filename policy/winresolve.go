@@ -11,13 +11,13 @@ import (
 )
 
 // winLayout is where a Windows host keeps what no grant may open. Each
-// list is the union of the stock locations on C: (and on SystemDrive), the
-// caller's environment (SystemRoot, windir, ProgramFiles,
+// list is the union of the stock locations on C: (and on SystemDrive),
+// the caller's environment (SystemRoot, windir, ProgramFiles,
 // ProgramFiles(x86), ProgramW6432, ProgramFiles(Arm), ProgramData, and
-// PUBLIC, whose parent is a profiles directory; each a drive path) and, on a Windows host, what the system says
-// (GetSystemWindowsDirectoryW, the known folders: hostWinFolders): the
-// environment can only add, so a caller's hostile variables never shrink
-// what is refused.
+// PUBLIC, whose parent is a profiles directory; each a drive path) and, on
+// a Windows host, what the system says (GetSystemWindowsDirectoryW, the
+// known folders: hostWinFolders). The environment can only add, so a
+// caller's hostile variables never shrink what is refused.
 type winLayout struct {
 	system      []string // Windows, Program Files (all), ProgramData: no read-write grant at or under them
 	programData []string // ProgramData (also in system): Docker's trees are under it
