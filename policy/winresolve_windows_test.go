@@ -18,7 +18,7 @@ type winHost struct{ root, profiles, home, work, alice string }
 
 func newWinHost(t *testing.T) winHost {
 	t.Helper()
-	root, err := canonical(tempDir(t))
+	root, err := canonical(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,29 +259,4 @@ func makeJunction(link, target string) error {
 	}
 	var n uint32
 	return windows.DeviceIoControl(h, windows.FSCTL_SET_REPARSE_POINT, &buf[0], uint32(len(buf)), nil, 0, &n, nil)
-}
-
-// tempDir is t.TempDir, removed file by file: under Wine, os.RemoveAll's
-// POSIX-semantics delete (FILE_DISPOSITION_INFORMATION_EX) fails with
-// "Invalid function".
-func tempDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "corral-policy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		var dirs []string
-		filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
-			if err == nil && e.IsDir() && e.Type()&os.ModeIrregular == 0 {
-				dirs = append(dirs, p)
-			} else if err == nil {
-				os.Remove(p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			os.Remove(dirs[i])
-		}
-	})
-	return d
 }
