@@ -45,6 +45,11 @@ func canonical(p string) (string, error) {
 	return final, nil
 }
 
+// Canonical is the real path of p as Resolve makes grants' paths:
+// filepath.EvalSymlinks elsewhere, GetFinalPathNameByHandleW here
+// (canonical).
+func Canonical(p string) (string, error) { return canonical(p) }
+
 // hostWinFolders is what this Windows host says its system folders and
 // profiles directory are (GetSystemWindowsDirectoryW, SHGetKnownFolderPath
 // of FOLDERID_Windows, ProgramFiles, ProgramFilesX64, ProgramFilesX86,

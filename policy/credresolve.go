@@ -36,7 +36,7 @@ func (r *resolver) credentials(out *Resolved) ([]ResolvedCredential, map[string]
 		rc := ResolvedCredential{Credential: c.withDefaults(), Field: f}
 		if name := c.Source.Env; name != "" && !exposes[name] {
 			if k := passIndexFor(p.OS(), p.Process.Env, name); k >= 0 {
-				by := fmt.Sprintf("the default process.env.pass (%s)", DefaultEnvPass[k])
+				by := fmt.Sprintf("the default process.env.pass (%s)", defaultEnvPass(p.OS())[k])
 				if p.Process.Env.Pass != nil {
 					by = fmt.Sprintf("process.env.pass[%d] (%s)", k, p.Process.Env.Pass[k])
 				}

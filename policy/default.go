@@ -90,9 +90,27 @@ var DefaultEnvPassWindows = []string{"PATH", "PATHEXT", "SystemRoot", "SystemDri
 	"PROCESSOR_ARCHITECTURE", "PROCESSOR_IDENTIFIER", "PROCESSOR_LEVEL", "PROCESSOR_REVISION", "NUMBER_OF_PROCESSORS",
 	"LANG", "TZ", "TERM", "COLORTERM", "NO_COLOR"}
 
+// defaultEnvPass is the env.pass list a policy for target has when it
+// writes none.
+func defaultEnvPass(target OS) []string {
+	if target == OSWindows {
+		return DefaultEnvPassWindows
+	}
+	return DefaultEnvPass
+}
+
 // DefaultPATHWindows is the workload's PATH on Windows when none is
 // passed or set.
 const DefaultPATHWindows = `C:\Windows\system32;C:\Windows;C:\Windows\System32\Wbem;C:\Windows\System32\WindowsPowerShell\v1.0\`
+
+// optional is a list of optional path rules.
+func optional(paths ...string) []PathRule {
+	rules := make([]PathRule, len(paths))
+	for i, p := range paths {
+		rules[i] = PathRule{Path: p, Optional: true}
+	}
+	return rules
+}
 
 // DefaultFor is the built-in policy for target: Default for OSLinux,
 // defaultWindows for OSWindows.
@@ -121,13 +139,6 @@ func DefaultFor(target OS) *Policy {
 //     tree, Landlock, seccomp, cgroups) with no Windows counterpart; MXC's
 //     own boundary enforces the filesystem and network rules.
 func defaultWindows() *Policy {
-	opt := func(paths ...string) []PathRule {
-		rules := make([]PathRule, len(paths))
-		for i, p := range paths {
-			rules[i] = PathRule{Path: p, Optional: true}
-		}
-		return rules
-	}
 	include := true
 	layers := Layers{}
 	for _, l := range AllLayers {
@@ -136,8 +147,8 @@ func defaultWindows() *Policy {
 	return &Policy{
 		Version: Version,
 		Filesystem: Filesystem{
-			ReadOnly:       opt(`C:\Windows`, `C:\Program Files`, `C:\Program Files (x86)`),
-			Deny:           opt(`C:\Windows\System32\config`, `C:\Windows\Panther`),
+			ReadOnly:       optional(`C:\Windows`, `C:\Program Files`, `C:\Program Files (x86)`),
+			Deny:           optional(`C:\Windows\System32\config`, `C:\Windows\Panther`),
 			IncludeWorkdir: &include,
 		},
 		Network: Network{Mode: NetworkNone, UnixSockets: UnixSocketsAllow},
@@ -161,7 +172,8 @@ func DefaultYAMLFor(target OS) []byte {
 	return DefaultYAML
 }
 
-// Default returns the built-in policy, used when no policy file is given:
+// Default returns the built-in policy for Linux (DefaultFor gives the
+// host's), used when no policy file is given:
 //
 //   - filesystem: the system directories /usr, /bin, /sbin, /lib, /lib32,
 //     /lib64, /libx32, /etc, /opt and /usr/local read-only (all optional,
@@ -178,19 +190,12 @@ func DefaultYAMLFor(target OS) []byte {
 //
 // Each call returns a fresh copy.
 func Default() *Policy {
-	opt := func(paths ...string) []PathRule {
-		rules := make([]PathRule, len(paths))
-		for i, p := range paths {
-			rules[i] = PathRule{Path: p, Optional: true}
-		}
-		return rules
-	}
 	include := true
 	return &Policy{
 		Version: Version,
 		Filesystem: Filesystem{
-			ReadOnly:       opt("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/usr/local"),
-			Deny:           opt("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh"),
+			ReadOnly:       optional("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/usr/local"),
+			Deny:           optional("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh"),
 			IncludeWorkdir: &include,
 		},
 		Network: Network{Mode: NetworkNone, UnixSockets: DefaultUnixSockets},
@@ -203,6 +208,7 @@ func Default() *Policy {
 			},
 		},
 		Layers: Layers{},
+		os:     OSLinux,
 	}
 }
 

@@ -25,7 +25,7 @@ func canonicalJSON(p *Policy) []byte {
 		c.Filesystem.Protected = DefaultProtected
 	}
 	if c.Process.Env.Pass == nil {
-		c.Process.Env.Pass = DefaultEnvPass
+		c.Process.Env.Pass = defaultEnvPass(p.OS())
 	}
 	if c.Filesystem.IncludeWorkdir == nil {
 		t := true
@@ -35,7 +35,7 @@ func canonicalJSON(p *Policy) []byte {
 		c.Network.Mode = NetworkNone
 	}
 	if c.Network.UnixSockets == "" {
-		c.Network.UnixSockets = DefaultUnixSockets
+		c.Network.UnixSockets = DefaultFor(p.OS()).Network.UnixSockets
 	}
 	if c.Filesystem.Git == GitReadOnly {
 		c.Filesystem.Git = "" // the default, omitted: hashes from before the field stay valid

@@ -204,6 +204,7 @@ type resolver struct {
 	workdir   string        // canonical workdir
 	grants    map[string]*PathGrant
 	errs      []*Error
+	winLayout *winLayout // a Windows policy's, made once (checkTargetWindows)
 }
 
 func (r *resolver) fail(field, msg, hint string, cause error) {
@@ -1045,12 +1046,9 @@ func passIndexFor(target OS, env Env, name string) int {
 	pass, fold := env.Pass, func(s string) string { return s }
 	if target == OSWindows {
 		fold = strings.ToUpper
-		if pass == nil {
-			pass = DefaultEnvPassWindows
-		}
 	}
 	if pass == nil {
-		pass = DefaultEnvPass
+		pass = defaultEnvPass(target)
 	}
 	for i, pat := range pass {
 		if prefix, ok := strings.CutSuffix(fold(pat), "*"); ok {

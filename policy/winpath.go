@@ -196,8 +196,9 @@ func WinDir(p string) string {
 }
 
 // WinWithin is Within for clean Windows paths, by Windows' rules: names
-// compare case-insensitively (NTFS's default; strings.EqualFold on each
-// component), whole components only, and a path on another drive is never
+// compare case-insensitively (NTFS's default; by strings.ToLower, which
+// folds a little more than NTFS's upcase table: a few more pairs compare
+// equal), whole components only, and a path on another drive is never
 // within.
 func WinWithin(path, dir string) bool {
 	if path == "" || dir == "" {

@@ -225,7 +225,7 @@ func TestDefaultYAMLWindowsIsDefault(t *testing.T) {
 	if got, want := Hash(p), Hash(DefaultFor(OSWindows)); got != want {
 		t.Errorf("default_windows.yaml hashes to %s, DefaultFor(windows) to %s", got, want)
 	}
-	if DefaultFor(OSWindows).OS() != OSWindows || Default().OS() != HostOS() {
+	if DefaultFor(OSWindows).OS() != OSWindows || Default().OS() != OSLinux {
 		t.Error("OS of the defaults")
 	}
 	// A Windows policy file that writes nothing takes the Windows defaults.
@@ -282,6 +282,18 @@ func TestWindowsLexicalProtected(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "inside the protected path") {
 			t.Errorf("rw %s: %v, want refused inside a protected path", rw, err)
 		}
+	}
+	// An absolute protected entry is one path, compared without case.
+	r, err := resolveWinLexical(t, "version: 1\nfilesystem:\n  read_write: ['C:\\data\\Secret\\x']\n  protected: ['c:\\DATA\\secret']\n")
+	if err == nil || !strings.Contains(err.Error(), "inside the protected path") {
+		t.Errorf("rw inside an absolute protected entry: %v %+v", err, r)
+	}
+	r, err = resolveWinLexical(t, "version: 1\nfilesystem:\n  protected: ['C:\\data\\secret', '.git']\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{`C:\data\secret`, `C:\Users\me\work\.git`}; strings.Join(r.Skipped, ",") != strings.Join(want, ",") {
+		t.Errorf("unchecked protected paths %v, want %v", r.Skipped, want)
 	}
 }
 

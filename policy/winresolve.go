@@ -94,11 +94,15 @@ var winUserAutoruns = []string{`AppData\Roaming\Microsoft`, `AppData\Local\Micro
 //     services, as SYSTEM) run and read — nor at, under or above the
 //     caller's winUserAutoruns.
 func (r *resolver) checkTargetWindows(field, desc string, paths []string, access Access, isWorkdir bool) bool {
-	var environ []string
-	if HostOS() == OSWindows {
-		environ = r.ctx.Environ
+	if r.winLayout == nil {
+		var environ []string
+		if HostOS() == OSWindows {
+			environ = r.ctx.Environ
+		}
+		l := newWinLayout(environ)
+		r.winLayout = &l
 	}
-	l := newWinLayout(environ)
+	l := *r.winLayout
 	hint := "grant it read_only, or grant a narrower folder read_write"
 	if isWorkdir {
 		hint = "cd into a project folder before running corral, or set filesystem.include_workdir: false"
@@ -122,10 +126,13 @@ func (r *resolver) checkTargetWindows(field, desc string, paths []string, access
 		service = append(service, WinJoin(s, "Docker"), WinJoin(s, "DockerDesktop"))
 	}
 	var autoruns []string
-	if r.home != "" {
-		service = append(service, WinJoin(r.home, `AppData\Local\Docker`))
+	for _, h := range []string{r.home, r.homeCanon} {
+		if h == "" {
+			continue
+		}
+		service = append(service, WinJoin(h, `AppData\Local\Docker`))
 		for _, a := range winUserAutoruns {
-			autoruns = append(autoruns, WinJoin(r.home, a))
+			autoruns = append(autoruns, WinJoin(h, a))
 		}
 	}
 	for _, p := range paths {
@@ -237,6 +244,12 @@ func (r *resolver) plantedLinkWindows(path string) (link, target, why string) {
 		if c, err := canonical(cur); err == nil {
 			dir = c
 		}
+		if strings.EqualFold(t, filepath.Join(dir, c)) {
+			// A reparse point that names no other place (a OneDrive
+			// placeholder, a dedup file): not a link.
+			cur = next
+			continue
+		}
 		for _, g := range r.grants {
 			if g.Access == AccessReadWrite && Within(dir, g.Path) {
 				return next, t, fmt.Sprintf("lives in %s, inside the read-write grant %s (%s), where the workload can make links and junctions", dir, g.Path, g.Field)
@@ -256,7 +269,7 @@ func (r *resolver) plantedLinkWindows(path string) (link, target, why string) {
 // winInProtected is inProtected for a lexical Windows resolution: names
 // compared without case, "\\" separators.
 func (r *resolver) winInProtected(p, e string) bool {
-	if absEntry(e) {
+	if winAbsEntry(e) {
 		w := strings.ReplaceAll(e, "/", `\`)
 		switch {
 		case strings.HasPrefix(w, "~"):
@@ -270,9 +283,15 @@ func (r *resolver) winInProtected(p, e string) bool {
 	return strings.HasSuffix(lp, `\`+le) || strings.Contains(lp+`\`, `\`+le+`\`)
 }
 
+// winAbsEntry is absEntry for a Windows policy on any host: a drive path
+// names one path too.
+func winAbsEntry(e string) bool {
+	return absEntry(e) || len(e) >= 3 && isDriveLetter(e[0]) && e[1] == ':' && (e[2] == '\\' || e[2] == '/')
+}
+
 // LexicalNote is Resolved.Lexical for a Windows policy resolved on another
 // host.
-const LexicalNote = "resolved lexically for Windows on a non-Windows host: existence, links, junctions, 8.3 names, case and protected paths were not checked (resolve on the Windows host for that)"
+const LexicalNote = "resolved lexically for Windows on a non-Windows host: existence, links, junctions, 8.3 names, case and which protected paths exist were not checked (resolve on the Windows host for that)"
 
 // runLexicalWindows resolves a Windows policy on another host (corral
 // policy validate --os windows, policy explain --provider mxc), without
@@ -351,9 +370,14 @@ func (r *resolver) runLexicalWindows() (*Resolved, []*Error) {
 			put(PathGrant{Path: r.workdir, Access: AccessReadWrite, Dir: true, Field: "filesystem.include_workdir"})
 		}
 	}
+	sorted := make([]PathGrant, 0, len(grants))
+	for _, g := range grants {
+		sorted = append(sorted, *g)
+	}
+	sortGrants(sorted)
 	// A read-write grant inside a protected path is refused, as on the
 	// host (protect).
-	for _, g := range grants {
+	for _, g := range sorted {
 		if g.Access != AccessReadWrite {
 			continue
 		}
@@ -375,18 +399,20 @@ func (r *resolver) runLexicalWindows() (*Resolved, []*Error) {
 	for k, v := range p.Layers {
 		out.Layers[k] = v
 	}
-	for _, g := range grants {
-		out.Grants = append(out.Grants, *g)
-		if g.Access != AccessReadWrite {
+	out.Grants = sorted
+	for _, e := range p.protectedEntries() {
+		if winAbsEntry(e.path) {
+			if w, ok := expand("filesystem.protected", e.path); ok {
+				out.Skipped = append(out.Skipped, w)
+			}
 			continue
 		}
-		for _, e := range p.protectedEntries() {
-			if !absEntry(e.path) {
+		for _, g := range sorted {
+			if g.Access == AccessReadWrite {
 				out.Skipped = append(out.Skipped, WinJoin(g.Path, e.path))
 			}
 		}
 	}
-	sortGrants(out.Grants)
 	for i, c := range p.Credentials {
 		out.Credentials = append(out.Credentials, ResolvedCredential{Credential: c, Field: fmt.Sprintf("credentials[%d]", i)})
 	}

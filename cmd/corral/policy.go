@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -155,7 +154,7 @@ func printPlan(plan *provider.Plan) {
 		home, same = "not granted", strings.EqualFold
 	}
 	if r.Lexical == "" {
-		if p, err := filepath.EvalSymlinks(r.Home); err == nil { // grants are canonical
+		if p, err := policy.Canonical(r.Home); err == nil { // grants are canonical
 			canon = p
 		}
 	}

@@ -524,8 +524,11 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 	cmd.WaitDelay = 5 * time.Second // a workload's child holding a pipe must not hang us
 	var cancelled atomic.Bool
 	cmd.Cancel = func() error {
-		cancelled.Store(true)
-		return cmd.Process.Kill()
+		err := cmd.Process.Kill()
+		if err == nil { // not os.ErrProcessDone: it had not exited on its own
+			cancelled.Store(true)
+		}
+		return err
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, false, err
@@ -708,15 +711,16 @@ func (s *oneShot) Deprovision(ctx context.Context) error {
 	if s.done {
 		return nil
 	}
-	s.done = true
 	if s.listener != nil {
-		s.listener.Close()
+		s.listener.Close() // again on a retry: harmless
 	}
 	if s.temp != "" {
 		if err := removeTree(s.temp); err != nil {
-			return provider.Wrap(provider.CodeInternal, "removing the sandbox's temp folder", err)
+			return provider.Wrap(provider.CodeInternal, "removing the sandbox's temp folder", err) // a later Deprovision tries again
 		}
+		s.temp = ""
 	}
+	s.done = true
 	return nil
 }
 

@@ -242,7 +242,7 @@ func (s *suite) resolve(t *testing.T, mode policy.NetworkMode) *policy.Resolved 
 // the harness's changes.
 func (s *suite) resolveWith(t *testing.T, mode policy.NetworkMode, adjust func(*policy.Policy)) *policy.Resolved {
 	t.Helper()
-	pol := policy.Default()
+	pol := policy.DefaultFor(policy.HostOS())
 	pol.Network.Mode = mode
 	for _, l := range s.optional {
 		pol.Layers[l] = policy.Optional
