@@ -236,6 +236,9 @@ func TestDefaultYAMLWindowsIsDefault(t *testing.T) {
 	if len(q.Filesystem.ReadOnly) == 0 || q.Filesystem.ReadOnly[0].Path != `C:\Windows` || q.Process.Limits.Memory != 0 {
 		t.Errorf("defaults of a Windows file: ro %v, limits %+v", q.Filesystem.ReadOnly, q.Process.Limits)
 	}
+	if Hash(q) != Hash(DefaultFor(OSWindows)) {
+		t.Errorf("a Windows file that writes nothing hashes unlike the Windows default: %s vs %s", Hash(q), Hash(DefaultFor(OSWindows)))
+	}
 	if q.Layers.Requirement(LayerLandlock) != Optional || q.Network.UnixSocketsMode() != UnixSocketsAllow {
 		t.Errorf("defaults of a Windows file: layers %v, unix_sockets %q", q.Layers, q.Network.UnixSocketsMode())
 	}
