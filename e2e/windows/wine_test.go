@@ -127,6 +127,12 @@ func (l *lane) corral(t *testing.T, dir string, env []string, args ...string) re
 	cmd := exec.CommandContext(ctx, filepath.Join(l.root, "scripts", "wine", "exec"), append([]string{l.corralExe}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	// Wine artifact: a Wine service started on behalf of corral.exe (seen
+	// on a cold wineserver: explorer.exe, rpcss.exe...) can inherit its
+	// stdout and stderr and keep them open after corral.exe exits, which
+	// hung TestBadPolicy in CI; stop waiting for them 10 s after the exit
+	// (what corral.exe wrote is kept).
+	cmd.WaitDelay = 10 * time.Second
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
