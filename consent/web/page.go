@@ -102,7 +102,10 @@ type sandboxView struct {
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	nonce := make([]byte, 18)
 	_, _ = rand.Read(nonce)
-	v := view{Nonce: base64.StdEncoding.EncodeToString(nonce), CSRF: h.newCSRF(),
+	// URL-safe base64 (CSP 3's base64-value allows "-" and "_"): no "+",
+	// which html/template writes as "&#43;" in the attribute, so the
+	// header and the page carry the same bytes.
+	v := view{Nonce: base64.RawURLEncoding.EncodeToString(nonce), CSRF: h.newCSRF(),
 		Script: template.JS(pageJS), Style: template.CSS(pageCSS)}
 	ctx := r.Context()
 	fail := func(what string, err error) { v.Errors = append(v.Errors, what+": "+err.Error()) }
