@@ -61,7 +61,11 @@ func TestConsentCasesCatchTheHole(t *testing.T) {
 	mustFailFor(t, rep, map[string][]string{
 		"P33": {"outside ask: not refused at once", "inside never: not refused at once", "inside filesystem.deny: not refused at once",
 			"host outside hosts.ask: not refused at once", "flood request 5: want 429 rate_limited (max_pending)", "flood request 12: want 429 rate_limited (consent.rate)",
-			"the approver was asked about a request outside the ceiling", "a grant is listed: something was applied", "a grant is mounted in the sandbox"},
+			// Not "a grant is mounted in the sandbox": the weak harness
+			// approves from its watcher asynchronously, so whether the
+			// mount is in place when the case reads the mountinfo is a
+			// race (seen in CI); the listed grant is the same hole.
+			"the approver was asked about a request outside the ceiling", "a grant is listed: something was applied"},
 		"P34": {"the grant is not listed desired and effective, read-only and locked", "the init's mountinfo does not show the grant read-only",
 			"a write into the read-only grant did not fail EROFS"},
 	})
