@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -331,6 +332,56 @@ func TestCheckClientWatchIsApprover(t *testing.T) {
 	bkEventually(t, "the approver leaves", func() bool { return e.b.Approvers() == 0 })
 	if r := e.askFolder(t, "src/b", ""); r.State != StateDenied {
 		t.Fatalf("after the watch: %s", r.State)
+	}
+}
+
+// dropFirst is a listener that closes the first n connections it
+// accepts before reading anything (a server starting or replacing a
+// stale socket, as corral run's approvals socket was seen to in CI).
+type dropFirst struct {
+	net.Listener
+	n int
+}
+
+func (l *dropFirst) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || l.n == 0 {
+			return c, err
+		}
+		l.n--
+		c.Close()
+	}
+}
+
+// A watch whose first connections are dropped before an answer (the
+// client reads EOF) connects on a retry and is an approver; one to a
+// socket that does not exist fails at once.
+func TestCheckClientWatchRetriesDroppedConnection(t *testing.T) {
+	e := newBkEnv(t, "")
+	h := NewHub()
+	h.Add(e.b)
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: ApproverHandler(h, func(*http.Request) string { return "uid 1000" })}
+	go srv.Serve(&dropFirst{Listener: ul, n: 2})
+	t.Cleanup(func() { srv.Close() })
+	c, _ := NewClient("unix:"+sock, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Watch(ctx, func(Event) {}) }()
+	bkEventually(t, "the watch connects after two dropped connections", func() bool { return e.b.Approvers() == 1 })
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("watch ended with %v", err)
+	}
+	none, _ := NewClient("unix:"+filepath.Join(t.TempDir(), "none.sock"), "")
+	t0 := time.Now()
+	if err := none.Watch(context.Background(), func(Event) {}); provider.CodeOf(err) != provider.CodeNotFound || time.Since(t0) > watchConnectFor/2 {
+		t.Fatalf("watch of a missing socket: %v after %s, want not_found at once", err, time.Since(t0))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -166,19 +169,37 @@ func (c *Client) Revoke(ctx context.Context, id string, kill bool) (Grant, error
 	return g, err
 }
 
+// watchConnectFor bounds how long Watch keeps retrying a connection that
+// a server dropped or refused before answering (a corral run or gateway
+// starting, or replacing a stale socket left at its path).
+const watchConnectFor = 5 * time.Second
+
 // Watch stays connected as an approver, calling fn for each Event, until
-// ctx ends or the server goes.
+// ctx ends or the server goes. A connection dropped or refused before the
+// server answered is retried for up to watchConnectFor; a socket that
+// does not exist, an HTTP error and a stream that ends are not.
 func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/approvals/watch", nil)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return provider.Wrap(provider.CodeNotFound, "approvals", err)
+	var resp *http.Response
+	for end := time.Now().Add(watchConnectFor); ; {
+		req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/v1/approvals/watch", nil)
+		if err != nil {
+			return err
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err = c.hc.Do(req)
+		if err == nil {
+			break
+		}
+		if !transient(err) || time.Now().After(end) {
+			return provider.Wrap(provider.CodeNotFound, "approvals", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -201,4 +222,12 @@ func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
 		return ctx.Err()
 	}
 	return sc.Err()
+}
+
+// transient reports whether err is a connection the server dropped or
+// refused before answering (EOF, ECONNRESET, ECONNREFUSED), which a retry
+// may get past.
+func transient(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
 }
