@@ -32,6 +32,9 @@ func main() {
 	// The sandbox init is the same binary; recognise it before anything
 	// else runs so its start-up stays minimal.
 	osEntry() // the sandbox init and helpers are this binary too
+	if len(os.Args) > 1 && os.Args[1] == relayArg {
+		os.Exit(relayMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == probe.Arg {
 		os.Exit(probe.Main(os.Args[2:]))
 	}
