@@ -665,7 +665,7 @@ the sandbox could not be made.`}
 			st, err := cl.AuditSandbox(ctx, connect.NewRequest(&gw.AuditSandboxRequest{Id: id, Follow: follow}))
 			return chunks(st, err, (*gw.AuditSandboxResponse).GetData)
 		})
-	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del, credentialCmd(&f))
+	c.AddCommand(create, list, get, execc, logs, auditc, watch, start, stop, del, credentialCmd(&f), forwardCmd(&f))
 	return c
 }
 

@@ -24,7 +24,7 @@ import (
 var registry = []provider.Provider{linux.New(), docker.New(), mxcProvider()}
 
 // osEntry runs the roles this binary plays besides the CLI: the sandbox's
-// init, the idmap helper, a persistent linux sandbox's supervisor and slot holder, and the docker provider's init and exec shim. It returns only when it is neither.
+// init, the idmap helper, a persistent linux sandbox's supervisor and slot holder, and the docker provider's init, exec shim and connect helper. It returns only when it is neither.
 func osEntry() {
 	if len(os.Args) > 1 && os.Args[1] == linux.InitArg {
 		linux.InitMain()
@@ -43,6 +43,9 @@ func osEntry() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == docker.ExecArg {
 		docker.ExecMain(os.Args[2:])
+	}
+	if len(os.Args) > 1 && os.Args[1] == docker.ConnectArg {
+		docker.ConnectMain(os.Args[2:])
 	}
 	serviceSupervisor()
 }

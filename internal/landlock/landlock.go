@@ -39,6 +39,9 @@ func Apply(s Spec) (string, error) {
 	if !s.DenyTCP {
 		cfg.HandledAccessNet = 0
 	}
+	if s.BindAny {
+		cfg.HandledAccessNet &^= ll.AccessNetSet(unix.LANDLOCK_ACCESS_NET_BIND_TCP)
+	}
 	cfg = cfg.BestEffort()
 	rules := []ll.Rule{
 		ll.RODirs(s.RODirs...),
@@ -62,7 +65,11 @@ func Apply(s Spec) (string, error) {
 	}
 	parts := []string{"filesystem"}
 	if s.DenyTCP && abi >= 4 {
-		parts = append(parts, tcpDescription(connects, s.ServePorts))
+		d := tcpDescription(connects, s.ServePorts)
+		if s.BindAny {
+			d += ", bind any"
+		}
+		parts = append(parts, d)
 	}
 	if abi >= 6 {
 		parts = append(parts, "scope(abstract-unix,signal)")

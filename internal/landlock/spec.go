@@ -16,6 +16,10 @@ type Spec struct {
 	// ServePorts are TCP ports the workload may bind(2) and connect(2) to:
 	// a service's own listeners, in its own network namespace.
 	ServePorts []int `json:"serve_ports,omitempty"`
+	// BindAny, with DenyTCP, leaves bind(2) unrestricted (connect stays
+	// as above): for a sandbox whose network namespace is its own, where
+	// a listener is reached only through corral (sandbox forward).
+	BindAny bool `json:"bind_any,omitempty"`
 }
 
 // Connects is every TCP port connect(2) may reach with DenyTCP, besides

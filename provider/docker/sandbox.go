@@ -567,6 +567,9 @@ func (s *Sandbox) containerEnd() string {
 func (s *Sandbox) execSpec(size client.ConsoleSize) string {
 	sh := s.spec.Shim
 	sh.Rows, sh.Cols = uint16(size.Height), uint16(size.Width)
+	// A gateway's sandbox may serve ports on its own loopback, which only
+	// DialServed (corral sandbox forward) reaches.
+	sh.Landlock.BindAny = s.spec.Persistent
 	for _, l := range s.layers {
 		active := l.State == provider.LayerActive
 		switch l.Layer {

@@ -2427,6 +2427,257 @@ func (x *ListCredentialsResponse) GetCredentials() []*Credential {
 	return nil
 }
 
+// ForwardRequest is one message of a forwarded connection (ForwardSandbox):
+// the first is start, then the bytes the caller's client sent, in order.
+// The caller's half-close (its client sent all it will) is the end of its
+// request stream.
+type ForwardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*ForwardRequest_Start
+	//	*ForwardRequest_Data
+	Input         isForwardRequest_Input `protobuf_oneof:"input"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ForwardRequest) GetInput() isForwardRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *ForwardRequest) GetStart() *ForwardStart {
+	if x != nil {
+		if x, ok := x.Input.(*ForwardRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *ForwardRequest) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Input.(*ForwardRequest_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+type isForwardRequest_Input interface {
+	isForwardRequest_Input()
+}
+
+type ForwardRequest_Start struct {
+	Start *ForwardStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type ForwardRequest_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+func (*ForwardRequest_Start) isForwardRequest_Input() {}
+
+func (*ForwardRequest_Data) isForwardRequest_Input() {}
+
+type ForwardStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// port is the TCP port (1-65535) on the sandbox's own loopback.
+	Port uint32 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// peer is the forwarded client's address as the caller accepted it
+	// (for the audit log; at most 128 bytes).
+	Peer          string `protobuf:"bytes,3,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardStart) Reset() {
+	*x = ForwardStart{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardStart) ProtoMessage() {}
+
+func (x *ForwardStart) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardStart.ProtoReflect.Descriptor instead.
+func (*ForwardStart) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ForwardStart) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ForwardStart) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *ForwardStart) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+// ForwardResponse is connected once, first, when the port accepted the
+// connection; then the bytes the sandbox's side sent, in order; then eof
+// when that side has sent all it will (the stream ends once the caller's
+// side has too).
+type ForwardResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Output:
+	//
+	//	*ForwardResponse_Connected
+	//	*ForwardResponse_Data
+	//	*ForwardResponse_Eof
+	Output        isForwardResponse_Output `protobuf_oneof:"output"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResponse) Reset() {
+	*x = ForwardResponse{}
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResponse) ProtoMessage() {}
+
+func (x *ForwardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResponse.ProtoReflect.Descriptor instead.
+func (*ForwardResponse) Descriptor() ([]byte, []int) {
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ForwardResponse) GetOutput() isForwardResponse_Output {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ForwardResponse) GetConnected() bool {
+	if x != nil {
+		if x, ok := x.Output.(*ForwardResponse_Connected); ok {
+			return x.Connected
+		}
+	}
+	return false
+}
+
+func (x *ForwardResponse) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Output.(*ForwardResponse_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *ForwardResponse) GetEof() bool {
+	if x != nil {
+		if x, ok := x.Output.(*ForwardResponse_Eof); ok {
+			return x.Eof
+		}
+	}
+	return false
+}
+
+type isForwardResponse_Output interface {
+	isForwardResponse_Output()
+}
+
+type ForwardResponse_Connected struct {
+	Connected bool `protobuf:"varint,1,opt,name=connected,proto3,oneof"`
+}
+
+type ForwardResponse_Data struct {
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3,oneof"`
+}
+
+type ForwardResponse_Eof struct {
+	Eof bool `protobuf:"varint,3,opt,name=eof,proto3,oneof"`
+}
+
+func (*ForwardResponse_Connected) isForwardResponse_Output() {}
+
+func (*ForwardResponse_Data) isForwardResponse_Output() {}
+
+func (*ForwardResponse_Eof) isForwardResponse_Output() {}
+
 type DeleteSandboxRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2436,7 +2687,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2699,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2712,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -2479,7 +2730,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2742,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_corral_gateway_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2755,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_corral_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -2672,10 +2923,23 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x16ListCredentialsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"Z\n" +
 	"\x17ListCredentialsResponse\x12?\n" +
-	"\vcredentials\x18\x01 \x03(\v2\x1d.corral.gateway.v1.CredentialR\vcredentials\"&\n" +
+	"\vcredentials\x18\x01 \x03(\v2\x1d.corral.gateway.v1.CredentialR\vcredentials\"h\n" +
+	"\x0eForwardRequest\x127\n" +
+	"\x05start\x18\x01 \x01(\v2\x1f.corral.gateway.v1.ForwardStartH\x00R\x05start\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\a\n" +
+	"\x05input\"F\n" +
+	"\fForwardStart\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x12\n" +
+	"\x04peer\x18\x03 \x01(\tR\x04peer\"e\n" +
+	"\x0fForwardResponse\x12\x1e\n" +
+	"\tconnected\x18\x01 \x01(\bH\x00R\tconnected\x12\x14\n" +
+	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x12\n" +
+	"\x03eof\x18\x03 \x01(\bH\x00R\x03eofB\b\n" +
+	"\x06output\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse2\xc3\b\n" +
+	"\x15DeleteSandboxResponse2\xa0\t\n" +
 	"\x0eSandboxService\x12b\n" +
 	"\rCreateSandbox\x12'.corral.gateway.v1.CreateSandboxRequest\x1a(.corral.gateway.v1.CreateSandboxResponse\x12Y\n" +
 	"\n" +
@@ -2688,7 +2952,8 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fAuditSandbox\x12&.corral.gateway.v1.AuditSandboxRequest\x1a'.corral.gateway.v1.AuditSandboxResponse0\x01\x12_\n" +
 	"\fStartSandbox\x12&.corral.gateway.v1.StartSandboxRequest\x1a'.corral.gateway.v1.StartSandboxResponse\x12\\\n" +
 	"\vStopSandbox\x12%.corral.gateway.v1.StopSandboxRequest\x1a&.corral.gateway.v1.StopSandboxResponse\x12b\n" +
-	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse2\xa3\x02\n" +
+	"\rDeleteSandbox\x12'.corral.gateway.v1.DeleteSandboxRequest\x1a(.corral.gateway.v1.DeleteSandboxResponse\x12[\n" +
+	"\x0eForwardSandbox\x12!.corral.gateway.v1.ForwardRequest\x1a\".corral.gateway.v1.ForwardResponse(\x010\x012\xa3\x02\n" +
 	"\rPolicyService\x12V\n" +
 	"\tGetPolicy\x12#.corral.gateway.v1.GetPolicyRequest\x1a$.corral.gateway.v1.GetPolicyResponse\x12V\n" +
 	"\tSetPolicy\x12#.corral.gateway.v1.SetPolicyRequest\x1a$.corral.gateway.v1.SetPolicyResponse\x12b\n" +
@@ -2710,7 +2975,7 @@ func file_corral_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_corral_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_corral_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*Sandbox)(nil),                  // 0: corral.gateway.v1.Sandbox
 	(*Layer)(nil),                    // 1: corral.gateway.v1.Layer
@@ -2752,8 +3017,11 @@ var file_corral_gateway_v1_gateway_proto_goTypes = []any{
 	(*RevokeCredentialResponse)(nil), // 37: corral.gateway.v1.RevokeCredentialResponse
 	(*ListCredentialsRequest)(nil),   // 38: corral.gateway.v1.ListCredentialsRequest
 	(*ListCredentialsResponse)(nil),  // 39: corral.gateway.v1.ListCredentialsResponse
-	(*DeleteSandboxRequest)(nil),     // 40: corral.gateway.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),    // 41: corral.gateway.v1.DeleteSandboxResponse
+	(*ForwardRequest)(nil),           // 40: corral.gateway.v1.ForwardRequest
+	(*ForwardStart)(nil),             // 41: corral.gateway.v1.ForwardStart
+	(*ForwardResponse)(nil),          // 42: corral.gateway.v1.ForwardResponse
+	(*DeleteSandboxRequest)(nil),     // 43: corral.gateway.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),    // 44: corral.gateway.v1.DeleteSandboxResponse
 }
 var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	1,  // 0: corral.gateway.v1.Sandbox.layers:type_name -> corral.gateway.v1.Layer
@@ -2779,45 +3047,48 @@ var file_corral_gateway_v1_gateway_proto_depIdxs = []int32{
 	33, // 20: corral.gateway.v1.SetCredentialResponse.credential:type_name -> corral.gateway.v1.Credential
 	33, // 21: corral.gateway.v1.RevokeCredentialResponse.credential:type_name -> corral.gateway.v1.Credential
 	33, // 22: corral.gateway.v1.ListCredentialsResponse.credentials:type_name -> corral.gateway.v1.Credential
-	4,  // 23: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
-	6,  // 24: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
-	8,  // 25: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
-	10, // 26: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
-	11, // 27: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
-	15, // 28: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
-	17, // 29: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
-	19, // 30: corral.gateway.v1.SandboxService.AuditSandbox:input_type -> corral.gateway.v1.AuditSandboxRequest
-	21, // 31: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
-	23, // 32: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
-	40, // 33: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
-	26, // 34: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
-	28, // 35: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
-	30, // 36: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
-	34, // 37: corral.gateway.v1.CredentialService.SetCredential:input_type -> corral.gateway.v1.SetCredentialRequest
-	36, // 38: corral.gateway.v1.CredentialService.RevokeCredential:input_type -> corral.gateway.v1.RevokeCredentialRequest
-	38, // 39: corral.gateway.v1.CredentialService.ListCredentials:input_type -> corral.gateway.v1.ListCredentialsRequest
-	5,  // 40: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
-	7,  // 41: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
-	9,  // 42: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
-	13, // 43: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
-	13, // 44: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
-	16, // 45: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
-	18, // 46: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
-	20, // 47: corral.gateway.v1.SandboxService.AuditSandbox:output_type -> corral.gateway.v1.AuditSandboxResponse
-	22, // 48: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
-	24, // 49: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
-	41, // 50: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
-	27, // 51: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
-	29, // 52: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
-	31, // 53: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
-	35, // 54: corral.gateway.v1.CredentialService.SetCredential:output_type -> corral.gateway.v1.SetCredentialResponse
-	37, // 55: corral.gateway.v1.CredentialService.RevokeCredential:output_type -> corral.gateway.v1.RevokeCredentialResponse
-	39, // 56: corral.gateway.v1.CredentialService.ListCredentials:output_type -> corral.gateway.v1.ListCredentialsResponse
-	40, // [40:57] is the sub-list for method output_type
-	23, // [23:40] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	41, // 23: corral.gateway.v1.ForwardRequest.start:type_name -> corral.gateway.v1.ForwardStart
+	4,  // 24: corral.gateway.v1.SandboxService.CreateSandbox:input_type -> corral.gateway.v1.CreateSandboxRequest
+	6,  // 25: corral.gateway.v1.SandboxService.GetSandbox:input_type -> corral.gateway.v1.GetSandboxRequest
+	8,  // 26: corral.gateway.v1.SandboxService.ListSandboxes:input_type -> corral.gateway.v1.ListSandboxesRequest
+	10, // 27: corral.gateway.v1.SandboxService.ExecSandbox:input_type -> corral.gateway.v1.ExecSandboxRequest
+	11, // 28: corral.gateway.v1.SandboxService.ExecSandboxStream:input_type -> corral.gateway.v1.ExecStreamRequest
+	15, // 29: corral.gateway.v1.SandboxService.WatchSandbox:input_type -> corral.gateway.v1.WatchSandboxRequest
+	17, // 30: corral.gateway.v1.SandboxService.LogsSandbox:input_type -> corral.gateway.v1.LogsSandboxRequest
+	19, // 31: corral.gateway.v1.SandboxService.AuditSandbox:input_type -> corral.gateway.v1.AuditSandboxRequest
+	21, // 32: corral.gateway.v1.SandboxService.StartSandbox:input_type -> corral.gateway.v1.StartSandboxRequest
+	23, // 33: corral.gateway.v1.SandboxService.StopSandbox:input_type -> corral.gateway.v1.StopSandboxRequest
+	43, // 34: corral.gateway.v1.SandboxService.DeleteSandbox:input_type -> corral.gateway.v1.DeleteSandboxRequest
+	40, // 35: corral.gateway.v1.SandboxService.ForwardSandbox:input_type -> corral.gateway.v1.ForwardRequest
+	26, // 36: corral.gateway.v1.PolicyService.GetPolicy:input_type -> corral.gateway.v1.GetPolicyRequest
+	28, // 37: corral.gateway.v1.PolicyService.SetPolicy:input_type -> corral.gateway.v1.SetPolicyRequest
+	30, // 38: corral.gateway.v1.PolicyService.PolicyHistory:input_type -> corral.gateway.v1.PolicyHistoryRequest
+	34, // 39: corral.gateway.v1.CredentialService.SetCredential:input_type -> corral.gateway.v1.SetCredentialRequest
+	36, // 40: corral.gateway.v1.CredentialService.RevokeCredential:input_type -> corral.gateway.v1.RevokeCredentialRequest
+	38, // 41: corral.gateway.v1.CredentialService.ListCredentials:input_type -> corral.gateway.v1.ListCredentialsRequest
+	5,  // 42: corral.gateway.v1.SandboxService.CreateSandbox:output_type -> corral.gateway.v1.CreateSandboxResponse
+	7,  // 43: corral.gateway.v1.SandboxService.GetSandbox:output_type -> corral.gateway.v1.GetSandboxResponse
+	9,  // 44: corral.gateway.v1.SandboxService.ListSandboxes:output_type -> corral.gateway.v1.ListSandboxesResponse
+	13, // 45: corral.gateway.v1.SandboxService.ExecSandbox:output_type -> corral.gateway.v1.ExecSandboxResponse
+	13, // 46: corral.gateway.v1.SandboxService.ExecSandboxStream:output_type -> corral.gateway.v1.ExecSandboxResponse
+	16, // 47: corral.gateway.v1.SandboxService.WatchSandbox:output_type -> corral.gateway.v1.WatchSandboxResponse
+	18, // 48: corral.gateway.v1.SandboxService.LogsSandbox:output_type -> corral.gateway.v1.LogsSandboxResponse
+	20, // 49: corral.gateway.v1.SandboxService.AuditSandbox:output_type -> corral.gateway.v1.AuditSandboxResponse
+	22, // 50: corral.gateway.v1.SandboxService.StartSandbox:output_type -> corral.gateway.v1.StartSandboxResponse
+	24, // 51: corral.gateway.v1.SandboxService.StopSandbox:output_type -> corral.gateway.v1.StopSandboxResponse
+	44, // 52: corral.gateway.v1.SandboxService.DeleteSandbox:output_type -> corral.gateway.v1.DeleteSandboxResponse
+	42, // 53: corral.gateway.v1.SandboxService.ForwardSandbox:output_type -> corral.gateway.v1.ForwardResponse
+	27, // 54: corral.gateway.v1.PolicyService.GetPolicy:output_type -> corral.gateway.v1.GetPolicyResponse
+	29, // 55: corral.gateway.v1.PolicyService.SetPolicy:output_type -> corral.gateway.v1.SetPolicyResponse
+	31, // 56: corral.gateway.v1.PolicyService.PolicyHistory:output_type -> corral.gateway.v1.PolicyHistoryResponse
+	35, // 57: corral.gateway.v1.CredentialService.SetCredential:output_type -> corral.gateway.v1.SetCredentialResponse
+	37, // 58: corral.gateway.v1.CredentialService.RevokeCredential:output_type -> corral.gateway.v1.RevokeCredentialResponse
+	39, // 59: corral.gateway.v1.CredentialService.ListCredentials:output_type -> corral.gateway.v1.ListCredentialsResponse
+	42, // [42:60] is the sub-list for method output_type
+	24, // [24:42] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_corral_gateway_v1_gateway_proto_init() }
@@ -2836,13 +3107,22 @@ func file_corral_gateway_v1_gateway_proto_init() {
 		(*ExecSandboxResponse_Stderr)(nil),
 		(*ExecSandboxResponse_Exit)(nil),
 	}
+	file_corral_gateway_v1_gateway_proto_msgTypes[40].OneofWrappers = []any{
+		(*ForwardRequest_Start)(nil),
+		(*ForwardRequest_Data)(nil),
+	}
+	file_corral_gateway_v1_gateway_proto_msgTypes[42].OneofWrappers = []any{
+		(*ForwardResponse_Connected)(nil),
+		(*ForwardResponse_Data)(nil),
+		(*ForwardResponse_Eof)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_corral_gateway_v1_gateway_proto_rawDesc), len(file_corral_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -74,6 +74,9 @@ const (
 	// SandboxServiceDeleteSandboxProcedure is the fully-qualified name of the SandboxService's
 	// DeleteSandbox RPC.
 	SandboxServiceDeleteSandboxProcedure = "/corral.gateway.v1.SandboxService/DeleteSandbox"
+	// SandboxServiceForwardSandboxProcedure is the fully-qualified name of the SandboxService's
+	// ForwardSandbox RPC.
+	SandboxServiceForwardSandboxProcedure = "/corral.gateway.v1.SandboxService/ForwardSandbox"
 	// PolicyServiceGetPolicyProcedure is the fully-qualified name of the PolicyService's GetPolicy RPC.
 	PolicyServiceGetPolicyProcedure = "/corral.gateway.v1.PolicyService/GetPolicy"
 	// PolicyServiceSetPolicyProcedure is the fully-qualified name of the PolicyService's SetPolicy RPC.
@@ -118,6 +121,14 @@ type SandboxServiceClient interface {
 	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// ForwardSandbox carries one TCP connection to a port on the sandbox's
+	// own loopback (needs HTTP/2). Errors: NotFound (no such sandbox),
+	// FailedPrecondition (not ready, or its provider cannot reach its
+	// loopback), InvalidArgument (bad port), Unavailable (nothing listens
+	// there, or the connection broke), Aborted (the sandbox is being
+	// stopped, deleted or recreated: its forwards end first). Each
+	// connection is a Network Activity open and close in its audit log.
+	ForwardSandbox(context.Context) *connect.BidiStreamForClient[v1.ForwardRequest, v1.ForwardResponse]
 }
 
 // NewSandboxServiceClient constructs a client for the corral.gateway.v1.SandboxService service. By
@@ -197,6 +208,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("DeleteSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		forwardSandbox: connect.NewClient[v1.ForwardRequest, v1.ForwardResponse](
+			httpClient,
+			baseURL+SandboxServiceForwardSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ForwardSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -213,6 +230,7 @@ type sandboxServiceClient struct {
 	startSandbox      *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
 	stopSandbox       *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	deleteSandbox     *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	forwardSandbox    *connect.Client[v1.ForwardRequest, v1.ForwardResponse]
 }
 
 // CreateSandbox calls corral.gateway.v1.SandboxService.CreateSandbox.
@@ -270,6 +288,11 @@ func (c *sandboxServiceClient) DeleteSandbox(ctx context.Context, req *connect.R
 	return c.deleteSandbox.CallUnary(ctx, req)
 }
 
+// ForwardSandbox calls corral.gateway.v1.SandboxService.ForwardSandbox.
+func (c *sandboxServiceClient) ForwardSandbox(ctx context.Context) *connect.BidiStreamForClient[v1.ForwardRequest, v1.ForwardResponse] {
+	return c.forwardSandbox.CallBidiStream(ctx)
+}
+
 // SandboxServiceHandler is an implementation of the corral.gateway.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -296,6 +319,14 @@ type SandboxServiceHandler interface {
 	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// ForwardSandbox carries one TCP connection to a port on the sandbox's
+	// own loopback (needs HTTP/2). Errors: NotFound (no such sandbox),
+	// FailedPrecondition (not ready, or its provider cannot reach its
+	// loopback), InvalidArgument (bad port), Unavailable (nothing listens
+	// there, or the connection broke), Aborted (the sandbox is being
+	// stopped, deleted or recreated: its forwards end first). Each
+	// connection is a Network Activity open and close in its audit log.
+	ForwardSandbox(context.Context, *connect.BidiStream[v1.ForwardRequest, v1.ForwardResponse]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -371,6 +402,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("DeleteSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceForwardSandboxHandler := connect.NewBidiStreamHandler(
+		SandboxServiceForwardSandboxProcedure,
+		svc.ForwardSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("ForwardSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/corral.gateway.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -395,6 +432,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteSandboxProcedure:
 			sandboxServiceDeleteSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceForwardSandboxProcedure:
+			sandboxServiceForwardSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -446,6 +485,10 @@ func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.DeleteSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ForwardSandbox(context.Context, *connect.BidiStream[v1.ForwardRequest, v1.ForwardResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("corral.gateway.v1.SandboxService.ForwardSandbox is not implemented"))
 }
 
 // PolicyServiceClient is a client for the corral.gateway.v1.PolicyService service.
