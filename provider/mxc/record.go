@@ -57,14 +57,18 @@ type Record struct {
 	SandboxID  string          `json:"sandbox_id,omitempty"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"` // provision's metadata{agentUserName, agentUserSid, ephemeralWorkspacePath}
 	PolicyHash string          `json:"policy_hash,omitempty"`
-	Created    time.Time       `json:"created"`
-	Updated    time.Time       `json:"updated"`
-	LastError  string          `json:"last_error,omitempty"`
+	// Owner is the control plane the sandbox belongs to
+	// (ProvisionOptions.Owner; Manager.Managed lists by it).
+	Owner     string    `json:"owner,omitempty"`
+	Created   time.Time `json:"created"`
+	Updated   time.Time `json:"updated"`
+	LastError string    `json:"last_error,omitempty"`
 }
 
-// localIDPattern is what newLocalID makes; anything else is refused before
-// it becomes a path.
-var localIDPattern = regexp.MustCompile(`^mxc-[0-9a-f]{16}$`)
+// localIDPattern is what newLocalID makes, or a caller's
+// ProvisionOptions.ID (provider.NewID's shape); anything else is refused
+// before it becomes a path.
+var localIDPattern = regexp.MustCompile(`^(mxc-[0-9a-f]{16}|corral-[0-9a-f]{12})$`)
 
 func newLocalID() string {
 	var b [8]byte
@@ -122,6 +126,15 @@ func (s store) read(id string) (*Record, error) {
 		return nil, provider.Wrap(provider.CodeInternal, "record "+s.path(id)+" is corrupt", err)
 	}
 	return &rec, nil
+}
+
+// remove deletes id's record (the caller holds its lifecycle lock);
+// nothing there is not an error.
+func (s store) remove(id string) error {
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // list reads every record in the directory.

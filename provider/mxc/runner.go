@@ -15,6 +15,7 @@ package mxc
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -232,8 +233,11 @@ func cloneRequest(req *Request) *Request {
 // marks the record failed; an executor that dies without an envelope leaves
 // it provisioning with last_error, an orphan (Orphans, Recover).
 //
-// opts.ID and opts.Owner are refused (MXC sandboxes are named by their
-// local id), and so is opts.Persistent for process_container.
+// opts.ID (provider.NewID's shape), when given, is the sandbox's local
+// id; opts.Owner is kept in an isolation_session's record (Managed lists
+// by it). opts.Persistent is accepted for isolation_session (its sessions
+// outlive the caller) and refused with CodeUnavailable for
+// process_container, whose runs are one wxc-exec each.
 func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan == nil {
 		return nil, provider.Errorf(provider.CodeInternal, "no plan")
@@ -245,8 +249,8 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	if !ok || d.Request == nil {
 		return nil, provider.Errorf(provider.CodeInternal, "plan is not an mxc plan")
 	}
-	if opts.ID != "" || opts.Owner != "" {
-		return nil, provider.Errorf(provider.CodeUnavailable, "mxc: sandboxes are named by their local id and have no owner")
+	if opts.ID != "" && !provider.IsID(opts.ID) {
+		return nil, provider.Errorf(provider.CodeInternal, "mxc: sandbox id %q is not of provider.NewID's shape", opts.ID)
 	}
 	if opts.Persistent && d.Backend != BackendIsolationSession {
 		return nil, provider.Errorf(provider.CodeUnavailable, "mxc: %s sandboxes are one-shot; persistent ones need the %s backend", d.Backend, BackendIsolationSession)
@@ -258,9 +262,9 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	req := cloneRequest(d.Request)
 	base := &sandboxBase{bin: bin, plan: plan, req: req, secrets: envSecrets(req)}
 	if d.Backend == BackendIsolationSession {
-		return p.provisionSession(ctx, base)
+		return p.provisionSession(ctx, base, opts)
 	}
-	sb := &oneShot{sandboxBase: base, id: newLocalID()}
+	sb := &oneShot{sandboxBase: base, id: cmp.Or(opts.ID, newLocalID())}
 	if privateTemp(plan.Policy) {
 		// A folder of the sandbox's own for TEMP and TMP: the caller's
 		// temp folder is not granted, and a shared one would let runs
@@ -893,9 +897,9 @@ func (s *session) save() error {
 
 func (p *Provider) store() store { return store{dir: p.stateDir} }
 
-func (p *Provider) provisionSession(ctx context.Context, base *sandboxBase) (provider.Sandbox, error) {
+func (p *Provider) provisionSession(ctx context.Context, base *sandboxBase, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	st := p.store()
-	id := newLocalID()
+	id := cmp.Or(opts.ID, newLocalID())
 	preq, err := base.req.ForPhase(PhaseProvision, "")
 	if err != nil {
 		return nil, provider.Wrap(provider.CodeInternal, "", err)
@@ -905,7 +909,15 @@ func (p *Provider) provisionSession(ctx context.Context, base *sandboxBase) (pro
 		return nil, &provider.Error{Code: provider.CodeProvisionFailed, Msg: "state directory", Err: err}
 	}
 	defer lk.unlock()
-	rec := &Record{LocalID: id, Backend: BackendIsolationSession, PhaseState: StateProvisioning}
+	// A caller's id may be reused (a gateway sandbox started again) only
+	// once nothing stands for its last session: provision is never
+	// repeated over a record that may still name one.
+	if old, err := st.read(id); err == nil && standsForSession(old.PhaseState) {
+		return nil, provider.Errorf(provider.CodeStale, "mxc: sandbox %s already has a record in state %s (%s): destroy it first", id, old.PhaseState, st.path(id))
+	} else if err != nil && provider.CodeOf(err) != provider.CodeNotFound {
+		return nil, err
+	}
+	rec := &Record{LocalID: id, Backend: BackendIsolationSession, PhaseState: StateProvisioning, Owner: opts.Owner}
 	if base.plan.Policy != nil {
 		rec.PolicyHash = base.plan.Policy.Hash
 	}
@@ -1104,8 +1116,13 @@ func (s *session) Stop(ctx context.Context) error {
 // CodeStale.
 func (s *session) Deprovision(ctx context.Context) error {
 	err := s.transition(ctx, PhaseDeprovision, []State{StateProvisioned, StateStarted, StateStopped, StateDeprovisioning}, StateDeprovisioning, StateDeprovisioned)
-	if provider.CodeOf(err) == provider.CodeStale && s.Record().PhaseState == StateDeprovisioned {
-		return nil
+	switch provider.CodeOf(err) {
+	case provider.CodeStale:
+		if s.Record().PhaseState == StateDeprovisioned {
+			return nil
+		}
+	case provider.CodeNotFound:
+		return nil // the record is gone: Destroy removed it
 	}
 	return err
 }
@@ -1195,8 +1212,10 @@ func SessionState(id string) []byte {
 func (s *session) State() []byte { return SessionState(s.id) }
 
 // Running reports whether the sandbox's record, read again, says started:
-// MXC has no call that lists or inspects sessions, so the record is all
-// Corral can check.
+// MXC has no call that lists or inspects sessions, so the record is what
+// Corral checks here (cheaply: Get and List ask it of every sandbox). A
+// session found gone (stale_id, at an exec or at Recover's check) has
+// moved the record to stale.
 func (s *session) Running(ctx context.Context) bool {
 	return s.reload() == nil && s.Record().PhaseState == StateStarted
 }
@@ -1258,6 +1277,11 @@ func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan)
 	if err != nil {
 		return nil, &provider.Error{Code: provider.CodeUnavailable, Msg: installFix, Err: err}
 	}
+	if rec.PhaseState == StateStarted {
+		if err := p.checkStarted(ctx, bin, st, rec); err != nil {
+			return nil, err
+		}
+	}
 	req := &Request{Version: wireVersion[p.cfg.SchemaVersion], Containment: containmentIsolationSession}
 	s := &session{sandboxBase: &sandboxBase{}, id: id, st: st, rec: rec, noPlan: plan == nil}
 	s.bin = bin
@@ -1276,6 +1300,44 @@ func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan)
 	}
 	s.req, s.secrets = req, envSecrets(req)
 	return s, nil
+}
+
+// checkStarted asks MXC whether the started session rec names still
+// exists, the one way the contract allows (MXC has no inspect call): a
+// repeated start, which a live session answers with an error
+// (backend_error or already_started, "start repeated gives backend_error")
+// and one that is gone with stale_id. Gone: the record becomes stale and
+// the answer is CodeNotFound. No answer at all: CodeUnavailable (nothing is
+// known; nothing may be destroyed on it). A start that succeeds found the
+// session not started, and it is now: it stands.
+func (p *Provider) checkStarted(ctx context.Context, bin string, st store, rec *Record) error {
+	lk, err := st.lock(ctx, rec.LocalID)
+	if err != nil {
+		return err
+	}
+	defer lk.unlock()
+	req := &Request{Version: wireVersion[p.cfg.SchemaVersion], Containment: containmentIsolationSession}
+	sreq, err := req.ForPhase(PhaseStart, rec.SandboxID)
+	if err != nil {
+		return provider.Wrap(provider.CodeInternal, "", err)
+	}
+	base := &sandboxBase{bin: bin}
+	_, perr := base.phase(ctx, PhaseStart, sreq)
+	switch {
+	case perr == nil, perr.enveloped && perr.envCode != "stale_id":
+		return nil
+	case perr.enveloped:
+		cur, err := st.read(rec.LocalID)
+		if err != nil {
+			return err
+		}
+		cur.PhaseState, cur.LastError = StateStale, perr.err.Error()
+		if err := st.write(cur); err != nil {
+			return &provider.Error{Code: provider.CodeInternal, Msg: "writing the sandbox record", Err: err}
+		}
+		return provider.Errorf(provider.CodeNotFound, "sandbox %s: its session %s is gone (%s)", rec.LocalID, rec.SandboxID, perr.err.Msg)
+	}
+	return provider.Wrap(provider.CodeUnavailable, "sandbox "+rec.LocalID+": whether its session still exists is unknown", perr.err)
 }
 
 // Orphans lists the isolation_session records that name no session but
