@@ -168,10 +168,11 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 				return fmt.Errorf("sethostname: %w", err)
 			}
 		}
-		// With network none not even loopback is brought up: nothing
-		// inside needs it (Landlock refuses TCP), and it costs ~0.6 ms.
+		// With network none not even loopback is brought up unless the
+		// workload may serve on it: nothing else inside needs it (Landlock
+		// refuses TCP), and it costs ~0.6 ms.
 		// With network proxy it carries the one way out.
-		if spec.ProxyPort == 0 && len(spec.ServePorts) > 0 && spec.NewNet {
+		if spec.ProxyPort == 0 && (len(spec.ServePorts) > 0 || spec.Landlock.BindAny) && spec.NewNet {
 			if err := loopbackUp(); err != nil {
 				return err
 			}

@@ -182,6 +182,9 @@ func provisionPersistent(plan *provider.Plan, spec *InitSpec, opts provider.Prov
 	if err := refuseStateGrant(plan.Policy); err != nil {
 		return nil, err
 	}
+	// The workload may listen on its own loopback, which only DialServed
+	// (corral sandbox forward) reaches.
+	spec.Landlock.BindAny = true
 	if err := trust.MkdirAll(StateBase(), 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return nil, provider.Wrap(provider.CodeProvisionFailed, "linux: state directory", err)
 	}
