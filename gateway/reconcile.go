@@ -5,6 +5,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/corral-sandbox/corral/provider"
@@ -18,6 +19,39 @@ type ReconcileReport struct {
 	Finished []string `json:"finished"` // interrupted provisioning, stop or delete: completed or undone
 	Orphans  []string `json:"orphans"`  // containers no record owns: removed
 	Foreign  []string `json:"foreign"`  // records of a provider this gateway does not run: left as they are
+	// Unresolved are identities a provider would not remove on its own
+	// (Orphaned): an mxc provision whose sandboxId never came back. They
+	// are never provisioned again; an operator checks the host and removes
+	// what Remedy names.
+	Unresolved []Unresolved `json:"unresolved"`
+}
+
+// Unresolved is one orphan identity for the operator.
+type Unresolved struct {
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	Remedy   string `json:"remedy"` // what to check, and the command or file to remove
+}
+
+// Orphaned is an error a provider's Destroy gives for a sandbox it must
+// not remove on a guess (mxc's *OrphanError): what may be on the host has
+// no name the provider can act on. OrphanRemedy says what an operator
+// checks and removes.
+type Orphaned interface {
+	error
+	OrphanRemedy() string
+}
+
+// destroy is p.Destroy(id), with an orphan noted in rep (and not an
+// error): orphan says so.
+func destroy(ctx context.Context, p Provider, id string, rep *ReconcileReport) (orphan bool, err error) {
+	err = p.Destroy(ctx, id)
+	var o Orphaned
+	if errors.As(err, &o) {
+		rep.Unresolved = append(rep.Unresolved, Unresolved{ID: id, Provider: p.Name(), Remedy: o.OrphanRemedy()})
+		return true, nil
+	}
+	return false, err
 }
 
 // Reconcile matches the stored sandboxes with what the provider runs,
@@ -27,7 +61,9 @@ type ReconcileReport struct {
 // a create interrupted by a crash is undone (error, nothing left running);
 // an interrupted stop or delete is finished; a container the gateway made
 // that no record owns is removed. Afterwards no record claims ready for a
-// workload that does not run, and nothing runs that no record owns.
+// workload that does not run, and nothing runs that no record owns —
+// except what a provider cannot name (Orphaned), which is never
+// provisioned again and is listed in Unresolved for the operator.
 func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	recs, err := s.cfg.Store.List()
@@ -48,10 +84,13 @@ func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		}
 		for _, id := range ids {
 			if !owned[id] {
-				if err := p.Destroy(ctx, id); err != nil {
+				orphan, err := destroy(ctx, p, id, &rep)
+				if err != nil {
 					return rep, err
 				}
-				rep.Orphans = append(rep.Orphans, id)
+				if !orphan {
+					rep.Orphans = append(rep.Orphans, id)
+				}
 			}
 		}
 	}
@@ -100,21 +139,26 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 			_, err = s.cfg.Store.Update(r.ID, r.Version, func(x *store.Sandbox) { x.Layers = string(layers) })
 			return err
 		}
-		if derr := p.Destroy(ctx, r.ID); derr != nil {
+		if _, derr := destroy(ctx, p, r.ID, rep); derr != nil {
 			return derr
 		}
 		rep.Lost = append(rep.Lost, r.ID)
 		s.event(r.ID, "lost", "not adoptable after a gateway restart: %v", err)
 		return set(store.PhaseError, fmt.Sprintf("lost: %v", err))
 	case store.PhaseProvisioning:
-		if err := p.Destroy(ctx, r.ID); err != nil {
+		orphan, err := destroy(ctx, p, r.ID, rep)
+		if err != nil {
 			return err
+		}
+		if orphan { // never provisioned again: the operator's
+			s.event(r.ID, "error", "the gateway stopped while provisioning, and the provider cannot name what it made: an orphan for the operator")
+			return set(store.PhaseError, "interrupted: the gateway stopped while provisioning; orphan: "+rep.Unresolved[len(rep.Unresolved)-1].Remedy)
 		}
 		rep.Finished = append(rep.Finished, r.ID)
 		s.event(r.ID, "error", "the gateway stopped while provisioning; what was made is removed")
 		return set(store.PhaseError, "interrupted: the gateway stopped while provisioning (nothing is left running; create or recreate it)")
 	case store.PhaseStopping, store.PhaseStopped:
-		if err := p.Destroy(ctx, r.ID); err != nil {
+		if _, err := destroy(ctx, p, r.ID, rep); err != nil {
 			return err
 		}
 		if r.Phase == store.PhaseStopping {
@@ -124,13 +168,14 @@ func (s *Server) reconcileOne(ctx context.Context, r store.Sandbox, rep *Reconci
 		}
 		return nil
 	case store.PhaseDeleting:
-		if err := p.Destroy(ctx, r.ID); err != nil {
+		if _, err := destroy(ctx, p, r.ID, rep); err != nil { // an orphan stays listed (Managed) once its record is gone
 			return err
 		}
 		rep.Finished = append(rep.Finished, r.ID)
 		s.removeLogs(r.ID)
 		return s.cfg.Store.Delete(r.ID, r.Version)
 	default: // error: nothing of it may run
-		return p.Destroy(ctx, r.ID)
+		_, err := destroy(ctx, p, r.ID, rep)
+		return err
 	}
 }

@@ -8,8 +8,8 @@
 // Reconcile), so a gateway killed at any moment comes back consistent.
 //
 // Sandboxes are the persistent sandboxes of its providers (each a
-// provider.Manager: docker, linux): they outlive the gateway and are
-// adopted when it restarts.
+// provider.Manager: docker, linux, mxc's isolation_session): they outlive
+// the gateway and are adopted when it restarts.
 package gateway
 
 import (

@@ -78,7 +78,7 @@ cannot be opened.`,
 			return gatewayServe(listen, db, tokenFile, tlsCert, tlsKey, provs, defProvider)
 		},
 	}
-	serve.Flags().StringSliceVar(&providers, "provider", []string{"linux", "docker"}, "providers to run sandboxes on, in the order auto tries them")
+	serve.Flags().StringSliceVar(&providers, "provider", []string{"linux", "docker"}, "providers to run sandboxes on (linux, docker, mxc), in the order auto tries them")
 	serve.Flags().StringVar(&defProvider, "default-provider", "", "provider of a create that names none (default: docker if run, else the first)")
 	serve.Flags().StringVar(&listen, "listen", "unix:"+gateway.DefaultSocket(), "unix:PATH or loopback IP:PORT")
 	serve.Flags().StringVar(&db, "db", gateway.DefaultDB(), "SQLite database of the gateway's state")
@@ -102,10 +102,19 @@ func gatewayProviders(names []string, explicit bool, def string) ([]gateway.Prov
 			p = linux.New()
 		case "docker":
 			p = docker.New()
+		case "mxc":
+			p = mxcProvider() // the backend is the operator's (CORRAL_MXC_BACKEND), never a request's
 		default:
-			return nil, fmt.Errorf("--provider %q: the gateway runs sandboxes on linux and docker", n)
+			return nil, fmt.Errorf("--provider %q: the gateway runs sandboxes on linux, docker and mxc", n)
 		}
-		if hr := p.Probe(context.Background()); !hr.Available {
+		hr := p.Probe(context.Background())
+		if hr.Available && !slices.Contains(p.Capabilities(context.Background()).SessionLifetimes, provider.LifetimePersistent) {
+			hr.Available, hr.Reason = false, "its sandboxes do not outlive the process that makes them (no persistent lifetime), which a gateway's must"
+			if n == "mxc" {
+				hr.Fixes = []string{"CORRAL_MXC_BACKEND=isolation_session (process_container sandboxes are one-shot)"}
+			}
+		}
+		if !hr.Available {
 			if explicit {
 				return nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("%s: %s (fix: %s)", n, hr.Reason, strings.Join(hr.Fixes, "; "))}
 			}
@@ -196,6 +205,12 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "corral gateway: reconciled: %d adopted, %d lost, %d finished, %d orphans removed\n", len(rep.Adopted), len(rep.Lost), len(rep.Finished), len(rep.Orphans))
+	if len(rep.Unresolved) > 0 {
+		fmt.Fprintf(os.Stderr, "corral gateway: %d orphan identities need an operator (never provisioned again, nothing removed on a guess):\n", len(rep.Unresolved))
+		for _, u := range rep.Unresolved {
+			fmt.Fprintf(os.Stderr, "corral gateway:   orphan %s (%s): %s\n", u.ID, u.Provider, u.Remedy)
+		}
+	}
 	if len(rep.Foreign) > 0 {
 		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes are on providers this gateway does not run, left as they are: %s\n", len(rep.Foreign), strings.Join(rep.Foreign, ", "))
 	}
