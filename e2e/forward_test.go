@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,22 +27,11 @@ import (
 type forwardProc struct {
 	cmd    *exec.Cmd
 	addr   string // what it listens on, as it printed
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	stderr syncBuf
 	done   chan struct{}
 }
 
-func (f *forwardProc) Write(b []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stderr.Write(b)
-}
-
-func (f *forwardProc) errText() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stderr.String()
-}
+func (f *forwardProc) errText() string { return f.stderr.String() }
 
 // startForward starts `corral sandbox forward ID SPEC` against the gateway
 // on sock and waits for the address it prints.
@@ -56,7 +43,7 @@ func startForward(t *testing.T, sock, id, spec string) *forwardProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.cmd.Stderr = f
+	f.cmd.Stderr = &f.stderr
 	if err := f.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
