@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -16,13 +17,20 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/trust"
 )
 
 // ListenUnix listens on a unix socket at path, made 0600 in a 0700
 // directory; a stale socket there is replaced, a live one (another
-// server answers) or a file that is not a socket is an error.
+// server answers) or a file that is not a socket is an error. Missing
+// directories above the socket's own are made 0711 (trust.ParentPerm).
 func ListenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(filepath.Dir(dir), trust.ParentPerm); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {

@@ -16,13 +16,20 @@ import (
 // which carries no uid; the socket is 0600.
 func TestOwnerOnly(t *testing.T) {
 	h := OwnerOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	path := filepath.Join(t.TempDir(), "d", "s.sock")
+	path := filepath.Join(t.TempDir(), "shared", "d", "s.sock")
 	ul, err := ListenUnix(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	// The socket's own directory is private; one made above it is not
+	// (it is shared: /run/corral).
+	for d, want := range map[string]os.FileMode{filepath.Dir(path): 0o700, filepath.Dir(filepath.Dir(path)): 0o711} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != want {
+			t.Fatalf("%s: mode %v %v, want %v", d, fi.Mode(), err, want)
+		}
 	}
 	tl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

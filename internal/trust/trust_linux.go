@@ -65,7 +65,15 @@ func Dirs(dir string, uid uint32, check Check) error {
 	}
 }
 
-// MkdirAll makes dir and its missing parents with perm (os.MkdirAll)
+// ParentPerm is the mode of a missing directory made on the way to one
+// of Corral's (MkdirAll, peerhttp.ListenUnix): others may traverse it
+// but not list it. Such a directory is shared — /run/corral holds corral
+// run's approvals sockets and the linux sandboxes' state beside the
+// services' homes, which agent users must traverse — so a 0700 one,
+// made by whichever came first, would lock the others out.
+const ParentPerm os.FileMode = 0o711
+
+// MkdirAll makes dir with perm and its missing parents with ParentPerm
 // after Dirs accepts the part of the path that exists, so that nothing is
 // made under a directory another user controls; then it checks the whole
 // path again.
@@ -86,7 +94,10 @@ func MkdirAll(dir string, perm os.FileMode, uid uint32, check Check) error {
 	if err := Dirs(existing, uid, check); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(d, perm); err != nil {
+	if err := os.MkdirAll(filepath.Dir(d), ParentPerm); err != nil {
+		return err
+	}
+	if err := os.Mkdir(d, perm); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	return Dirs(d, uid, check)
