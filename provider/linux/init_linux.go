@@ -28,7 +28,7 @@ const InitArg = "__corral_init"
 // ctlFD is the control socket's fd number in init (ExtraFiles[0]).
 const ctlFD = 3
 
-// socketsFD, when the spec has ServePorts, is where init hands out TCP
+// socketsFD, when the spec serves (InitSpec.serves), is where init hands out TCP
 // sockets made in the sandbox's network namespace (ExtraFiles[1]).
 const socketsFD = 4
 
@@ -94,7 +94,7 @@ func InitMain() {
 		os.Exit(1)
 	}
 	ready.Ready = true
-	if len(spec.ServePorts) > 0 {
+	if spec.serves() {
 		go socketFactory(socketsFD)
 	}
 	if len(ready.fds) > 0 {
@@ -172,7 +172,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		// workload may serve on it: nothing else inside needs it (Landlock
 		// refuses TCP), and it costs ~0.6 ms.
 		// With network proxy it carries the one way out.
-		if spec.ProxyPort == 0 && (len(spec.ServePorts) > 0 || spec.Landlock.BindAny) && spec.NewNet {
+		if spec.ProxyPort == 0 && spec.serves() && spec.NewNet {
 			if err := loopbackUp(); err != nil {
 				return err
 			}

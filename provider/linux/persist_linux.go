@@ -47,6 +47,9 @@ import (
 //	       the sandbox's live folder grants (provider.LiveGrants): the
 //	       slot holder is the supervisor's child, so grants outlive
 //	       the caller that made them, as the sandbox does
+//	dial   a TCP connection to a port on the sandbox's own loopback,
+//	       made by init in its network namespace and connected by the
+//	       supervisor (provider.PortDialer, dial_linux.go)
 //
 // hello also hands over the consent channel's listener (ConsentPort),
 // which the caller serves.
@@ -101,7 +104,7 @@ type persistSpec struct {
 
 // persistReq is one request on the supervisor's socket.
 type persistReq struct {
-	Op     string   `json:"op"` // hello, exec, grant, revoke, grants
+	Op     string   `json:"op"` // hello, exec, grant, revoke, grants, dial
 	Args   []string `json:"args,omitempty"`
 	Dir    string   `json:"dir,omitempty"`
 	TTY    bool     `json:"tty,omitempty"`
@@ -112,6 +115,9 @@ type persistReq struct {
 	Grant *provider.FolderGrant `json:"grant,omitempty"`
 	Label string                `json:"label,omitempty"`
 	Kill  bool                  `json:"kill,omitempty"`
+	// Port and TimeoutMS are what dial connects to and how long it waits.
+	Port      int   `json:"port,omitempty"`
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // persistReply answers a persistReq, or tells the launcher how the start
@@ -127,6 +133,8 @@ type persistReply struct {
 	Listeners []string               `json:"listeners,omitempty"`
 	Grant     *provider.GrantStatus  `json:"grant,omitempty"`  // grant, revoke
 	Grants    []provider.GrantStatus `json:"grants,omitempty"` // grants
+	// Errno is a failed dial's errno (ECONNREFUSED: nothing listens).
+	Errno int `json:"errno,omitempty"`
 }
 
 // replyErr carries err's code and layer apart from its message, so that
@@ -1028,6 +1036,19 @@ func (v *supervisorConn) serve(c *net.UnixConn) {
 		reply(r, lfds...)
 	case "grant", "revoke", "grants":
 		reply(v.grants(req))
+	case "dial":
+		f, err := v.sb.dialLoopback(req.Port, time.Duration(min(max(req.TimeoutMS, 1), 60_000))*time.Millisecond)
+		if err != nil {
+			r := replyErr(provider.Wrap(provider.CodeUnavailable, "linux", err))
+			var errno unix.Errno
+			if errors.As(err, &errno) {
+				r.Errno = int(errno)
+			}
+			reply(r)
+			return
+		}
+		reply(persistReply{OK: true}, int(f.Fd()))
+		f.Close()
 	case "exec":
 		if len(req.Args) == 0 || req.NFiles != len(fds) {
 			reply(replyErr(provider.Errorf(provider.CodeExecFailed, "bad exec request")))

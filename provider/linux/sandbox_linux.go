@@ -67,7 +67,7 @@ type Sandbox struct {
 	execd   atomic.Bool   // Exec was called: init runs one workload
 
 	sockMu  sync.Mutex
-	sockets *os.File // ServePorts: init's socket factory (socketFactory)
+	sockets *os.File // InitSpec.serves: init's socket factory (socketFactory)
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
 
@@ -245,7 +245,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		}
 	}
 	extra := []*os.File{child}
-	if len(s.spec.ServePorts) > 0 {
+	if s.spec.serves() {
 		sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return provider.Wrap(provider.CodeStartFailed, "socket factory", err)
@@ -554,10 +554,22 @@ func (s *Sandbox) DialServed(port int, timeout time.Duration) (net.Conn, error) 
 	if !slices.Contains(s.spec.ServePorts, port) {
 		return nil, fmt.Errorf("port %d is not served by sandbox %s", port, s.id)
 	}
+	f, err := s.dialLoopback(port, timeout)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// dialLoopback is DialServed for any port (a persistent sandbox's
+// supervisor serves its caller's DialServed with it): the connected
+// socket.
+func (s *Sandbox) dialLoopback(port int, timeout time.Duration) (*os.File, error) {
 	s.sockMu.Lock()
 	fd, err := func() (int, error) {
 		if s.sockets == nil {
-			return -1, errors.New("the sandbox is stopped")
+			return -1, errors.New("the sandbox is stopped, or serves no ports")
 		}
 		if _, err := s.sockets.Write([]byte{0}); err != nil {
 			return -1, err
@@ -578,11 +590,11 @@ func (s *Sandbox) DialServed(port int, timeout time.Duration) (net.Conn, error) 
 		return nil, fmt.Errorf("sandbox %s: socket factory: %w", s.id, err)
 	}
 	f := os.NewFile(uintptr(fd), "served")
-	defer f.Close()
 	if err := connectTimeout(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}, timeout); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("connect 127.0.0.1:%d in the sandbox: %w", port, err)
 	}
-	return net.FileConn(f)
+	return f, nil
 }
 
 // connectTimeout connects fd without blocking longer than timeout: a

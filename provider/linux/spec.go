@@ -175,6 +175,11 @@ func (s *InitSpec) slots() bool {
 	return false
 }
 
+// serves reports whether the workload may listen on its own loopback
+// (ServePorts, or any port with Landlock.BindAny): init then brings the
+// loopback up and makes sockets there for the supervisor (socketFactory).
+func (s *InitSpec) serves() bool { return len(s.ServePorts) > 0 || s.Landlock.BindAny }
+
 // Serve lets the workload listen on ports, on its own loopback, and
 // connect to them; nothing else about its network changes.
 func (s *InitSpec) Serve(ports []int) {
