@@ -33,6 +33,15 @@ type forwardProc struct {
 
 func (f *forwardProc) errText() string { return f.stderr.String() }
 
+// said reports whether the forward's stderr has s, waiting up to 10 s
+// for it (what it writes reaches the test through a pipe).
+func (f *forwardProc) said(s string) bool {
+	for end := time.Now().Add(10 * time.Second); !strings.Contains(f.errText(), s) && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return strings.Contains(f.errText(), s)
+}
+
 // startForward starts `corral sandbox forward ID SPEC` against the gateway
 // on sock and waits for the address it prints.
 func startForward(t *testing.T, sock, id, spec string) *forwardProc {
@@ -108,7 +117,8 @@ func serveHTTP(t *testing.T, ctx context.Context, c *gateway.Clients, id string,
 // corral sandbox forward, on every gateway provider: a loopback HTTP
 // server inside the sandbox is reached with a real HTTP client, on one
 // connection and on another; each connection is audited (Network
-// Activity open and close); a HOST off loopback is refused; a port nobody
+// Activity open and close); a restarted gateway carries them on; a HOST
+// off loopback is refused; a port nobody
 // listens on resets the client's connection and the forward goes on (and
 // carries that port once something listens there); stopping the sandbox
 // ends the forward's open connection and the forward itself (121).
@@ -140,6 +150,15 @@ func TestForward(t *testing.T) {
 			t.Errorf("the audit log does not have one open and one close per forwarded connection (%d opens):\n%s", n, audit)
 		}
 
+		// The gateway killed and started again adopts the sandbox; the
+		// forward goes on through the new one.
+		g.kill()
+		g = p.start(t, dir, "unix:"+sock)
+		c = g.client(t, "")
+		if body, err := f.get("/"); err != nil || strings.TrimSpace(body) != "forwarded-"+p.name {
+			t.Fatalf("GET after a gateway restart: %q, %v\nforward: %s\ngateway: %s", body, err, f.errText(), g.log)
+		}
+
 		// A HOST off loopback: refused before anything listens.
 		bad := exec.Command(corralBin, "sandbox", "forward", "--gateway", "unix:"+sock, sb.Id, "192.0.2.1:0:8080")
 		out, err := bad.CombinedOutput()
@@ -155,7 +174,7 @@ func TestForward(t *testing.T) {
 		} else if !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
 			t.Errorf("a port nobody listens on: %v, want a reset", err)
 		}
-		if !strings.Contains(f2.errText(), "nothing listens on port 8081") {
+		if !f2.said("nothing listens on port 8081") {
 			t.Errorf("the forward did not say why: %s", f2.errText())
 		}
 		serveHTTP(t, ctx, c, sb.Id, 8081, "second-"+p.name)
@@ -188,7 +207,7 @@ func TestForward(t *testing.T) {
 		if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Errorf("the held connection outlived the sandbox's stop: %v", err)
 		}
-		if code := f.exited(t, 20*time.Second); code != 121 || !strings.Contains(f.errText(), "the sandbox is being stopped") {
+		if code := f.exited(t, 20*time.Second); code != 121 || !f.said("the sandbox is being stopped") {
 			t.Errorf("the forward exited %d after the stop, want 121: %s", code, f.errText())
 		}
 		if code := f2.exited(t, 20*time.Second); code != 121 {

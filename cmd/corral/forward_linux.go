@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
@@ -138,7 +139,6 @@ func (fw *forwarder) serve(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer wg.Done()
 			if err := fw.carry(ctx, c); err != nil {
-				fmt.Fprintf(os.Stderr, "corral: forward: connection from %s: %v\n", c.RemoteAddr(), err)
 				if code := connect.CodeOf(err); code == connect.CodeNotFound || code == connect.CodeFailedPrecondition {
 					cancel(apiErr(err)) // no more connections can be carried
 				}
@@ -148,20 +148,30 @@ func (fw *forwarder) serve(ctx context.Context, l net.Listener) error {
 }
 
 // watch ends the forward (cancel) when the sandbox leaves ready or is
-// deleted.
+// deleted. A broken watch (the gateway restarting) is opened again.
 func (fw *forwarder) watch(ctx context.Context, cancel context.CancelCauseFunc) {
-	st, err := fw.cl.WatchSandbox(ctx, connect.NewRequest(&gw.WatchSandboxRequest{Id: fw.id}))
-	if err != nil {
-		return // the connections report what is wrong
-	}
-	for st.Receive() {
-		if sb := st.Msg().Sandbox; sb != nil && sb.Phase != store.PhaseReady {
-			cancel(&provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s is %s: the forward ends", fw.id, sb.Phase)})
+	for ctx.Err() == nil {
+		st, err := fw.cl.WatchSandbox(ctx, connect.NewRequest(&gw.WatchSandboxRequest{Id: fw.id}))
+		if err == nil {
+			for st.Receive() {
+				if sb := st.Msg().Sandbox; sb != nil && sb.Phase != store.PhaseReady {
+					cancel(&provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s is %s: the forward ends", fw.id, sb.Phase)})
+					return
+				}
+			}
+			err = st.Err()
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil || connect.CodeOf(err) == connect.CodeNotFound:
+			cancel(&provider.Error{Code: provider.CodeNotFound, Msg: fmt.Sprintf("gateway: sandbox %s was deleted: the forward ends", fw.id)})
 			return
 		}
-	}
-	if ctx.Err() == nil && st.Err() == nil {
-		cancel(&provider.Error{Code: provider.CodeNotFound, Msg: fmt.Sprintf("gateway: sandbox %s was deleted: the forward ends", fw.id)})
+		select { // the gateway is away: again in a while
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -172,7 +182,8 @@ func (fw *forwarder) carry(ctx context.Context, c net.Conn) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer func() {
-		if err != nil {
+		if err != nil { // said before the client sees the reset
+			fmt.Fprintf(os.Stderr, "corral: forward: connection from %s: %v\n", c.RemoteAddr(), err)
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetLinger(0) // close with RST
 			}
