@@ -77,6 +77,17 @@ func ConnectMain(args []string) {
 	os.Exit(0)
 }
 
+// connectUser is the uid:gid the connect helper runs as: nobody's
+// (65534), or 65533 when the workload itself runs as nobody
+// (internal/identity's fallback) — never the workload's.
+func connectUser(workloadUID int) string {
+	id := 65534
+	if workloadUID == id {
+		id--
+	}
+	return fmt.Sprintf("%d:%d", id, id)
+}
+
 // DialServed connects to port on the container's own loopback through
 // the daemon: a docker exec of ConnectArg, its stdin and stdout (the
 // exec's hijacked stream) carrying the connection. It gives up after
@@ -89,7 +100,12 @@ func (s *Sandbox) DialServed(port int, timeout time.Duration) (net.Conn, error) 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	ex, err := s.cli.ExecCreate(ctx, s.cid, client.ExecCreateOptions{
-		User:        fmt.Sprintf("%d:%d", s.spec.UID, s.spec.GID),
+		// Not the workload's uid: the helper runs outside the exec shim
+		// (its Landlock would refuse the connect), so a workload of the
+		// same uid could open its /proc/PID/mem and run code without the
+		// shim's layers; another uid needs CAP_SYS_PTRACE, which the
+		// container does not have.
+		User:        connectUser(s.spec.UID),
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
 		Cmd: []string{BinPath, ConnectArg, strconv.Itoa(port)},
 	})
