@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 const (
@@ -110,10 +111,16 @@ func readFrame(br *bufio.Reader) (*frame, error) {
 
 // writer serialises frames onto the channel; the first failed write sticks.
 type writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	err error
+	mu      sync.Mutex
+	w       io.Writer
+	err     error
+	stopped atomic.Bool
 }
+
+var errStopped = errors.New("relay: channel closed")
+
+// stop drops every later frame (without waiting for a write under way).
+func (w *writer) stop() { w.stopped.Store(true) }
 
 func (w *writer) send(f *frame) error {
 	b, err := json.Marshal(f)
@@ -124,10 +131,16 @@ func (w *writer) send(f *frame) error {
 		return fmt.Errorf("relay: a %s frame of %d bytes is over the %d-byte limit", f.T, len(b)+1, MaxFrame)
 	}
 	b = append(b, '\n')
+	if w.stopped.Load() {
+		return errStopped
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
+	}
+	if w.stopped.Load() {
+		return errStopped
 	}
 	if _, err := w.w.Write(b); err != nil {
 		w.err = fmt.Errorf("relay: writing the channel: %w", err)

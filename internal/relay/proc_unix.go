@@ -1,0 +1,39 @@
+//go:build unix
+
+package relay
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// isolate puts the process in a process group of its own, so that signals
+// and the final kill reach what it starts too.
+func isolate(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+
+// killTree kills the process's group and the process.
+func killTree(p *os.Process) {
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	_ = p.Kill()
+}
+
+// signalTree sends the named signal to the process's group.
+func signalTree(p *os.Process, name string) error {
+	sig := unix.SignalNum(sigName(name))
+	if sig == 0 {
+		return fmt.Errorf("unknown signal %q", name)
+	}
+	return syscall.Kill(-p.Pid, sig)
+}
+
+// exitSignal names the signal that ended ps, "" when none did.
+func exitSignal(ps *os.ProcessState) string {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return unix.SignalName(ws.Signal())
+	}
+	return ""
+}
