@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,4 +182,13 @@ func mustContain(t *testing.T, what, s string, subs ...string) {
 			t.Errorf("%s %q does not contain %q", what, s, sub)
 		}
 	}
+}
+
+// killed says whether e is a process's end by a kill: on Unix by SIGKILL;
+// on Windows (TerminateProcess, no signals) any non-zero code.
+func killed(e Exit) bool {
+	if runtime.GOOS == "windows" {
+		return e.Code != 0
+	}
+	return e.Code == -1 && e.Signal == "SIGKILL"
 }

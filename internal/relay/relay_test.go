@@ -316,8 +316,8 @@ func TestStartAndForward(t *testing.T) {
 	if err := main.Signal("SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := main.Exit(); err != nil || e.Code != -1 {
-		t.Fatalf("main's exit %+v %v", e, err)
+	if e, err := main.Exit(); err != nil || !killed(e) {
+		t.Fatalf("main's exit %+v %v, want killed", e, err)
 	}
 	if out.String() != "listening\n" {
 		t.Fatalf("main's stdout %q", out.String())
@@ -344,7 +344,7 @@ func TestStartFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing accepted") {
 		t.Fatalf("Start of a command that never listens: %v", err)
 	}
-	if e, err := main.Exit(); err != nil || e.Code != -1 {
+	if e, err := main.Exit(); err != nil || !killed(e) {
 		t.Fatalf("after the failed wait: %+v %v, want killed", e, err)
 	}
 }
