@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,8 +18,9 @@ import (
 // of an MXC sandbox, speaking frames with the host on its stdin/stdout.
 const relayArg = "__relay"
 
-// relayMain is `corral __relay`: 0 when the host ended the channel, 2 for
-// misuse (arguments, a terminal on stdin), 120 when the channel broke.
+// relayMain is `corral __relay`: 0 when the host ended the channel or on
+// SIGTERM/SIGINT, 2 for misuse (arguments, a terminal on stdin), 120 when
+// the channel broke. Everything it started is killed first.
 func relayMain(args []string) int {
 	if len(args) != 0 {
 		fmt.Fprintln(os.Stderr, "corral __relay: takes no arguments")
@@ -35,7 +37,7 @@ func relayMain(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := relay.Serve(ctx, in, out); err != nil {
+	if err := relay.Serve(ctx, in, out); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "corral __relay: %v\n", err)
 		return provider.CodeInternal.ExitCode()
 	}
