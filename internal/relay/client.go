@@ -29,7 +29,7 @@ type Command struct {
 	WaitPort    int
 	WaitTimeout time.Duration
 
-	Stdin          io.Reader // exec only; nil: empty. Read until EOF or the process ends.
+	Stdin          io.Reader // exec only; nil: empty. Read until EOF; a Read under way when the process ends is left to return.
 	Stdout, Stderr io.Writer // nil: discarded. Written from one goroutine per process.
 }
 

@@ -188,7 +188,13 @@ func (s *server) checkID(id string) string {
 
 // start starts a process and its pumps; its end is an exit frame.
 func (s *server) start(id string, f *frame, stdin bool) {
-	fail := func(err error) { _ = s.w.send(&frame{T: tExit, ID: id, Code: -1, Error: err.Error()}) }
+	var files []*os.File // every pipe end made here, closed on failure
+	fail := func(err error) {
+		for _, f := range files {
+			f.Close()
+		}
+		_ = s.w.send(&frame{T: tExit, ID: id, Code: -1, Error: err.Error()})
+	}
 	if len(f.Args) == 0 {
 		fail(errors.New("no command"))
 		return
@@ -199,30 +205,27 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	}
 	cmd.Dir = f.Dir
 	isolate(cmd)
-	var stdinW *os.File
-	var closeAfter []*os.File
-	if stdin {
+	// pipes[i] is {parent's end, child's end} of stdout, stderr[, stdin].
+	var pipes [][2]*os.File
+	for i := range 3 {
+		if i == 2 && !stdin {
+			break
+		}
 		r, w, err := os.Pipe()
 		if err != nil {
 			fail(err)
 			return
 		}
-		cmd.Stdin, stdinW = r, w
-		closeAfter = append(closeAfter, r)
-	}
-	var outs [2]*os.File
-	for i := range outs {
-		r, w, err := os.Pipe()
-		if err != nil {
-			fail(err)
-			return
+		files = append(files, r, w)
+		if i == 2 {
+			r, w = w, r
 		}
-		outs[i] = r
-		closeAfter = append(closeAfter, w)
+		pipes = append(pipes, [2]*os.File{r, w})
 	}
-	cmd.Stdout, cmd.Stderr = closeAfter[len(closeAfter)-2], closeAfter[len(closeAfter)-1]
+	cmd.Stdout, cmd.Stderr = pipes[0][1], pipes[1][1]
 	p := &rproc{id: id, cmd: cmd, out: newCredit(), reaped: make(chan struct{})}
 	if stdin {
+		cmd.Stdin = pipes[2][1]
 		p.in = newInbox()
 	}
 	s.mu.Lock()
@@ -233,18 +236,12 @@ func (s *server) start(id string, f *frame, stdin bool) {
 		}
 	}
 	s.mu.Unlock()
-	for _, f := range closeAfter {
-		f.Close()
-	}
 	if err != nil {
-		for _, f := range outs {
-			f.Close()
-		}
-		if stdinW != nil {
-			stdinW.Close()
-		}
 		fail(err)
 		return
+	}
+	for _, pp := range pipes {
+		pp[1].Close() // the child's now
 	}
 	go func() { _ = cmd.Wait(); close(p.reaped) }()
 	if id == MainID {
@@ -255,10 +252,10 @@ func (s *server) start(id string, f *frame, stdin bool) {
 		}
 	}
 	if stdin {
-		go s.feed(p, stdinW)
+		go s.feed(p, pipes[2][0])
 	}
 	var pumps sync.WaitGroup
-	for i, r := range outs {
+	for i, r := range []*os.File{pipes[0][0], pipes[1][0]} {
 		pumps.Add(1)
 		go func() {
 			defer pumps.Done()
