@@ -240,7 +240,7 @@ func TestExec(t *testing.T) {
 		go func() {
 			var out bytes.Buffer
 			cmd := helperCmd("cat", strconv.Itoa(i))
-			want := strings.Repeat(strconv.Itoa(i), 100000)
+			want := strings.Repeat(strconv.Itoa(i), 3*Window) // stdin past the window
 			cmd.Stdin, cmd.Stdout = strings.NewReader(want), &out
 			code, _, err := p.c.Exec(ctx, cmd)
 			if err == nil && (code != i || out.String() != want) {
@@ -346,5 +346,44 @@ func TestStartFails(t *testing.T) {
 	}
 	if e, err := main.Exit(); err != nil || !killed(e) {
 		t.Fatalf("after the failed wait: %+v %v, want killed", e, err)
+	}
+}
+
+// TestForwardLarge: many windows of data each way through one forwarded
+// connection, intact; closing it on the host closes it inside.
+func TestForwardLarge(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	inside := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			inside <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(c, c) // echo until the host's close reaches here
+		inside <- err
+	}()
+	p := newPair(t)
+	conn, err := p.c.DialPort(ctxT(t), ln.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bytes.Repeat([]byte("0123456789abcdefghijklmnopqrstuvwxyz"), 100000) // 3.6 MB
+	go func() { conn.Write(want) }()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(conn, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the echo differs")
+	}
+	conn.Close()
+	if err := <-inside; err != nil {
+		t.Fatalf("inside, the connection ended with %v, want EOF", err)
 	}
 }
