@@ -53,6 +53,15 @@ type gwProvider struct {
 	// kill; SIGKILL to the linux supervisor (its init dies with it; its
 	// cgroup and state directory stay, as after a crash).
 	kill func(t *testing.T, dir, id string)
+	// policy is the policy of its sandboxes ("": the default).
+	policy string
+	// env is what its gateway whose files are in dir needs in its
+	// environment beyond gatewayEnv (nil: nothing).
+	env func(t *testing.T, dir string) []string
+	// orphans: a crash during provision can leave an identity the
+	// provider cannot name (mxc), which the gateway lists for the
+	// operator and never provisions again.
+	orphans bool
 }
 
 // gwProviders are the providers the gateway tests run on.
@@ -62,13 +71,14 @@ var gwProviders = []*gwProvider{
 		kill: func(t *testing.T, dir, id string) { dockerCLI(t, "kill", id) }},
 }
 
-// eachGatewayProvider runs f as a parallel subtest per provider, as root
-// (the gateway runs as root); docker's is skipped where no Docker daemon
-// with the base image runs (a failure with CORRAL_TEST_DOCKER=1).
-func eachGatewayProvider(t *testing.T, f func(t *testing.T, p *gwProvider)) {
+// eachGatewayProvider runs f as a parallel subtest per provider (and per
+// one of extra: mxcGW), as root (the gateway runs as root); docker's is
+// skipped where no Docker daemon with the base image runs (a failure with
+// CORRAL_TEST_DOCKER=1).
+func eachGatewayProvider(t *testing.T, f func(t *testing.T, p *gwProvider), extra ...*gwProvider) {
 	t.Helper()
 	root := gatewayIdent(t)
-	for _, p := range gwProviders {
+	for _, p := range append(slices.Clone(gwProviders), extra...) {
 		t.Run(p.name, func(t *testing.T) {
 			if p.name == "docker" {
 				dockerIdents(t)
@@ -83,7 +93,7 @@ func eachGatewayProvider(t *testing.T, f func(t *testing.T, p *gwProvider)) {
 
 // req is a create of a sandbox on p with workdir wd.
 func (p *gwProvider) req(wd string) *gw.CreateSandboxRequest {
-	return &gw.CreateSandboxRequest{Provider: p.name, Workdir: wd}
+	return &gw.CreateSandboxRequest{Provider: p.name, Workdir: wd, PolicyYaml: p.policy}
 }
 
 // dir makes the directory of a gateway's files, and removes at the end
@@ -102,7 +112,11 @@ func (p *gwProvider) dir(t *testing.T, name string) string {
 // what the test finds there and in the supervisors is only its own.
 func (p *gwProvider) start(t *testing.T, dir, listen string, env ...string) *gatewayProc {
 	t.Helper()
-	return startGatewayArgs(t, dir, listen, []string{"--provider", p.name}, append(gatewayEnv(dir), env...)...)
+	all := gatewayEnv(dir)
+	if p.env != nil {
+		all = append(all, p.env(t, dir)...)
+	}
+	return startGatewayArgs(t, dir, listen, []string{"--provider", p.name}, append(all, env...)...)
 }
 
 // gatewayEnv is the environment of a test's gateway whose files are in
@@ -257,13 +271,13 @@ func dockerInstance(t *testing.T, dir, id string) string {
 // hostTraces is what is on the host of sandboxes ids, of the gateway
 // whose files are in dir: state directories named after one (in the
 // gateway's linux StateBase, below /run/corral), cgroups named after one
-// below a corral cgroup parent, and processes whose command line or
-// cgroup names one.
+// below a corral cgroup parent, processes whose command line or cgroup
+// names one, and mxc records of one (mxcTraces).
 func hostTraces(dir string, ids []string) []string {
 	if len(ids) == 0 {
 		return nil
 	}
-	var out []string
+	out := mxcTraces(dir, ids)
 	for _, id := range ids {
 		if exists(filepath.Join(linuxStateBase(dir), id)) {
 			out = append(out, "state dir "+filepath.Join(linuxStateBase(dir), id))

@@ -350,6 +350,15 @@ func TestGatewayAPI(t *testing.T) {
 // a sandbox's third adoption on; Managed listing nothing; init not
 // killing an exec whose caller went away; reconcile leaving a
 // provisioning sandbox (docker too).
+//
+// mxc (isolation_session through the wxc-exec stand-in) runs the same
+// points, and one more, create-orphan: wxc-exec's provision makes a
+// session but dies before printing its id, and the gateway dies right
+// after; the restarted gateway lists the orphan for the operator (the
+// record to remove), at every restart, and never provisions it again.
+// killed-while-down is an operator's wxc-exec deprovision behind the
+// gateway's back, which the restarted gateway finds through the one check
+// the contract allows (a repeated start answered stale_id).
 func TestGatewayCrashes(t *testing.T) {
 	eachGatewayProvider(t, func(t *testing.T, p *gwProvider) {
 		dir := p.dir(t, "gwcrash")
@@ -366,9 +375,15 @@ func TestGatewayCrashes(t *testing.T) {
 			known = append(known, id)
 			return id
 		}
-		for _, point := range []string{"create-after-intent", "create-after-provision", "create-after-start", "exec-started", "stop-after-intent", "delete-after-intent", "killed-while-down", "store-lost"} {
+		points := []string{"create-after-intent", "create-after-provision", "create-after-start"}
+		if p.orphans {
+			points = append(points, "create-orphan")
+		}
+		points = append(points, "exec-started", "stop-after-intent", "delete-after-intent", "killed-while-down", "store-lost")
+		for _, point := range points {
 			var target, was, sleep string
 			var orphans []string
+			sessions := len(wxcSessions(dir))
 			if !strings.HasPrefix(point, "create") {
 				target = ready()
 				was = p.instance(t, dir, target)
@@ -384,7 +399,13 @@ func TestGatewayCrashes(t *testing.T) {
 					}
 				}
 			default:
-				g := p.start(t, dir, sock, gateway.FaultEnv+"="+point)
+				env := []string{gateway.FaultEnv + "=" + point}
+				if point == "create-orphan" {
+					// wxc-exec's provision makes a session and dies before
+					// it prints the id; the gateway dies right after.
+					env = []string{gateway.FaultEnv + "=create-after-provision", "WXC_CRASH_AFTER=provision"}
+				}
+				g := p.start(t, dir, sock, env...)
 				c := g.client(t, "")
 				var err error
 				switch {
@@ -408,6 +429,9 @@ func TestGatewayCrashes(t *testing.T) {
 				g.waitDead()
 			}
 			g := p.start(t, dir, sock)
+			if point == "create-orphan" {
+				g = mxcOrphan(t, p, dir, sock, g, sessions)
+			}
 			recs := checkConsistent(t, ctx, p, g.client(t, ""), dir, point, known...)
 			for id, inst := range adopted {
 				if r := recs[id]; r.GetPhase() != "ready" {
@@ -459,8 +483,8 @@ func TestGatewayCrashes(t *testing.T) {
 						made = append(made, brief(r))
 					}
 				}
-				if len(made) != 1 || !strings.HasPrefix(made[0], "error ") {
-					t.Errorf("%s: want one new record, in phase error: %v", point, made)
+				if len(made) != 1 || !strings.HasPrefix(made[0], "error ") || point == "create-orphan" && !strings.Contains(made[0], "orphan") {
+					t.Errorf("%s: want one new record, in phase error (naming the orphan, for an orphan): %v", point, made)
 				}
 			}
 			for id := range recs {
@@ -485,7 +509,7 @@ func TestGatewayCrashes(t *testing.T) {
 		if recs := checkConsistent(t, ctx, p, c, dir, "after deleting every sandbox", known...); len(recs) != 0 {
 			t.Errorf("records left after deleting every sandbox: %v", recs)
 		}
-	})
+	}, mxcGW)
 }
 
 // brief is a record's phase and reason.

@@ -1227,7 +1227,8 @@ func (s *session) Running(ctx context.Context) bool {
 // process section. A record left provisioning by a provisioner that is
 // gone is an orphan: it is marked orphaned and reported with CodeStale (an
 // agent user may exist that no sandboxId names: see Orphans).
-// Deprovisioned or failed records give CodeNotFound.
+// Deprovisioned, failed or stale records give CodeNotFound, and so does
+// a started session MXC answers stale_id for (checkStarted).
 func (p *Provider) Recover(ctx context.Context, plan *provider.Plan, state []byte) (provider.Sandbox, error) {
 	var ss sessionState
 	if err := json.Unmarshal(state, &ss); err != nil {
@@ -1270,8 +1271,8 @@ func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan)
 		return nil, provider.Errorf(provider.CodeStale, "sandbox %s is an orphan: its provision never returned a sandboxId, so an agent user may exist that Corral cannot name (%s); remove it by hand, then delete %s", id, rec.LastError, st.path(id))
 	case StateDeprovisioned, StateFailed:
 		return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s is %s", id, rec.PhaseState)
-	case StateStale:
-		return nil, provider.Errorf(provider.CodeStale, "sandbox %s no longer exists in MXC (stale_id)", id)
+	case StateStale: // MXC said so: gone
+		return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s no longer exists in MXC (stale_id)", id)
 	}
 	bin, err := p.wxcExec()
 	if err != nil {

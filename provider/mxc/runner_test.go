@@ -783,7 +783,7 @@ func TestSessionStaleID(t *testing.T) {
 	if rec := record(t, p, id); rec.PhaseState != StateStale || !strings.Contains(rec.LastError, "stale_id") {
 		t.Errorf("record: %+v", rec)
 	}
-	if _, err := p.Recover(ctx, nil, SessionState(id)); provider.CodeOf(err) != provider.CodeStale {
+	if _, err := p.Recover(ctx, nil, SessionState(id)); provider.CodeOf(err) != provider.CodeNotFound {
 		t.Errorf("recover stale: %v", err)
 	}
 	if got := strings.Join(h.phases(), ","); got != "provision,deprovision,deprovision" {
