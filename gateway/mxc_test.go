@@ -48,7 +48,8 @@ func mxcGateway(t *testing.T, dir string) (*gatewayT, string) {
 // The gateway on mxc (isolation_session, through the stand-in): a
 // sandbox is created, execs, refuses a policy change MXC cannot take live
 // before storing it (supports_live_policy_updates false: recreate
-// offered), and is adopted after a restart; a create whose provision
+// offered), stops and starts again (a new session, the same id), and is
+// adopted after a restart; a create whose provision
 // never answered with an id is an orphan: listed for the operator in
 // every restart's report, with the file to remove, and never provisioned
 // again.
@@ -74,6 +75,21 @@ func TestGatewayMXC(t *testing.T) {
 	}
 	if h, err := g.cl.Policies.PolicyHistory(ctx, connect.NewRequest(&gw.PolicyHistoryRequest{Id: sb.id})); err != nil || len(h.Msg.Revisions) != 1 {
 		t.Errorf("the refused change was stored: %v %v", h, err)
+	}
+
+	// Stop deprovisions the session (the record goes); start makes a new
+	// one under the same id.
+	if _, err := g.cl.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: sb.id})); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d stand-in sessions after the stop", n)
+	}
+	if _, err := g.cl.StartSandbox(ctx, connect.NewRequest(&gw.StartSandboxRequest{Id: sb.id})); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if out := sb.exec("echo", "started"); !strings.HasSuffix(out, "\nstarted\n") || count() != 1 {
+		t.Errorf("exec after stop and start: %q, %d sessions", out, count())
 	}
 
 	g.stop()
