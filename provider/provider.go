@@ -364,6 +364,14 @@ type SessionLifetime string
 const (
 	LifetimePerRun     SessionLifetime = "per-run"
 	LifetimePersistent SessionLifetime = "persistent"
+	// LifetimeManaged: the sandbox lives as long as the control-plane
+	// process that made it and no longer (MXC process_container: its
+	// channel is wxc-exec's stdio, and MXC has no attach). The provider
+	// accepts ProvisionOptions.Persistent for it and gives a Persistent
+	// sandbox, but never claims it outlives its maker: once that process
+	// is gone Recover answers CodeNotFound and Manager.Destroy removes
+	// what is left.
+	LifetimeManaged SessionLifetime = "managed"
 )
 
 // Capabilities is a versioned description of what a provider can enforce.

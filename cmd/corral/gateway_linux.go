@@ -108,11 +108,8 @@ func gatewayProviders(names []string, explicit bool, def string) ([]gateway.Prov
 			return nil, fmt.Errorf("--provider %q: the gateway runs sandboxes on linux, docker and mxc", n)
 		}
 		hr := p.Probe(context.Background())
-		if hr.Available && !slices.Contains(p.Capabilities(context.Background()).SessionLifetimes, provider.LifetimePersistent) {
-			hr.Available, hr.Reason = false, "its sandboxes do not outlive the process that makes them (no persistent lifetime), which a gateway's must"
-			if n == "mxc" {
-				hr.Fixes = []string{"CORRAL_MXC_BACKEND=isolation_session (process_container sandboxes are one-shot)"}
-			}
+		if hr.Available && gatewayLifetime(p) == "" {
+			hr.Available, hr.Reason = false, "its sandboxes do not outlive the run that makes them (no persistent or managed lifetime), which a gateway's must"
 		}
 		if !hr.Available {
 			if explicit {
@@ -130,6 +127,20 @@ func gatewayProviders(names []string, explicit bool, def string) ([]gateway.Prov
 		return nil, fmt.Errorf("--default-provider %q is not among the gateway's providers", def)
 	}
 	return out, nil
+}
+
+// gatewayLifetime is how long p's gateway sandboxes live: persistent
+// (they outlive the gateway and are adopted by the next one), managed
+// (they end with this gateway: mxc process_container), or "" when p has
+// neither.
+func gatewayLifetime(p gateway.Provider) provider.SessionLifetime {
+	lts := p.Capabilities(context.Background()).SessionLifetimes
+	for _, lt := range []provider.SessionLifetime{provider.LifetimePersistent, provider.LifetimeManaged} {
+		if slices.Contains(lts, lt) {
+			return lt
+		}
+	}
+	return ""
 }
 
 func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway.Provider, def string) error {
@@ -195,6 +206,11 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 	logDir := filepath.Join(filepath.Dir(db), "logs")
 	if err := trust.MkdirAll(logDir, 0o700, uint32(os.Geteuid()), nil); err != nil {
 		return fmt.Errorf("log directory %s: %w", logDir, err)
+	}
+	for _, p := range provs {
+		if gatewayLifetime(p) == provider.LifetimeManaged {
+			fmt.Fprintf(os.Stderr, "corral gateway: %s sandboxes end with this gateway (their channel is the gateway's, and MXC has no attach): after a restart they are lost, and what is left of them is removed\n", p.Name())
+		}
 	}
 	srv := gateway.New(gateway.Config{Store: st, Providers: provs, Default: def, MaxStarts: map[string]int{"linux": max(runtime.NumCPU(), 2)}, Home: home, Instance: instance, LogDir: logDir, Version: version})
 	defer srv.Close()

@@ -12,8 +12,8 @@ import (
 // (environment, documented in docs/providers/mxc.md):
 //
 //	CORRAL_MXC_BACKEND   process_container (default) or isolation_session
-//	                     (the gateway's mxc sandboxes: process_container
-//	                     runs are one-shot, refused by gateway serve)
+//	                     (for the gateway: isolation_session sandboxes
+//	                     outlive it; process_container ones end with it)
 //	CORRAL_MXC_WXC_EXEC  path of wxc-exec (default: looked up in PATH)
 //	CORRAL_MXC_STATE     state directory for session records
 //	                     (default: %LOCALAPPDATA%\corral\mxc on Windows, else

@@ -1,8 +1,9 @@
 package mxc
 
 // The provider as a control plane's (provider.Manager): its persistent
-// isolation_session sandboxes listed by owner from their records, and
-// removed from whatever state a crash left them in.
+// isolation_session sandboxes and its managed process_container ones
+// listed by owner from their records, and removed from whatever state a
+// crash left them in.
 
 import (
 	"context"
@@ -27,7 +28,9 @@ func standsForSession(st State) bool {
 
 // Managed lists the local ids of owner's isolation_session records that
 // may still stand for a session (provisioning, orphaned, provisioned,
-// started, stopped, deprovisioning), oldest first. An unreadable record
+// started, stopped, deprovisioning) and of owner's process_container
+// records (a sandbox that ended with its control plane, until Destroy),
+// oldest first. An unreadable record
 // fails the whole list: a control plane must not take a partial list for
 // all it owns.
 func (p *Provider) Managed(ctx context.Context, owner string) ([]string, error) {
@@ -37,7 +40,9 @@ func (p *Provider) Managed(ctx context.Context, owner string) ([]string, error) 
 	}
 	var out []string
 	for _, r := range recs {
-		if r.Owner == owner && standsForSession(r.PhaseState) {
+		// A process_container record stands, whatever its state, until
+		// Deprovision or Destroy removes it.
+		if r.Owner == owner && (r.Backend == BackendProcessContainer || standsForSession(r.PhaseState)) {
 			out = append(out, r.LocalID)
 		}
 	}
@@ -89,6 +94,7 @@ func (e *OrphanError) Unwrap() error {
 // nil. An orphan (provisioning with no sandboxId, its provisioner gone,
 // or orphaned) is left as it is, marked orphaned, and answered with an
 // *OrphanError; a provision of another live process under way, CodeStale.
+// A process_container record: destroyContainer.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if !localIDPattern.MatchString(id) {
 		return nil
@@ -100,6 +106,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if rec.Backend == BackendProcessContainer {
+		return p.destroyContainer(ctx, st, rec)
 	}
 	switch rec.PhaseState {
 	case StateProvisioning, StateOrphaned:

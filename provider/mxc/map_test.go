@@ -419,7 +419,7 @@ func TestCapabilities(t *testing.T) {
 	if p.Provider != "mxc" || p.Version != provider.CapabilitiesVersion || !p.FilesystemGrants || !p.FilesystemDeny || !p.UIPolicy ||
 		p.SupportsLivePolicyUpdates || !p.ReportsRuntimeReadiness ||
 		!reflect.DeepEqual(p.NetworkModes, []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy}) ||
-		!reflect.DeepEqual(p.SessionLifetimes, []provider.SessionLifetime{provider.LifetimePerRun}) ||
+		!reflect.DeepEqual(p.SessionLifetimes, []provider.SessionLifetime{provider.LifetimePerRun, provider.LifetimeManaged}) ||
 		!reflect.DeepEqual(p.ResourceLimits, []string{"timeout"}) {
 		t.Errorf("process_container: %+v", p)
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// WxcExec is the path of wxc-exec; empty means look it up in PATH. The
 	// mapper does not use it.
 	WxcExec string
+	// Relay is the corral binary whose `__relay` mode is the one process
+	// of a process_container sandbox a control plane keeps (container.go,
+	// docs/relay.md); empty means this executable (os.Executable).
+	Relay string
 }
 
 // withDefaults fills the empty fields.
@@ -126,7 +130,9 @@ func Capabilities(cfg Config) provider.Capabilities {
 		c.FilesystemGrants, c.FilesystemDeny = true, true
 		c.NetworkModes = []policy.NetworkMode{policy.NetworkNone, policy.NetworkProxy}
 		c.UIPolicy = true
-		c.SessionLifetimes = []provider.SessionLifetime{provider.LifetimePerRun}
+		// A control plane's sandboxes end with it: their channel is
+		// wxc-exec's stdio, and MXC has no attach.
+		c.SessionLifetimes = []provider.SessionLifetime{provider.LifetimePerRun, provider.LifetimeManaged}
 		c.HostPathProjection = true // grants apply to the host paths themselves
 		c.StagingChannel = false
 	}

@@ -46,7 +46,8 @@ const (
 	StateStale State = "stale"
 )
 
-// Record is the durable state of one isolation_session sandbox, the file
+// Record is the durable state of one isolation_session sandbox, or of a
+// process_container sandbox a control plane keeps, the file
 // <stateDir>/<local_id>.json. MXC keeps no state and has no list call, so
 // this record is the only way back to a session. It never holds a secret:
 // no environment, no proxy credential.
@@ -63,6 +64,12 @@ type Record struct {
 	Created   time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`
 	LastError string    `json:"last_error,omitempty"`
+	// WxcPID and WxcStart name, across pid reuse, the wxc-exec of a
+	// process_container sandbox a control plane keeps (container.go):
+	// its pid and start time (Linux: /proc/PID/stat field 22; Windows:
+	// the creation time). Zero until it was started.
+	WxcPID   int    `json:"wxc_pid,omitempty"`
+	WxcStart uint64 `json:"wxc_start,omitempty"`
 }
 
 // localIDPattern is what newLocalID makes, or a caller's

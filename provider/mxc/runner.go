@@ -6,7 +6,9 @@ package mxc
 //
 // process_container is one-shot: Provision only binds the egress listener
 // (network proxy), Start does nothing, and each Exec is one wxc-exec run
-// whose exit code is the workload's.
+// whose exit code is the workload's. A persistent process_container
+// sandbox (a control plane's) is container.go's: one wxc-exec running the
+// relay, driven over its stdio.
 //
 // isolation_session is state-aware and durable: each lifecycle method is
 // one wxc-exec phase under a per-sandbox lifecycle lock, and a record in
@@ -234,10 +236,11 @@ func cloneRequest(req *Request) *Request {
 // it provisioning with last_error, an orphan (Orphans, Recover).
 //
 // opts.ID (provider.NewID's shape), when given, is the sandbox's local
-// id; opts.Owner is kept in an isolation_session's record (Managed lists
-// by it). opts.Persistent is accepted for isolation_session (its sessions
-// outlive the caller) and refused with CodeUnavailable for
-// process_container, whose runs are one wxc-exec each.
+// id; opts.Owner is kept in the record (Managed lists by it).
+// opts.Persistent on isolation_session gives a session that outlives the
+// caller; on process_container a sandbox of provider.LifetimeManaged
+// (container.go): one wxc-exec running the relay for the sandbox's life,
+// which ends with the calling process.
 func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts provider.ProvisionOptions) (provider.Sandbox, error) {
 	if plan == nil {
 		return nil, provider.Errorf(provider.CodeInternal, "no plan")
@@ -251,9 +254,6 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	}
 	if opts.ID != "" && !provider.IsID(opts.ID) {
 		return nil, provider.Errorf(provider.CodeInternal, "mxc: sandbox id %q is not of provider.NewID's shape", opts.ID)
-	}
-	if opts.Persistent && d.Backend != BackendIsolationSession {
-		return nil, provider.Errorf(provider.CodeUnavailable, "mxc: %s sandboxes are one-shot; persistent ones need the %s backend", d.Backend, BackendIsolationSession)
 	}
 	bin, err := p.wxcExec()
 	if err != nil {
@@ -296,6 +296,14 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		}
 		req.Process.Env = provider.WithEnv(req.Process.Env, provider.ProxyEnvAuth(port, "corral", sb.cred)) // user "corral", as egress.Config.Credential expects
 		sb.secrets = append(envSecrets(req), sb.cred)
+	}
+	if opts.Persistent {
+		c, err := p.provisionContainer(ctx, sb, opts)
+		if err != nil {
+			_ = sb.Deprovision(ctx)
+			return nil, err
+		}
+		return c, nil
 	}
 	return sb, nil
 }
@@ -657,27 +665,14 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeInternal, "encoding the request", err)
 	}
-	// Validate the request without running anything.
-	var dout, derr bytes.Buffer
-	ps, killed, err := s.run(ctx, invocation{args: execArgs([]string{"--dry-run"}, b64, spec), stdout: &dout, stderr: &derr}, nil)
-	if err != nil {
-		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
+	if killed, err := s.dryRun(ctx, b64, spec); killed {
+		return provider.CancelledStatus(0, ctx.Err())
+	} else if err != nil {
+		return provider.ExitStatus{}, err
 	}
-	if ps.ExitCode() != 0 {
-		if killed {
-			return provider.CancelledStatus(0, ctx.Err())
-		}
-		for _, text := range [][]byte{derr.Bytes(), dout.Bytes()} {
-			if e := findEnvelope(text); e != nil {
-				return provider.ExitStatus{}, s.envelopeError(e, "")
-			}
-		}
-		return provider.ExitStatus{}, provider.Errorf(provider.CodeInternal, "wxc-exec rejected Corral's request (exit %d): %s", ps.ExitCode(), s.redact(strings.TrimSpace(derr.String())))
-	}
-
 	f := newStderrFilter(spec.Stderr, s.secrets)
 	t0 := time.Now()
-	ps, killed, err = s.run(ctx, invocation{args: execArgs(nil, b64, spec), stdin: fileReader(spec.Stdin), stdout: fileWriter(spec.Stdout), stderr: f}, spec.Started)
+	ps, killed, err := s.run(ctx, invocation{args: execArgs(nil, b64, spec), stdin: fileReader(spec.Stdin), stdout: fileWriter(spec.Stdout), stderr: f}, spec.Started)
 	_ = f.Close()
 	if err != nil {
 		return provider.ExitStatus{}, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
@@ -695,6 +690,29 @@ func (s *oneShot) Exec(ctx context.Context, spec provider.ExecSpec) (provider.Ex
 		st.Reason = "the policy timeout expired: " + s.redact(lastLine(f.tail.String()))
 	}
 	return st, nil
+}
+
+// dryRun has wxc-exec validate a one-shot request (--dry-run) without
+// running anything: its error envelope, or its diagnostics, as the error.
+// killed: ending ctx killed it.
+func (s *sandboxBase) dryRun(ctx context.Context, b64 string, spec provider.ExecSpec) (killed bool, err error) {
+	var dout, derr bytes.Buffer
+	ps, killed, err := s.run(ctx, invocation{args: execArgs([]string{"--dry-run"}, b64, spec), stdout: &dout, stderr: &derr}, nil)
+	if err != nil {
+		return false, provider.Wrap(provider.CodeExecFailed, "running wxc-exec", err)
+	}
+	if ps.ExitCode() == 0 {
+		return false, nil
+	}
+	if killed {
+		return true, ctx.Err()
+	}
+	for _, text := range [][]byte{derr.Bytes(), dout.Bytes()} {
+		if e := findEnvelope(text); e != nil {
+			return false, s.envelopeError(e, "")
+		}
+	}
+	return false, provider.Errorf(provider.CodeInternal, "wxc-exec rejected Corral's request (exit %d): %s", ps.ExitCode(), s.redact(strings.TrimSpace(derr.String())))
 }
 
 // Stop kills a running Exec's wxc-exec; idempotent.
@@ -1243,7 +1261,11 @@ func (p *Provider) reattach(ctx context.Context, id string, plan *provider.Plan)
 	if err != nil {
 		return nil, err
 	}
-	if rec.Backend != BackendIsolationSession {
+	switch rec.Backend {
+	case BackendProcessContainer:
+		return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s (process_container) ended with the control plane that made it: MXC has no attach", id)
+	case BackendIsolationSession:
+	default:
 		return nil, provider.Errorf(provider.CodeNotFound, "sandbox %s is not an isolation_session", id)
 	}
 	switch rec.PhaseState {

@@ -29,6 +29,7 @@ var standIn string // the built stand-in, "wxc-exec"
 
 func TestMain(m *testing.M) {
 	testworkload.Main()
+	containerMain() // the relay, and a loopback server, for container_test.go
 	dir, err := os.MkdirTemp("", "mxc-runner-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

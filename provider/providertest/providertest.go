@@ -97,11 +97,12 @@ func Run(t *testing.T, h Harness) {
 	s.lifecycle(t)
 	t.Run("RefusesErrorLoss", s.testRejected)
 	t.Run("Persistent", s.testPersistent)
-	if s.persistentLifetime() {
-		// The same lifecycle and exec tests on persistent sandboxes,
-		// whose execs may take another path (their own supervisor).
+	if s.persistentLifetime() || s.managedLifetime() {
+		// The same lifecycle and exec tests on persistent (or managed)
+		// sandboxes, whose execs may take another path (their own
+		// supervisor, a relay).
 		t.Run("AsPersistent", func(t *testing.T) { s.asPersistent().lifecycle(t) })
-		if s.proxy() {
+		if s.persistentLifetime() && s.proxy() {
 			t.Run("InspectedEgressRecovered", s.testInspectedRecovered)
 		}
 	}
@@ -677,9 +678,18 @@ func (s *suite) persistentLifetime() bool {
 	return slices.Contains(s.caps.SessionLifetimes, provider.LifetimePersistent)
 }
 
+// managedLifetime reports whether the provider declares sandboxes that
+// live as long as the process that made them (and no persistent ones).
+func (s *suite) managedLifetime() bool {
+	return !s.persistentLifetime() && slices.Contains(s.caps.SessionLifetimes, provider.LifetimeManaged)
+}
+
 // A provider without persistent sandboxes refuses them (unavailable);
 // one with them gives sandboxes that a fresh provider value recovers.
 func (s *suite) testPersistent(t *testing.T) {
+	if s.managedLifetime() {
+		t.Skip("managed-lifetime sandboxes end with the process that made them (provider.LifetimeManaged): no fresh provider can recover one; the provider's own tests cover Recover's CodeNotFound and Destroy")
+	}
 	if !s.persistentLifetime() {
 		plan := s.plan(t, s.network)
 		before := s.census(t, plan)

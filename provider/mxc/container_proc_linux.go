@@ -1,0 +1,44 @@
+//go:build linux
+
+package mxc
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/procstat"
+)
+
+// procStart is pid's start time (/proc/PID/stat field 22, clock ticks
+// after boot), ok false when no such process runs (a zombie does not).
+func procStart(pid int) (start uint64, ok bool) {
+	st, err := procstat.Read(pid)
+	if err != nil || !st.Running() {
+		return 0, false
+	}
+	return st.StartTicks, true
+}
+
+// killStarted kills pid only while it is the process that started at
+// start (never a process that reused the pid): the pid is pinned with a
+// pidfd, its start time checked, and the signal sent through the pidfd.
+// killed false: no such process (gone, or the pid names another).
+func killStarted(pid int, start uint64) (killed bool, err error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		if err == unix.ESRCH {
+			return false, nil
+		}
+		return false, err
+	}
+	defer unix.Close(fd)
+	if got, ok := procStart(pid); !ok || got != start {
+		return false, nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
+		if err == unix.ESRCH {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
