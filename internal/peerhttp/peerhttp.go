@@ -1,8 +1,5 @@
 //go:build linux
 
-// Package peerhttp serves HTTP on unix sockets whose clients are known by
-// their uid (SO_PEERCRED, unix(7)): the gateway's API, and the approvers'
-// consent API of a `corral run` or a service supervisor.
 package peerhttp
 
 import (
@@ -14,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,8 +46,6 @@ func ListenUnix(path string) (net.Listener, error) {
 	return l, os.Chmod(path, 0o600)
 }
 
-type peerKey struct{}
-
 // PeerUID is the uid of the peer of r's connection when it came over a
 // unix socket served by Serve (-1 when the kernel did not say); ok false
 // on TCP.
@@ -76,37 +70,17 @@ func OwnerOnly(h http.Handler) http.Handler {
 	})
 }
 
-// Serve serves h on l (HTTP/1.1 and cleartext HTTP/2, so gRPC clients
-// work too) until ctx ends, then lets the calls under way finish for up to
-// 30 s. A unix connection's peer uid is on each request (PeerUID).
-func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if uc, ok := c.(*net.UnixConn); ok {
-				if uid, ok := peerUID(uc); ok {
-					return context.WithValue(ctx, peerKey{}, uid)
-				}
-				return context.WithValue(ctx, peerKey{}, -1)
-			}
-			return ctx
-		}}
-	srv.Protocols = new(http.Protocols)
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetHTTP2(true) // over TLS (the listener's)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		<-ctx.Done()
-		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(c)
-	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-		return err
+// connPeer puts a unix connection's peer uid (-1 when the kernel did not
+// say) in its context (Serve's ConnContext).
+func connPeer(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
 	}
-	<-drained
-	return nil
+	if uid, ok := peerUID(uc); ok {
+		return context.WithValue(ctx, peerKey{}, uid)
+	}
+	return context.WithValue(ctx, peerKey{}, -1)
 }
 
 func peerUID(c *net.UnixConn) (int, bool) {
@@ -120,16 +94,4 @@ func peerUID(c *net.UnixConn) (int, bool) {
 		return 0, false
 	}
 	return int(cred.Uid), true
-}
-
-// EndWith is h with each request's context ending when ctx ends too: a
-// long stream (an approvers' watch) then ends with its server, whose
-// shutdown would otherwise wait for it (Serve's 30 s).
-func EndWith(ctx context.Context, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rc, end := context.WithCancel(r.Context())
-		defer end()
-		defer context.AfterFunc(ctx, end)()
-		h.ServeHTTP(w, r.WithContext(rc))
-	})
 }
