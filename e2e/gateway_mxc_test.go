@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,8 +12,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	gw "github.com/corral-sandbox/corral/gateway/gen/corral/gateway/v1"
+	"github.com/corral-sandbox/corral/internal/procstat"
 )
 
 // mxcGW is the mxc provider's isolation_session backend through the
@@ -60,6 +69,8 @@ type mxcRecord struct {
 	LocalID    string `json:"local_id"`
 	PhaseState string `json:"phase_state"`
 	SandboxID  string `json:"sandbox_id"`
+	WxcPID     int    `json:"wxc_pid"`
+	WxcStart   uint64 `json:"wxc_start"`
 }
 
 // mxcRecords are the mxc records of the gateway whose files are in dir,
@@ -212,4 +223,200 @@ func mxcOrphan(t *testing.T, p *gwProvider, dir, sock string, g *gatewayProc, se
 		}
 	}
 	return g
+}
+
+// mxcContainerGW is the mxc provider's process_container backend through
+// the stand-in: each sandbox is one wxc-exec running `corral __relay`,
+// which ends with the gateway that made it (no attach). It is not in the
+// crash harness's adoption points (a crash makes these sandboxes lost):
+// TestGatewayCrashesContainer.
+var mxcContainerGW = &gwProvider{name: "mxc", policy: mxcContainerPolicy, env: mxcContainerEnv, workloads: mxcContainerWorkloads}
+
+// mxcContainerPolicy is a policy process_container enforces: no network,
+// no grants, no Linux layer required.
+const mxcContainerPolicy = "version: 1\nfilesystem: {read_only: [], deny: [], include_workdir: false, protected: []}\nnetwork: {mode: none}\n" +
+	"layers: {landlock: optional, seccomp: optional, cgroups: optional, namespaces: optional, mounts: optional}\n" +
+	"process: {limits: {memory: 0, pids: 0, cpu: 0, nofile: 0}}\n"
+
+// mxcContainerEnv is mxcGatewayEnv with the process_container backend.
+func mxcContainerEnv(t *testing.T, dir string) []string {
+	return append(mxcGatewayEnv(t, dir), "CORRAL_MXC_BACKEND=process_container")
+}
+
+// wxcProcs are the running wxc-exec processes of the gateway whose files
+// are in dir (its stand-in's path is dir's), by pid, each with the relays
+// it runs (children whose command line has __relay).
+func wxcProcs(dir string) map[int][]int {
+	bin := filepath.Join(dir, "wxc-exec")
+	out := map[int][]int{}
+	ppid := map[int]int{}
+	cmd := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := procstat.Read(pid)
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !st.Running() {
+			continue
+		}
+		cmd[pid] = string(b)
+		if s, _ := os.ReadFile("/proc/" + e.Name() + "/stat"); len(s) > 0 {
+			if i := strings.LastIndexByte(string(s), ')'); i > 0 {
+				if f := strings.Fields(string(s[i+1:])); len(f) > 1 {
+					ppid[pid], _ = strconv.Atoi(f[1])
+				}
+			}
+		}
+	}
+	for pid, c := range cmd {
+		if strings.HasPrefix(c, bin+"\x00") {
+			out[pid] = nil
+		}
+	}
+	for pid, c := range cmd {
+		if _, ok := out[ppid[pid]]; ok && strings.Contains(c, "\x00__relay") {
+			out[ppid[pid]] = append(out[ppid[pid]], pid)
+		}
+	}
+	return out
+}
+
+// mxcContainerWorkloads are the sandboxes whose record names a wxc-exec
+// that runs (its pid, with the start time recorded).
+func mxcContainerWorkloads(t *testing.T, dir string) []string {
+	t.Helper()
+	var ids []string
+	for id, r := range mxcRecords(dir) {
+		if st, err := procstat.Read(r.WxcPID); r.WxcPID > 0 && err == nil && st.Running() && st.StartTicks == r.WxcStart {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// A gateway's process_container sandboxes run commands (each on its one
+// relay), are stopped (their wxc-exec and relay end), started again (a
+// new relay) and deleted; serve says they end with it. A gateway killed
+// (SIGKILL) while an exec runs leaves nothing: the end of the channel
+// ends the relay, which kills the exec's command, and so wxc-exec (no
+// parent-death signal: the EOF alone does it). The restarted gateway
+// marks them lost ("MXC has no attach") and removes their records; a
+// new sandbox works, and once deleted nothing of any is left.
+//
+// Mutation-checked: wxc-exec given a parent-death signal (the relay dies
+// by it and the exec's command is left running); Destroy of a
+// process_container record a no-op (its record is left).
+func TestGatewayCrashesContainer(t *testing.T) {
+	root := gatewayIdent(t)
+	t.Run("mxc-process_container", func(t *testing.T) {
+		p := *mxcContainerGW
+		p.id = root
+		dir := p.dir(t, "gwpc")
+		wd := dockerWorkdir(t, p.id, "gwpc-wd")
+		sock := "unix:" + filepath.Join(dir, "gw.sock")
+		ctx := context.Background()
+		t.Cleanup(func() {
+			for pid := range wxcProcs(dir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		g := p.start(t, dir, sock)
+		if !strings.Contains(g.log.String(), "mxc sandboxes end with this gateway") {
+			t.Errorf("serve does not say its process_container sandboxes end with it:\n%s", g.log)
+		}
+		c := g.client(t, "")
+		a := g.create(t, ctx, c, p.req(wd)).Id
+		b := g.create(t, ctx, c, p.req(wd)).Id
+		for i, id := range []string{a, b, a} {
+			want := fmt.Sprintf("alive-%d", i)
+			if out, code, err := execOut(ctx, c, id, "sh", "-c", "echo "+want+"; exit "+strconv.Itoa(i+3)); err != nil || code != i+3 || !strings.Contains(out, want) {
+				t.Fatalf("exec %d in %s: %q, exit %d, %v\n%s", i, id, out, code, err, g.log)
+			}
+		}
+		procs := wxcProcs(dir)
+		if len(procs) != 2 {
+			t.Fatalf("wxc-exec processes: %v, want one per sandbox", procs)
+		}
+		for pid, relays := range procs {
+			if len(relays) != 1 {
+				t.Errorf("wxc-exec %d runs relays %v, want one", pid, relays)
+			}
+		}
+		// Stop ends b's wxc-exec and relay; start makes new ones.
+		if _, err := c.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: b})); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(wxcProcs(dir)); n != 1 {
+			t.Errorf("%d wxc-exec processes after the stop, want 1", n)
+		}
+		if _, err := c.StartSandbox(ctx, connect.NewRequest(&gw.StartSandboxRequest{Id: b})); err != nil {
+			t.Fatalf("start: %v\n%s", err, g.log)
+		}
+		if out, code, err := execOut(ctx, c, b, "echo", "again"); err != nil || code != 0 || !strings.Contains(out, "again") {
+			t.Fatalf("exec after the start: %q, %d, %v", out, code, err)
+		}
+
+		// The gateway dies while an exec runs.
+		sleep := uniqueSleep(1000)
+		go func() { _, _, _ = execOut(ctx, c, a, "sleep", sleep) }()
+		for end := time.Now().Add(10 * time.Second); len(hostProcsWith(sleep)) == 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the exec's sleep never ran")
+			}
+		}
+		before := wxcProcs(dir)
+		var relays []int
+		for _, r := range before {
+			relays = append(relays, r...)
+		}
+		g.kill()
+		left := func() []string {
+			var out []string
+			for pid := range wxcProcs(dir) {
+				out = append(out, fmt.Sprintf("wxc-exec %d", pid))
+			}
+			for _, pid := range append(relays, hostProcsWith(sleep)...) {
+				if st, err := procstat.Read(pid); err == nil && st.Running() {
+					out = append(out, fmt.Sprintf("process %d", pid))
+				}
+			}
+			return out
+		}
+		for end := time.Now().Add(10 * time.Second); len(left()) > 0 && time.Now().Before(end); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if l := left(); len(l) > 0 {
+			t.Errorf("left running after the gateway's SIGKILL (the relays were %v): %v", relays, l)
+		}
+
+		g = p.start(t, dir, sock)
+		c = g.client(t, "")
+		if !strings.Contains(g.log.String(), " 2 lost") {
+			t.Errorf("the restarted gateway does not report two lost sandboxes:\n%s", g.log)
+		}
+		recs := checkConsistent(t, ctx, &p, c, dir, "after the crash", a, b)
+		for _, id := range []string{a, b} {
+			if r := recs[id]; r.GetPhase() != "error" || !strings.Contains(r.GetReason(), "lost") || !strings.Contains(r.GetReason(), "MXC has no attach") {
+				t.Errorf("%s after the crash: %s, want lost (no attach)", id, brief(r))
+			}
+		}
+		if left := mxcRecords(dir); len(left) != 0 {
+			t.Errorf("mxc records left after the lost sandboxes were reconciled: %v", left)
+		}
+		n := g.create(t, ctx, c, p.req(wd)).Id
+		if out, code, err := execOut(ctx, c, n, "echo", "new"); err != nil || code != 0 || !strings.Contains(out, "new") {
+			t.Errorf("exec in a sandbox made after the restart: %q, %d, %v", out, code, err)
+		}
+		for _, id := range []string{a, b, n} {
+			if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: id})); err != nil {
+				t.Errorf("delete %s: %v", id, err)
+			}
+		}
+		if recs := checkConsistent(t, ctx, &p, c, dir, "after deleting every sandbox", a, b, n); len(recs) != 0 || len(wxcProcs(dir)) != 0 || len(mxcRecords(dir)) != 0 {
+			t.Errorf("left after deleting every sandbox: records %v, wxc-exec %v, mxc records %v", recs, wxcProcs(dir), mxcRecords(dir))
+		}
+	})
 }
