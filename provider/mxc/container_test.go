@@ -215,7 +215,11 @@ func TestContainerDestroyAfterCrash(t *testing.T) {
 		if err := h.provider(BackendProcessContainer).Destroy(context.Background(), c.ID()); err != nil {
 			t.Fatal(err)
 		}
-		<-c.exited
+		select {
+		case <-c.exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the recorded wxc-exec runs on after Destroy")
+		}
 		if ps := c.wxc.ProcessState; ps == nil || ps.Success() {
 			t.Errorf("wxc-exec was not killed: %v", ps)
 		}

@@ -67,7 +67,19 @@ func Map(r *policy.Resolved, cfg Config, proxyAddr string) (*Request, provider.L
 	m.process()
 	m.credentials()
 	m.consent()
+	m.managed()
 	return m.req, m.loss
+}
+
+// managed: what a process_container sandbox a control plane keeps
+// (container.go) adds to the document and its reach, said in every
+// process_container plan since Map cannot know who will keep it.
+func (m *mapper) managed() {
+	if m.iso {
+		return
+	}
+	m.add(provider.SeverityInfo, "relay", "filesystem", "kept by a control plane (corral gateway), the sandbox runs Corral's relay and so is also granted read access to the directory of Corral's own binary: it can read whatever else is there")
+	m.add(provider.SeverityWarning, "relay", "forward", "kept by a control plane (corral gateway), a `corral sandbox forward` reaches the loopback as seen from inside, which on process_container is the host's (its loopback reach is broader than the proxy: other host loopback services), not only the sandbox's own servers")
 }
 
 // consent: MXC applies a document once, at the start; nothing can be
