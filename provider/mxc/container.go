@@ -186,11 +186,11 @@ func (c *container) Start(ctx context.Context) error {
 	go func() {
 		_ = cmd.Wait()
 		cleanup()
+		outR.Close() // the relay's writes ended with it: no read is left pending
 		close(c.exited)
 	}()
 	fail := func(err error) error {
 		inW.Close()
-		outR.Close()
 		_ = cmd.Process.Kill()
 		<-c.exited
 		c.ended = true
@@ -210,7 +210,13 @@ func (c *container) Start(ctx context.Context) error {
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		cl, err := relay.Open(outR, inW)
+		// The client closes only the relay's stdin (its Close is the
+		// EOF that ends the relay); the read end is closed once wxc-exec
+		// is gone. On Windows closing a pipe handle that a read is
+		// pending on blocks until the read returns, and the client
+		// closes its reader first: it would wait for a relay that never
+		// sees EOF.
+		cl, err := relay.Open(struct{ io.Reader }{outR}, inW)
 		ch <- opened{cl, err}
 	}()
 	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
