@@ -298,7 +298,8 @@ func mxcContainerWorkloads(t *testing.T, dir string) []string {
 }
 
 // A gateway's process_container sandboxes run commands (each on its one
-// relay), are stopped (their wxc-exec and relay end), started again (a
+// relay), reach out through their own egress proxy (its credential), are
+// stopped (their wxc-exec and relay end), started again (a
 // new relay) and deleted; serve says they end with it. A gateway killed
 // (SIGKILL) while an exec runs leaves nothing: the end of the channel
 // ends the relay, which kills the exec's command, and so wxc-exec (no
@@ -308,7 +309,8 @@ func mxcContainerWorkloads(t *testing.T, dir string) []string {
 //
 // Mutation-checked: wxc-exec given a parent-death signal (the relay dies
 // by it and the exec's command is left running); Destroy of a
-// process_container record a no-op (its record is left).
+// process_container record a no-op (its record is left); the workload's
+// proxy credential not the proxy's (a.test denied).
 func TestGatewayCrashesContainer(t *testing.T) {
 	root := gatewayIdent(t)
 	t.Run("mxc-process_container", func(t *testing.T) {
@@ -328,8 +330,19 @@ func TestGatewayCrashesContainer(t *testing.T) {
 			t.Errorf("serve does not say its process_container sandboxes end with it:\n%s", g.log)
 		}
 		c := g.client(t, "")
-		a := g.create(t, ctx, c, p.req(wd)).Id
+		// a's egress is the per-sandbox proxy on host loopback, served by
+		// the gateway's session core with the sandbox's own credential.
+		port := upstream(t, "upstream-ok")
+		areq := p.req(wd)
+		areq.PolicyYaml = strings.Replace(mxcContainerPolicy, "network: {mode: none}", fmt.Sprintf("network: {mode: proxy, allow: [{host: a.test, ports: [%d]}], allow_private: [{host: 127.0.0.1}], hosts: {a.test: 127.0.0.1, b.test: 127.0.0.1}}", port), 1)
+		a := g.create(t, ctx, c, areq).Id
 		b := g.create(t, ctx, c, p.req(wd)).Id
+		for host, want := range map[string]string{"a.test": "upstream-ok", "b.test": "DENIED"} {
+			out, _, err := execOut(ctx, c, a, "sh", "-c", fmt.Sprintf("curl -fsS http://%s:%d/ || echo DENIED", host, port))
+			if err != nil || !strings.Contains(out, want) {
+				t.Errorf("%s through the sandbox's proxy: %q, %v; want %s", host, out, err, want)
+			}
+		}
 		for i, id := range []string{a, b, a} {
 			want := fmt.Sprintf("alive-%d", i)
 			if out, code, err := execOut(ctx, c, id, "sh", "-c", "echo "+want+"; exit "+strconv.Itoa(i+3)); err != nil || code != i+3 || !strings.Contains(out, want) {
