@@ -159,7 +159,7 @@ func TestContainerExecDialStop(t *testing.T) {
 		t.Errorf("the cancelled server exec: %v", err)
 	}
 
-	pid := c.wxc.Process.Pid
+	pid, relayPID := c.wxc.Process.Pid, c.client.PID() // the stand-in's relay is a host process
 	if err := c.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +174,9 @@ func TestContainerExecDialStop(t *testing.T) {
 	}
 	if _, ok := procStart(pid); ok {
 		t.Errorf("wxc-exec %d runs after Stop", pid)
+	}
+	if _, ok := procStart(relayPID); ok || relayPID <= 0 {
+		t.Errorf("the relay (%d) runs after Stop", relayPID)
 	}
 	if c.Running(context.Background()) {
 		t.Error("Running after Stop")
