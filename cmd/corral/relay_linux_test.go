@@ -114,6 +114,13 @@ func TestRelayCLI(t *testing.T) {
 		t.Errorf("the exec's fd 1 is not a pipe:\n%s", out.String())
 	}
 
+	// What an exec puts in a session or process group of its own, while
+	// the exec still runs, is killed too (the relay is their subreaper).
+	escape := fmt.Sprintf("%d", 4000000+os.Getpid()%100000)
+	if _, err := c.StartExec(ctx, relay.Command{Args: []string{"/bin/sh", "-c", "setsid sleep " + escape + " & " +
+		"python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(" + escape + ")' & exec sleep 1000"}}); err != nil {
+		t.Fatal(err)
+	}
 	pr, pw := io.Pipe()
 	if _, err := c.StartExec(ctx, relay.Command{Args: []string{"/bin/sh", "-c", "echo $$; exec sleep 1000"}, Stdout: pw}); err != nil {
 		t.Fatal(err)
@@ -128,6 +135,69 @@ func TestRelayCLI(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Errorf("the exec (pid %d) outlived the relay: kill 0 says %v", pid, err)
 	}
+	if left := procsWith(escape); len(left) > 0 {
+		t.Errorf("processes an exec moved to a session or group of their own outlived the relay: %v", left)
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// procsWith are the pids of the processes whose command line has s.
+func procsWith(s string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestRelayNotDumpable: the relay, run as another uid than the host, is
+// not dumpable: its /proc entries are root's, so a workload process of
+// its uid can neither open /proc/RELAY/fd/* (the channel) nor ptrace it.
+func TestRelayNotDumpable(t *testing.T) {
+	if testing.Short() || os.Getuid() != 0 {
+		t.Skip("needs root to run the relay as another uid, and builds corral")
+	}
+	bin := buildCorral(t)
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin))} { // t.TempDir's are 0700
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, relayArg)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 54321, Gid: 54321}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := relay.Open(out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/fd", c.PID()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 {
+		t.Errorf("/proc/%d/fd is uid %d's: the relay is dumpable, so its uid's processes can reopen the channel", c.PID(), st.Uid)
+	}
+	c.Close()
+	_ = cmd.Wait()
 }
 
 // TestRelayRefusesTerminal: `corral __relay` is not for people.

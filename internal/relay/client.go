@@ -123,7 +123,9 @@ const maxFaults = 64
 // Close closes them too; the relay then kills everything it started.
 func Open(r io.Reader, w io.Writer) (*Client, error) {
 	c := &Client{w: &writer{w: w}, done: make(chan struct{}), procs: map[string]*Process{}, conns: map[string]*hconn{}}
-	for _, x := range []any{r, w} {
+	// w first: the relay's EOF must not wait on closing r, which on
+	// Windows blocks while a read of the pipe is pending.
+	for _, x := range []any{w, r} {
 		if cl, ok := x.(io.Closer); ok {
 			c.closer = append(c.closer, cl)
 		}

@@ -69,8 +69,12 @@
 // type ends the channel on the host side.
 //
 // The relay's stdin and stdout are the channel: the processes it starts get
-// pipes of their own (never the relay's stdio), so nothing in the sandbox
-// but the relay writes frames. When the relay's stdin reaches EOF (the host
+// pipes of their own (never the relay's stdio), and on Linux [TakeStdio]
+// makes the relay non-dumpable, so that a process of its uid cannot reopen
+// the channel through /proc or ptrace it (on Windows that is not done yet:
+// docs/relay.md, "Security"). When the relay's stdin reaches EOF (the host
 // is gone) or the channel breaks, the relay kills every process it started
-// (on Unix, each one's process group) and closes every connection.
+// (on Unix, each one's process group; on Linux, as their subreaper, what
+// they moved to sessions or groups of their own too) and closes every
+// connection.
 package relay

@@ -106,6 +106,12 @@ func readFrame(br *bufio.Reader) (*frame, error) {
 	if len(f.Data) > MaxChunk {
 		return nil, protoErr("a %s frame carrying %d bytes (at most %d)", f.T, len(f.Data), MaxChunk)
 	}
+	// A payload frame carries at least one byte (no side sends an empty
+	// one): empty ones would pass every window and pile up in an inbox
+	// without bound, and their ack of 0 bytes is itself an error.
+	if (f.T == tIn || f.T == tOut || f.T == tData) && len(f.Data) == 0 {
+		return nil, protoErr("an empty %s frame", f.T)
+	}
 	return &f, nil
 }
 

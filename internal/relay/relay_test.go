@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestVersionRefused: a relay of another protocol version is refused with
@@ -92,6 +93,43 @@ func TestWindowOverrun(t *testing.T) {
 	}
 	if _, err := p.Exit(); err == nil {
 		t.Fatal("the exec's Exit has no error after the channel ended")
+	}
+}
+
+// TestEmptyPayloadEndsHost: an out frame with no data ends the channel
+// with a ProtocolError: empty frames pass every window, so a relay (or a
+// process that could write the channel) would pile them up in the inbox
+// of a slow consumer without bound.
+func TestEmptyPayloadEndsHost(t *testing.T) {
+	f, open := newFake(t, `{"t":"hello","v":1,"pid":9}`)
+	c, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	defer close(block)
+	p, err := c.StartExec(ctxT(t), Command{Args: []string{"x"}, Stdout: blockingWriter(block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := f.next(); fr.T != tExec {
+		t.Fatalf("first frame %q", fr.T)
+	}
+	go func() {
+		for range 1000 {
+			if _, err := fmt.Fprintf(f.w, `{"t":"out","id":%q,"fd":1,"data":""}`+"\n", p.ID()); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("empty out frames did not end the channel")
+	}
+	var pe *ProtocolError
+	if !errors.As(c.Err(), &pe) || !strings.Contains(pe.Msg, "empty") {
+		t.Fatalf("Err %v, want a ProtocolError for the empty frame", c.Err())
 	}
 }
 

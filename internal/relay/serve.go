@@ -438,6 +438,7 @@ func (s *server) shutdown() {
 	for _, p := range procs {
 		<-p.reaped
 	}
+	killOrphans()
 }
 
 // sigName is a signal's name as "SIGTERM", from "TERM", "sigterm", ....

@@ -10,8 +10,12 @@ import (
 // TakeStdio moves the process's stdin and stdout, the channel, to new
 // close-on-exec descriptors and puts /dev/null on fds 0 and 1, so that no
 // child and no stray print of this process can write frames. It returns
-// the channel's two ends. Call it once, before Serve.
+// the channel's two ends. It also confines the process (non-dumpable, a
+// child subreaper: see confine). Call it once, before Serve.
 func TakeStdio() (in, out *os.File, err error) {
+	if err := confine(); err != nil {
+		return nil, nil, fmt.Errorf("relay: prctl: %w", err)
+	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return nil, nil, err
