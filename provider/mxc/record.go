@@ -199,8 +199,11 @@ func (s store) lock(ctx context.Context, id string) (*lifecycleLock, error) {
 	// written to a temporary file that is then hard-linked into place
 	// (link fails if the lock exists), so no one can read an empty lock
 	// and take it over from a live owner.
+	// The temporary file is made anew (O_EXCL: never through a link
+	// planted at its name, nor into a file left there).
 	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	_ = os.Remove(tmp)
+	if err := writeNew(tmp, []byte(strconv.Itoa(os.Getpid())+"\n")); err != nil {
 		<-ch
 		return nil, fmt.Errorf("lock %s: %w", p, err)
 	}
@@ -253,4 +256,18 @@ func lockOwner(path string) (int, bool) {
 		return 0, false // torn write of a crashed owner
 	}
 	return pid, processAlive(pid)
+}
+
+// writeNew writes b to a file made at path (0600), failing if anything,
+// a link included, is there.
+func writeNew(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
