@@ -40,8 +40,8 @@ const (
 // 127.0.0.1:PORT in the container's network namespace, writes one status
 // line to stdout, then copies stdin to the connection (half-closing it at
 // stdin's end) and the connection to stdout, and exits when both are
-// done. It runs as the workload's uid with the container's confinement,
-// outside corral's exec shim: it reaches the port on the gateway's
+// done. It runs as connectUser (never the workload's uid) with the
+// container's confinement, outside corral's exec shim: it reaches the port on the gateway's
 // behalf, so the workload's Landlock TCP rule is not its. It never
 // returns.
 func ConnectMain(args []string) {
