@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/corral-sandbox/corral/qualify"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -328,6 +329,9 @@ func TestGatewayCrashesContainer(t *testing.T) {
 		g := p.start(t, dir, sock)
 		if !strings.Contains(g.log.String(), "mxc sandboxes end with this gateway") {
 			t.Errorf("serve does not say its process_container sandboxes end with it:\n%s", g.log)
+		}
+		if !strings.Contains(g.log.String(), "mxc's executor is a stand-in (tier mock): its sandboxes are "+qualify.MockNote) {
+			t.Errorf("serve does not say its mxc sandboxes are mock:\n%s", g.log)
 		}
 		c := g.client(t, "")
 		// a's egress is the per-sandbox proxy on host loopback, served by

@@ -39,6 +39,7 @@ import (
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/docker"
 	"github.com/corral-sandbox/corral/provider/linux"
+	"github.com/corral-sandbox/corral/qualify"
 	"github.com/corral-sandbox/corral/session"
 	"github.com/corral-sandbox/corral/store"
 )
@@ -117,6 +118,9 @@ func gatewayProviders(names []string, explicit bool, def string) ([]gateway.Prov
 			}
 			reasons = append(reasons, n+": "+hr.Reason)
 			continue
+		}
+		if hr.Facts["tier"] == "mock" { // MXC's executor stand-in (qualify.MockNote)
+			fmt.Fprintf(os.Stderr, "corral gateway: %s's executor is a stand-in (tier mock): its sandboxes are %s\n", n, qualify.MockNote)
 		}
 		out = append(out, p)
 	}
