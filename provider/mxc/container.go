@@ -230,6 +230,12 @@ func (c *container) Start(ctx context.Context) error {
 			}
 			return fail(provider.Errorf(provider.CodeStartFailed, "the relay in sandbox %s: %v: %s", c.id, o.err, c.redact(lastLine(c.diag.String()))))
 		}
+		// wxc-exec read its request before it ran the relay: the file,
+		// which holds the proxy credential and the environment, goes now
+		// rather than when wxc-exec exits (this process may not be there
+		// to see it: a gateway stopped or killed leaves the sandbox to end
+		// on its own).
+		cleanup()
 		c.client = o.c
 		return nil
 	case <-hctx.Done():

@@ -94,6 +94,19 @@ func alive(t *testing.T, h *harness, id string) bool {
 	return ok && start == rec.WxcStart
 }
 
+// The request file (the proxy credential, the environment) is gone once
+// the relay answers, not left until wxc-exec exits: a gateway that is
+// stopped or killed would never remove it.
+func TestContainerRequestFileGoneAtStart(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	h := newHarness(t)
+	managed(t, h.provider(BackendProcessContainer), "gw-1", policy.NetworkProxy)
+	if left, _ := filepath.Glob(filepath.Join(tmp, "corral-mxc-*")); len(left) > 0 {
+		t.Fatalf("request files left while the sandbox runs: %v", left)
+	}
+}
+
 func TestContainerExecDialStop(t *testing.T) {
 	h := newHarness(t)
 	p := h.provider(BackendProcessContainer)
