@@ -121,7 +121,8 @@ func serveHTTP(t *testing.T, ctx context.Context, c *gateway.Clients, id string,
 // off loopback is refused; a port nobody
 // listens on resets the client's connection and the forward goes on (and
 // carries that port once something listens there); stopping the sandbox
-// ends the forward's open connection and the forward itself (121).
+// ends the forward's open connection and the forward itself (121), and
+// deleting one ends its forward with 118.
 func TestForward(t *testing.T) {
 	eachGatewayProvider(t, func(t *testing.T, p *gwProvider) {
 		dir := p.dir(t, "gwfwd")
@@ -215,6 +216,15 @@ func TestForward(t *testing.T) {
 		}
 		if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb.Id})); err != nil {
 			t.Error(err)
+		}
+		// Deleting a sandbox ends its forward with 118 (not found).
+		sb2 := g.create(t, ctx, c, p.req(wd))
+		f3 := startForward(t, sock, sb2.Id, "0:8080")
+		if _, err := c.DeleteSandbox(ctx, connect.NewRequest(&gw.DeleteSandboxRequest{Id: sb2.Id})); err != nil {
+			t.Fatal(err)
+		}
+		if code := f3.exited(t, 20*time.Second); code != 118 {
+			t.Errorf("the forward exited %d after the delete, want 118: %s", code, f3.errText())
 		}
 	})
 }

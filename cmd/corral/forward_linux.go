@@ -36,7 +36,9 @@ workload started listens. The address listened on is printed on stdout.
 A connection to a port nobody listens on is reset (the reason is printed on
 stderr) and the forward goes on. The forward ends, with its connections, when
 the sandbox stops or is deleted (exit 121 or 118) and at SIGINT or SIGTERM
-(exit 0). Every forwarded connection is a Network Activity event in the
+(exit 0). A sandbox that is not ready, or whose provider cannot reach its
+loopback (mxc isolation_session), ends it with 121: the latter at the first
+connection. Every forwarded connection is a Network Activity event in the
 sandbox's audit log (corral sandbox audit).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,7 +58,7 @@ sandbox's audit log (corral sandbox audit).`,
 			}
 			sb := get.Msg.Sandbox
 			if sb.Phase != store.PhaseReady {
-				return &provider.Error{Code: provider.CodePolicyRejected, Msg: fmt.Sprintf("gateway: sandbox %s is %s, not ready", sb.Id, sb.Phase)}
+				return &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s is %s, not ready: start it first (corral sandbox start %s)", sb.Id, sb.Phase, sb.Id)}
 			}
 			l, err := net.Listen("tcp", listen)
 			if err != nil {
@@ -139,8 +141,11 @@ func (fw *forwarder) serve(ctx context.Context, l net.Listener) error {
 		go func() {
 			defer wg.Done()
 			if err := fw.carry(ctx, c); err != nil {
-				if code := connect.CodeOf(err); code == connect.CodeNotFound || code == connect.CodeFailedPrecondition {
-					cancel(apiErr(err)) // no more connections can be carried
+				switch connect.CodeOf(err) { // no more connections can be carried
+				case connect.CodeNotFound:
+					cancel(apiErr(err))
+				case connect.CodeFailedPrecondition: // not ready, or a provider that cannot forward: not the policy's fault
+					cancel(&provider.Error{Code: provider.CodeUnavailable, Msg: "gateway: " + err.(*connect.Error).Message()})
 				}
 			}
 		}()
@@ -155,7 +160,11 @@ func (fw *forwarder) watch(ctx context.Context, cancel context.CancelCauseFunc) 
 		if err == nil {
 			for st.Receive() {
 				if sb := st.Msg().Sandbox; sb != nil && sb.Phase != store.PhaseReady {
-					cancel(&provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s is %s: the forward ends", fw.id, sb.Phase)})
+					code := provider.CodeUnavailable
+					if sb.Phase == store.PhaseDeleting {
+						code = provider.CodeNotFound // as documented: 118 when it is deleted
+					}
+					cancel(&provider.Error{Code: code, Msg: fmt.Sprintf("gateway: sandbox %s is %s: the forward ends", fw.id, sb.Phase)})
 					return
 				}
 			}

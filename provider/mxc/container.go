@@ -171,6 +171,7 @@ func (c *container) Start(ctx context.Context) error {
 	// channel (EOF on the relay's stdin) is what ends the relay, which
 	// kills what it ran first; a killed relay would leave that running.
 	cmd := exec.Command(c.bin, args...)
+	cmd.WaitDelay = 5 * time.Second // the relay holds wxc-exec's stderr too: a stuck one must not hang Stop
 	c.diag = &lockedTail{}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, c.diag
 	err = cmd.Start()
@@ -497,12 +498,22 @@ func fileWriterOrDiscard(f *os.File) io.Writer {
 	return f
 }
 
-// posixSignals are the signals the relay names, with their POSIX numbers
-// (an exit by signal N is reported as 128+N, as a shell does).
-var posixSignals = map[string]int{"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGABRT": 6, "SIGKILL": 9, "SIGUSR1": 10,
-	"SIGSEGV": 11, "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15}
+// linuxSignals are the numbers of the signals a relay on Linux names
+// (signal(7), x86 and arm): only the stand-in's relay, which runs on the
+// host, reports a signal at all (a Windows process ends with a code). An
+// exit by signal N is reported as 128+N, as a shell does.
+var linuxSignals = map[string]int{"SIGHUP": 1, "SIGINT": 2, "SIGQUIT": 3, "SIGILL": 4, "SIGTRAP": 5, "SIGABRT": 6, "SIGBUS": 7,
+	"SIGFPE": 8, "SIGKILL": 9, "SIGUSR1": 10, "SIGSEGV": 11, "SIGUSR2": 12, "SIGPIPE": 13, "SIGALRM": 14, "SIGTERM": 15,
+	"SIGSTKFLT": 16, "SIGXCPU": 24, "SIGXFSZ": 25, "SIGVTALRM": 26, "SIGPROF": 27, "SIGIO": 29, "SIGPWR": 30, "SIGSYS": 31}
 
-func signalNumber(name string) int { return posixSignals[name] }
+// signalNumber is name's number; a name not in linuxSignals gives 127
+// (exit 255: never 128, which would read as a clean exit code).
+func signalNumber(name string) int {
+	if n, ok := linuxSignals[name]; ok {
+		return n
+	}
+	return 127
+}
 
 // signalName is sig's name for the relay; anything else is a kill.
 func signalName(sig os.Signal) string {

@@ -281,3 +281,14 @@ func TestContainerDestroyAfterCrash(t *testing.T) {
 		}
 	})
 }
+
+// An exec killed by a signal exits 128+N with Linux's N, for the
+// signals seccomp and the kernel send too; an unknown name never reads as
+// a clean 128.
+func TestSignalNumber(t *testing.T) {
+	for name, want := range map[string]int{"SIGKILL": 9, "SIGSYS": 31, "SIGBUS": 7, "SIGXCPU": 24, "SIGNOPE": 127} {
+		if got := signalNumber(name); got != want {
+			t.Errorf("signalNumber(%s) = %d, want %d", name, got, want)
+		}
+	}
+}
