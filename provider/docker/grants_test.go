@@ -196,7 +196,9 @@ func TestLiveGrants(t *testing.T) {
 	if st.State != provider.GrantEffective || st.Path != "/grants/ro/docs" || len(st.MountIDs) < 2 || st.Locked {
 		t.Errorf("ro grant status %+v: want effective at /grants/ro/docs, its mask among its mounts, not locked (no user namespace)", st)
 	}
-	code, out := sh(t, sb, `cat /grants/ro/docs/a.txt; echo; echo x > /grants/ro/docs/a.txt || echo write-failed; cat /grants/ro/docs/secret/s.txt || echo mask-held; mount -o remount,rw /grants/ro/docs || echo remount-failed`)
+	// "hello" and its newline in one write: stdout and stderr reach us as
+	// separate streams, so a stderr line could fall between two writes.
+	code, out := sh(t, sb, `echo "$(cat /grants/ro/docs/a.txt)"; echo x > /grants/ro/docs/a.txt || echo write-failed; cat /grants/ro/docs/secret/s.txt || echo mask-held; mount -o remount,rw /grants/ro/docs || echo remount-failed`)
 	t.Logf("ro grant inside (%d):\n%s", code, out)
 	for _, want := range []string{"hello\n", "Read-only file system", "write-failed", "mask-held", "remount-failed"} {
 		if !strings.Contains(out, want) {
