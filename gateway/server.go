@@ -1039,7 +1039,7 @@ func (s *Server) provider(name string) (Provider, error) {
 		}
 		names = append(names, p.Name())
 	}
-	return nil, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (the providers whose sandboxes outlive it here)", name, strings.Join(names, ", "))
+	return nil, fmt.Errorf("provider %q: this gateway runs sandboxes on %s (--provider of corral gateway serve chooses them)", name, strings.Join(names, ", "))
 }
 
 // providerOf is the provider of record rec.

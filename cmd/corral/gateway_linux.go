@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,7 +55,10 @@ func newGatewayCmd() *cobra.Command {
 		Long: `Serve the sandbox API. State is kept in a SQLite database; on start the
 gateway reconciles it with the running sandboxes (adopts live ones, marks
 lost ones, finishes interrupted stops and deletes, removes orphans) and
-prints what it did. Sandboxes outlive the gateway: stopping it stops none.
+prints what it did, listing any identity a provider will not remove on a
+guess (an mxc provision that never returned an id) with the file to remove.
+Sandboxes outlive the gateway (stopping it stops none), except mxc
+process_container ones, which end with it (MXC has no attach).
 
 --listen unix:PATH (default: ` + gateway.DefaultSocket() + `): only this user
 and root may connect. --listen IP:PORT: clients send the bearer token from
@@ -62,8 +66,11 @@ and root may connect. --listen IP:PORT: clients send the bearer token from
 --tls-cert and --tls-key are required.
 
 Sandboxes run on linux (a supervisor of its own per sandbox, which
-outlives the gateway) and docker (containers), each where this host has it
-(--provider picks). A create names its provider, or gets the default
+outlives the gateway), docker (containers) and mxc (Windows MXC through
+wxc-exec, on the backend CORRAL_MXC_BACKEND names: isolation_session
+sessions, adopted after a restart, or process_container ones, one relay
+each; docs/providers/mxc.md), each where this host has it (--provider
+picks; mxc only when named). A create names its provider, or gets the default
 (docker when it is run, else the first); "auto" takes the first, in
 --provider's order, that can enforce the policy with the image it names.
 
@@ -234,7 +241,7 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 	if len(rep.Foreign) > 0 {
 		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes are on providers this gateway does not run, left as they are: %s\n", len(rep.Foreign), strings.Join(rep.Foreign, ", "))
 	}
-	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listen, db)
+	fmt.Fprintf(os.Stderr, "corral gateway: listening on %s (database %s)\n", listenAddr(listen, l), db)
 	if !strings.HasPrefix(listen, "unix:") {
 		scheme := "http"
 		if tlsCert != "" {
@@ -243,6 +250,15 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 		fmt.Fprintf(os.Stderr, "corral gateway: consent page (loopback only): %s://%s/ui/?token=$(cat %s)\n", scheme, l.Addr(), tokenFile)
 	}
 	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
+}
+
+// listenAddr is the address the gateway listens on, as --listen says it:
+// a TCP port 0 given as the one the kernel chose.
+func listenAddr(listen string, l net.Listener) string {
+	if strings.HasPrefix(listen, "unix:") {
+		return listen
+	}
+	return l.Addr().String()
 }
 
 // instanceID reads the gateway's instance id from path, or creates it
@@ -537,7 +553,7 @@ the sandbox could not be made.`}
 	create.Flags().StringVarP(&workdir, "workdir", "C", "", "working directory (default: the current one)")
 	create.Flags().StringVar(&image, "image", "", "image (sets the policy's docker.image)")
 	create.Flags().StringVar(&name, "name", "", "name the sandbox (unique, a DNS label); every command takes the name for the id")
-	create.Flags().StringVar(&prov, "provider", "", "linux, docker, or auto (the first of the gateway's that enforces the policy; default: the gateway's default)")
+	create.Flags().StringVar(&prov, "provider", "", "linux, docker, mxc, or auto (the first of the gateway's that enforces the policy; default: the gateway's default)")
 	create.Flags().StringArrayVar(&credSpecs, "credential", nil, "NAME=env:VAR, NAME=file:PATH or NAME=- (one line from stdin): the value of the policy's stored credential NAME, read here and sent to the gateway, which stores it (repeatable)")
 
 	list := &cobra.Command{Use: "list", Short: "List sandboxes", Args: cobra.NoArgs,
