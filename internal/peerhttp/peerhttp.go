@@ -4,9 +4,7 @@ package peerhttp
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -20,13 +18,9 @@ import (
 // ListenUnix listens on a unix socket at path, made 0600 in a 0700
 // directory; a stale socket there is replaced, a live one (another
 // server answers) or a file that is not a socket is an error. Missing
-// directories above the socket's own are made 0711 (trust.ParentPerm).
+// directories above the socket's own are made 0711 (trust.Mkdir).
 func ListenUnix(path string) (net.Listener, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(filepath.Dir(dir), trust.ParentPerm); err != nil {
-		return nil, err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := trust.Mkdir(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil {

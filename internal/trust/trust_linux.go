@@ -73,6 +73,18 @@ func Dirs(dir string, uid uint32, check Check) error {
 // made by whichever came first, would lock the others out.
 const ParentPerm os.FileMode = 0o711
 
+// Mkdir makes dir with perm, when missing, and its missing parents with
+// ParentPerm; it checks nothing (MkdirAll does).
+func Mkdir(dir string, perm os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(dir), ParentPerm); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
+}
+
 // MkdirAll makes dir with perm and its missing parents with ParentPerm
 // after Dirs accepts the part of the path that exists, so that nothing is
 // made under a directory another user controls; then it checks the whole
@@ -94,10 +106,7 @@ func MkdirAll(dir string, perm os.FileMode, uid uint32, check Check) error {
 	if err := Dirs(existing, uid, check); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(d), ParentPerm); err != nil {
-		return err
-	}
-	if err := os.Mkdir(d, perm); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := Mkdir(d, perm); err != nil {
 		return err
 	}
 	return Dirs(d, uid, check)
