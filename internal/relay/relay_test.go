@@ -64,20 +64,7 @@ func TestUnknownFrameEndsHost(t *testing.T) {
 // TestWindowOverrun: a relay sending more output than the window allows
 // without acks ends the channel: the host buffers at most Window per stream.
 func TestWindowOverrun(t *testing.T) {
-	f, open := newFake(t, `{"t":"hello","v":1,"pid":9}`)
-	c, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := make(chan struct{})
-	defer close(block)
-	p, err := c.StartExec(ctxT(t), Command{Args: []string{"x"}, Stdout: blockingWriter(block)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fr := f.next(); fr.T != tExec {
-		t.Fatalf("first frame %q", fr.T)
-	}
+	f, c, p := blockedExec(t)
 	chunk := fmt.Sprintf(`{"t":"out","id":%q,"fd":1,"data":%q}`, p.ID(), bytes.Repeat([]byte("QUFB"), MaxChunk/3))
 	go func() {
 		for range Window/(MaxChunk/4*3) + 2 {
@@ -101,20 +88,7 @@ func TestWindowOverrun(t *testing.T) {
 // process that could write the channel) would pile them up in the inbox
 // of a slow consumer without bound.
 func TestEmptyPayloadEndsHost(t *testing.T) {
-	f, open := newFake(t, `{"t":"hello","v":1,"pid":9}`)
-	c, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := make(chan struct{})
-	defer close(block)
-	p, err := c.StartExec(ctxT(t), Command{Args: []string{"x"}, Stdout: blockingWriter(block)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fr := f.next(); fr.T != tExec {
-		t.Fatalf("first frame %q", fr.T)
-	}
+	f, c, p := blockedExec(t)
 	go func() {
 		for range 1000 {
 			if _, err := fmt.Fprintf(f.w, `{"t":"out","id":%q,"fd":1,"data":""}`+"\n", p.ID()); err != nil {
@@ -131,6 +105,27 @@ func TestEmptyPayloadEndsHost(t *testing.T) {
 	if !errors.As(c.Err(), &pe) || !strings.Contains(pe.Msg, "empty") {
 		t.Fatalf("Err %v, want a ProtocolError for the empty frame", c.Err())
 	}
+}
+
+// blockedExec is a fake relay's host with one exec started whose Stdout
+// blocks until the test ends (so its output piles up in the host's inbox).
+func blockedExec(t *testing.T) (*fakeRelay, *Client, *Process) {
+	t.Helper()
+	f, open := newFake(t, `{"t":"hello","v":1,"pid":9}`)
+	c, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	p, err := c.StartExec(ctxT(t), Command{Args: []string{"x"}, Stdout: blockingWriter(block)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := f.next(); fr.T != tExec {
+		t.Fatalf("first frame %q", fr.T)
+	}
+	return f, c, p
 }
 
 type blockingWriter chan struct{}
