@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -243,5 +244,21 @@ func TestExpiresAt(t *testing.T) {
 		if _, err := expiresAt(in, now); err == nil {
 			t.Errorf("expiresAt(%q) accepted", in)
 		}
+	}
+}
+
+// gateway serve says the address it listens on: for --listen IP:0 the
+// port the kernel chose, for unix:PATH the path as given.
+func TestListenAddr(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := listenAddr("127.0.0.1:0", l); got != l.Addr().String() || strings.HasSuffix(got, ":0") {
+		t.Errorf("listenAddr(127.0.0.1:0) = %q, want %s", got, l.Addr())
+	}
+	if got := listenAddr("unix:/run/x.sock", l); got != "unix:/run/x.sock" {
+		t.Errorf("listenAddr(unix:/run/x.sock) = %q", got)
 	}
 }
