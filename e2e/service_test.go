@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/execfile"
 	"github.com/corral-sandbox/corral/internal/procstat"
 )
 
@@ -450,11 +451,7 @@ func TestServiceAutostart(t *testing.T) {
 	// A copy of corral in a directory of its own, to hand to the agent
 	// (made first: cleanups run last-in first-out, and newSvc's needs it).
 	bin := filepath.Join(mkdir(t, id, "autostart-bin"), "corral")
-	b, err := os.ReadFile(corralBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
+	if err := execfile.Copy(corralBin, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	s := newSvc(t, id)

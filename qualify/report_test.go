@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/execfile"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/net/html"
 )
@@ -241,7 +242,7 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyFile(self, bin, 0o755); err != nil {
+	if err := execfile.Copy(self, bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	sum, err := fileSHA256(bin)

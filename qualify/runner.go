@@ -28,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 
+	"github.com/corral-sandbox/corral/internal/execfile"
 	"github.com/corral-sandbox/corral/probe"
 )
 
@@ -215,7 +216,7 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	rs.bin = filepath.Join(tmp, "bin", "corral")
-	if err := CopyFile(o.Bin, rs.bin, 0o755); err != nil {
+	if err := execfile.Copy(o.Bin, rs.bin, 0o755); err != nil {
 		return nil, fmt.Errorf("copy the corral binary: %w", err)
 	}
 
@@ -229,7 +230,7 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 	if o.User != nil {
 		rep.Host.UID = o.User.UID
 	}
-	ver := rs.binVersion(ctx)
+	ver, verErr := rs.binVersion(ctx)
 	rep.Binary.Version = ver.String()
 	doc := rs.binDoctor(ctx)
 
@@ -250,6 +251,8 @@ func Qualify(ctx context.Context, o Options) (*Report, error) {
 		pr := ProviderReport{Name: name, Version: rep.Binary.Version}
 		avail, why := true, ""
 		switch dp, ok := doc.provider(baseProvider(name)); {
+		case verErr != nil:
+			avail, why = false, "not available: the runner could not run the binary: "+verErr.Error()
 		case !slices.Contains(ver.Providers, baseProvider(name)):
 			avail, why = false, "provider not built in"
 		case !ok:
@@ -1201,28 +1204,6 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// CopyFile copies the file src to dst (created or truncated) with mode
-// (the qualify run's and doctor --egress's copy of the corral binary).
-func CopyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Chmod(dst, mode)
-}
-
 func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -1244,13 +1225,20 @@ func (v binVersionInfo) String() string {
 	return fmt.Sprintf("%s (commit %s, %s)", v.Version, v.Commit, v.Go)
 }
 
-func (rs *runState) binVersion(ctx context.Context) binVersionInfo {
+func (rs *runState) binVersion(ctx context.Context) (binVersionInfo, error) {
 	var v binVersionInfo
 	out, err := rs.runQuiet(ctx, "version", "-o", "json")
 	if err == nil {
-		_ = json.Unmarshal(out, &v)
+		err = json.Unmarshal(out, &v)
 	}
-	return v
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			err = fmt.Errorf("%w: %s", err, bound(strings.TrimSpace(string(ee.Stderr)), 500))
+		}
+		return v, fmt.Errorf("corral version -o json: %w", err)
+	}
+	return v, nil
 }
 
 // doctorInfo is the part of `corral doctor -o json` qualify reads.

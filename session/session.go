@@ -65,17 +65,17 @@ func (c *Config) step(name string) {
 
 // Session is one live sandbox.
 type Session struct {
-	cfg   Config
-	sb    provider.Sandbox
-	info  audit.RunInfo
-	pol   *policy.Resolved
-	sw    *egressSwitch // network proxy only
-	trust *trust        // a policy that inspects egress only
-	creds *credentials  // a policy with credentials only
-	consent *consentState // a policy with a consent section only
+	cfg     Config
+	sb      provider.Sandbox
+	info    audit.RunInfo
+	pol     *policy.Resolved
+	sw      *egressSwitch  // network proxy only
+	trust   *trust         // a policy that inspects egress only
+	creds   *credentials   // a policy with credentials only
+	consent *consentState  // a policy with a consent section only
 	emu     sync.Mutex     // serialises changes of the egress rules
 	rules   policy.Network // the egress rules in force (with consent host grants)
-	stats *egressStats
+	stats   *egressStats
 
 	mu      sync.Mutex
 	scanned time.Time // planted: what changed after this is the workload's
@@ -395,7 +395,9 @@ func (s *Session) buildProxy(n policy.Network) (*egress.Proxy, error) {
 	return p, nil
 }
 
-func endpointEqual(a, b policy.Endpoint) bool { return a.Host == b.Host && slices.Equal(a.Ports, b.Ports) }
+func endpointEqual(a, b policy.Endpoint) bool {
+	return a.Host == b.Host && slices.Equal(a.Ports, b.Ports)
+}
 
 // Exec is one process of a session, as Exec records it.
 type Exec struct {

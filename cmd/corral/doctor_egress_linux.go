@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/execfile"
 	"github.com/corral-sandbox/corral/internal/testcert"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/qualify"
@@ -139,7 +140,7 @@ func doctorEgress(ctx context.Context, self, prov string, keep func(egressClient
 	if err := os.Mkdir(filepath.Dir(bin), 0o755); err != nil {
 		return egressReport{}, err
 	}
-	if err := qualify.CopyFile(self, bin, 0o755); err != nil {
+	if err := execfile.Copy(self, bin, 0o755); err != nil {
 		return egressReport{}, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/execfile"
 	"github.com/corral-sandbox/corral/internal/pemcert"
 	"github.com/corral-sandbox/corral/internal/testcert"
 	"github.com/corral-sandbox/corral/internal/testorigin"
@@ -220,11 +221,7 @@ func PublicDir(t *testing.T) string {
 func ProbeBinary(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "probe")
-	b, err := os.ReadFile("/proc/self/exe")
-	if err == nil {
-		err = os.WriteFile(bin, b, 0o755)
-	}
-	if err != nil {
+	if err := execfile.Copy("/proc/self/exe", bin, 0o755); err != nil {
 		t.Fatalf("copy the test binary for the probe: %v", err)
 	}
 	return bin
