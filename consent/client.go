@@ -8,14 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/peerhttp"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -27,7 +28,8 @@ type Client struct {
 	token string
 }
 
-// NewClient connects to addr: "unix:PATH", or "http://HOST:PORT[/PATH]"
+// NewClient connects to addr: a local endpoint (peerhttp.DialLocal's
+// "unix:PATH" or "pipe:NAME"), or "http://HOST:PORT[/PATH]"
 // with HOST a loopback IP literal or localhost (the token, when given, is
 // sent as a bearer token; any other host, a user part ("http://127.0.0.1:80@host",
 // where the host is what follows the @), a query or a fragment is
@@ -36,14 +38,11 @@ type Client struct {
 func NewClient(addr, token string) (*Client, error) {
 	tr := &http.Transport{}
 	var base string
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if path == "" {
-			return nil, fmt.Errorf("approvals address %q: want unix:PATH or http://IP:PORT", addr)
+	if peerhttp.IsLocal(addr) {
+		if err := peerhttp.CheckLocal(addr); err != nil {
+			return nil, fmt.Errorf("approvals address: %w", err)
 		}
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return peerhttp.DialLocal(ctx, addr) }
 		base = "http://corral-approvals"
 	} else if strings.HasPrefix(addr, "http://") {
 		u, err := url.Parse(addr)
@@ -56,7 +55,7 @@ func NewClient(addr, token string) (*Client, error) {
 		}
 		base = "http://" + u.Host + u.EscapedPath()
 	} else {
-		return nil, fmt.Errorf("approvals address %q: want unix:PATH or http://IP:PORT", addr)
+		return nil, fmt.Errorf("approvals address %q: want unix:PATH, pipe:NAME or http://IP:PORT", addr)
 	}
 	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &Client{hc: hc, base: strings.TrimSuffix(base, "/"), token: token}, nil
@@ -192,6 +191,9 @@ func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
 		if err == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if !transient(err) || time.Now().After(end) {
 			return provider.Wrap(provider.CodeNotFound, "approvals", err)
 		}
@@ -224,10 +226,12 @@ func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
 	return sc.Err()
 }
 
-// transient reports whether err is a connection the server dropped or
-// refused before answering (EOF, ECONNRESET, ECONNREFUSED), which a retry
-// may get past.
+// transient reports whether err may pass on a retry: anything but an
+// endpoint that is not there (ENOENT: no socket at the path) or may not be
+// used (EACCES, EPERM). A server starting, or replacing a stale socket,
+// refuses or drops connections before answering, and the client sees that
+// as ECONNREFUSED, EOF, ECONNRESET, EPIPE or net/http's "server closed
+// idle connection", depending on when the close came.
 func transient(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+	return !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
 }

@@ -1,15 +1,15 @@
-//go:build linux
+//go:build linux || windows
 
 package gateway
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/corral-sandbox/corral/consent"
 	"github.com/corral-sandbox/corral/consent/web"
+	"github.com/corral-sandbox/corral/internal/peerhttp"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -43,11 +43,11 @@ func (s *Server) consentRoutes(mux *http.ServeMux, token string) {
 	mux.Handle("/v1/grants/", api)
 }
 
-// approver names who made a decision for the record: the peer's uid on a
-// unix socket, the token's holder on TCP.
+// approver names who made a decision for the record: the peer on a local
+// endpoint ("uid 1000", a SID), the token's holder on TCP.
 func approver(r *http.Request) string {
-	if uid, ok := PeerUID(r); ok {
-		return fmt.Sprintf("uid %d", uid)
+	if who, _, ok := peerhttp.LocalPeer(r); ok {
+		return who
 	}
 	return "token"
 }

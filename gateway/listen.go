@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || windows
 
 package gateway
 
@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -22,48 +21,25 @@ import (
 	"github.com/corral-sandbox/corral/internal/peerhttp"
 )
 
-// DefaultSocket is where the gateway listens and the CLI connects when
-// neither --listen/--gateway nor CORRAL_GATEWAY says otherwise:
-// /run/corral/gateway.sock as root, else $XDG_RUNTIME_DIR/corral/gateway.sock,
-// else ~/.local/state/corral/gateway.sock.
-func DefaultSocket() string {
-	if os.Getuid() == 0 {
-		return "/run/corral/gateway.sock"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "corral", "gateway.sock")
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "state", "corral", "gateway.sock")
-}
-
-// DefaultDB is the gateway's database: /var/lib/corral/gateway/gateway.db
-// as root, else ~/.local/state/corral/gateway/gateway.db.
-func DefaultDB() string {
-	if os.Getuid() == 0 {
-		return "/var/lib/corral/gateway/gateway.db"
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".local", "state", "corral", "gateway", "gateway.db")
-}
-
-// Listen opens the gateway's listener. addr is "unix:PATH" (the socket is
-// made 0600 in a 0700 directory; a stale socket is replaced) or "IP:PORT"
-// (clients need the bearer token). With tls (a certificate) the TCP
-// listener speaks TLS; without, only loopback addresses are accepted.
+// Listen opens the gateway's listener. addr is a local endpoint,
+// peerhttp.ListenLocal's "unix:PATH" on Linux (the socket is made 0600 in
+// a 0700 directory; a stale socket is replaced) or "pipe:NAME" on Windows
+// (owner, SYSTEM and Administrators only), or "IP:PORT" (clients need the
+// bearer token). With tls (a certificate) the TCP listener speaks TLS;
+// without, only loopback addresses are accepted.
 func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		return peerhttp.ListenUnix(path)
+	if peerhttp.IsLocal(addr) {
+		return peerhttp.ListenLocal(addr)
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %q: want unix:PATH or IP:PORT", addr)
+		return nil, fmt.Errorf("--listen %q: want %s or IP:PORT", addr, LocalForm)
 	}
 	if tlsCfg != nil {
 		return tls.Listen("tcp", addr, tlsCfg)
 	}
 	if !ap.Addr().IsLoopback() {
-		return nil, fmt.Errorf("--listen %s: off loopback the token would cross the network in clear: give --tls-cert and --tls-key, or use 127.0.0.1 or a unix socket", addr)
+		return nil, fmt.Errorf("--listen %s: off loopback the token would cross the network in clear: give --tls-cert and --tls-key, or use 127.0.0.1 or %s", addr, LocalForm)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -85,7 +61,7 @@ func Handler(srv *Server, token string) http.Handler {
 		// The page does its own authentication (the token once, then a
 		// cookie and a CSRF header: a browser cannot send the bearer
 		// header on a navigation); it is served on TCP only.
-		if _, unix := PeerUID(r); !unix && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+		if _, _, local := peerhttp.LocalPeer(r); !local && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
 			ui.ServeHTTP(w, r)
 			return
 		}
@@ -93,9 +69,10 @@ func Handler(srv *Server, token string) http.Handler {
 	})
 }
 
-// PeerAuth lets a request reach h only when, on a unix socket (Serve), the
-// peer's uid (SO_PEERCRED) is this process's or root's, or, on TCP, it
-// carries "Authorization: Bearer TOKEN" with token (compared in constant
+// PeerAuth lets a request reach h only when, on a local endpoint (Serve),
+// the peer is this process's user or root (peerhttp.LocalPeer: a unix
+// socket's SO_PEERCRED uid; a named pipe client's token, or SYSTEM or an
+// elevated administrator), or, on TCP, it carries "Authorization: Bearer TOKEN" with token (compared in constant
 // time; "" accepts none). Anything else is 401 or 403 before h runs.
 func PeerAuth(h http.Handler, token string) http.Handler {
 	errs := connect.NewErrorWriter()
@@ -111,9 +88,9 @@ func PeerAuth(h http.Handler, token string) http.Handler {
 		http.Error(w, msg, status)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if uid, ok := PeerUID(r); ok {
-			if !peerhttp.Allowed(uid) {
-				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("uid %d may not use this gateway (only uid %d and root)", uid, os.Getuid()))
+		if who, allowed, local := peerhttp.LocalPeer(r); local {
+			if !allowed {
+				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("%s may not use this gateway (only its own user and %s)", who, superuser))
 				return
 			}
 		} else if !BearerOK(r, token) {
@@ -132,9 +109,6 @@ func BearerOK(r *http.Request, token string) bool {
 	return strings.EqualFold(scheme, "Bearer") && token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
 }
 
-// PeerUID is peerhttp.PeerUID.
-func PeerUID(r *http.Request) (uid int, ok bool) { return peerhttp.PeerUID(r) }
-
 // MaxMessage bounds one request message (bytes): 16 MiB.
 const MaxMessage = 16 << 20
 
@@ -150,7 +124,7 @@ type Clients struct {
 	Credentials gatewayv1connect.CredentialServiceClient
 }
 
-// Client connects to a gateway at addr ("unix:PATH", "http://IP:PORT" or
+// Client connects to a gateway at addr (LocalForm, "http://IP:PORT" or
 // "https://HOST:PORT", verified against the system roots plus the PEM
 // certificates in caFile when given) with token (TCP only; "" for none).
 func Client(addr, token, caFile string) (*Clients, error) {
@@ -159,11 +133,11 @@ func Client(addr, token, caFile string) (*Clients, error) {
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	base := addr
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
+	if peerhttp.IsLocal(addr) {
+		if err := peerhttp.CheckLocal(addr); err != nil {
+			return nil, fmt.Errorf("gateway address: %w", err)
 		}
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return peerhttp.DialLocal(ctx, addr) }
 		base = "http://corral-gateway"
 	} else if strings.HasPrefix(addr, "https://") {
 		pool, err := x509.SystemCertPool()
@@ -190,7 +164,7 @@ func Client(addr, token, caFile string) (*Clients, error) {
 			return nil, fmt.Errorf("gateway address %q: the token would cross the network in clear; use https:// (or a loopback address)", addr)
 		}
 	} else {
-		return nil, fmt.Errorf("gateway address %q: want unix:PATH, http://IP:PORT or https://HOST:PORT", addr)
+		return nil, fmt.Errorf("gateway address %q: want %s, http://IP:PORT or https://HOST:PORT", addr, LocalForm)
 	}
 	var opts []connect.ClientOption
 	if token != "" {

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || windows
 
 // Package gateway is Corral's control plane: a Connect/gRPC API
 // (gateway/proto) over managed, long-lived sandboxes whose state is kept
@@ -25,7 +25,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -200,7 +199,9 @@ func (g *gate) exec(ctx context.Context) (context.Context, func()) {
 
 func fault(point string) {
 	if os.Getenv(FaultEnv) == point {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill() // SIGKILL; TerminateProcess on Windows
+		}
 		time.Sleep(time.Second)
 	}
 }
@@ -846,7 +847,7 @@ func (s *Server) tail(ctx context.Context, id, path string, follow, lines bool, 
 	for {
 		// Never a link or a fifo put in its place: only the gateway writes
 		// LOGDIR (New), but what it streams must be its own file.
-		f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		f, err := openLog(path)
 		if err == nil {
 			if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 				f.Close()

@@ -355,6 +355,10 @@ type HostReport struct {
 	Fixes     []string          `json:"fixes,omitempty"`  // commands or settings that would help
 }
 
+// MockNote marks whatever ran on a provider whose HostReport has the fact
+// tier "mock" (MXC's executor stand-in, shared/reference/mxc/CONTRACT.md).
+const MockNote = "mock — not evidence of OS enforcement"
+
 // CapabilitiesVersion is the version of the Capabilities descriptor shape.
 const CapabilitiesVersion = 1
 

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/provider"
 )
 
 // SchemaVersion is report.json's schema_version (schema.json).
@@ -76,7 +78,7 @@ type ProviderReport struct {
 }
 
 // MockNote marks every result of a provider whose executor is a stand-in.
-const MockNote = "mock — not evidence of OS enforcement"
+const MockNote = provider.MockNote
 
 // Note is the summary's note for p: why it was skipped, or that it is a
 // mock.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
-
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -30,9 +28,3 @@ func attachTerminal() (func(), <-chan [2]uint16) {
 	close(c)
 	return func() {}, c
 }
-
-// osCommands: gc and image belong to the docker provider, Linux only.
-func osCommands() []*cobra.Command { return nil }
-
-// policyGatewayCmds: the gateway is Linux only.
-func policyGatewayCmds() []*cobra.Command { return nil }

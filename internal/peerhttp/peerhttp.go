@@ -89,3 +89,18 @@ func peerUID(c *net.UnixConn) (int, bool) {
 	}
 	return int(cred.Uid), true
 }
+
+// localForm is the local endpoint this OS has.
+const localForm = "unix:PATH"
+
+func listenLocal(_, path string) (net.Listener, error) { return ListenUnix(path) }
+
+func dialLocal(ctx context.Context, _, path string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", path)
+}
+
+func localPeer(r *http.Request) (who string, allowed, ok bool) {
+	uid, ok := PeerUID(r)
+	return fmt.Sprintf("uid %d", uid), ok && Allowed(uid), ok
+}

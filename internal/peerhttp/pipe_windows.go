@@ -258,3 +258,18 @@ func OwnerOnlySID(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// localForm is the local endpoint this OS has.
+const localForm = "pipe:NAME"
+
+func listenLocal(_, name string) (net.Listener, error) { return ListenPipe(name) }
+
+func dialLocal(ctx context.Context, _, name string) (net.Conn, error) { return DialPipe(ctx, name) }
+
+func localPeer(r *http.Request) (who string, allowed, ok bool) {
+	sid, ok := PeerSID(r)
+	if sid == "" {
+		sid = "an unidentified client"
+	}
+	return sid, ok && AllowedPipePeer(r), ok
+}

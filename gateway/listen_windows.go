@@ -1,0 +1,38 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/windows"
+)
+
+// LocalForm is the local endpoint address the gateway takes on this OS.
+const LocalForm = "pipe:NAME"
+
+// superuser names who may use any user's gateway besides its own user.
+const superuser = "SYSTEM and elevated Administrators"
+
+// DefaultAddr is where the gateway listens and the CLI connects when
+// neither --listen/--gateway nor CORRAL_GATEWAY says otherwise: the named
+// pipe \\.\pipe\corral-gateway-SID, SID the caller's user (pipe names are
+// machine-wide: one per user).
+func DefaultAddr() string {
+	name := "corral-gateway"
+	if u, err := windows.GetCurrentProcessToken().GetTokenUser(); err == nil {
+		name += "-" + u.User.Sid.String()
+	}
+	return "pipe:" + name
+}
+
+// DefaultDB is the gateway's database:
+// %LOCALAPPDATA%\corral\gateway\gateway.db (os.UserCacheDir is
+// %LOCALAPPDATA%, the profile's non-roaming folder).
+func DefaultDB() string {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		home, _ := os.UserHomeDir()
+		d = filepath.Join(home, "AppData", "Local")
+	}
+	return filepath.Join(d, "corral", "gateway", "gateway.db")
+}
