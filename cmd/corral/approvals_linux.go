@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -296,19 +297,26 @@ func (f *approvalsFlags) client() (*consent.Client, error) {
 	return nil, usageErr("%d corral runs ask for approvals (pids %v): say which with --run PID", len(runs), runs)
 }
 
-// liveRuns are the pids of the corral runs in progress serving approvals
-// (their sockets in runSocketDir, their processes alive).
+// liveRuns are the pids of the corral runs in progress serving approvals:
+// their sockets in runSocketDir that a server answers. A socket nobody
+// listens on is what a run killed before its cleanup left (its pid may
+// be another process's by now): it is removed.
 func liveRuns() []int {
 	ents, _ := os.ReadDir(runSocketDir())
 	var pids []int
 	for _, e := range ents {
 		s, ok := strings.CutSuffix(e.Name(), ".sock")
 		pid, err := strconv.Atoi(s)
-		if !ok || err != nil {
+		if !ok || err != nil || e.Type()&os.ModeSocket == 0 {
 			continue
 		}
-		if syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+		path := runSocket(pid)
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			c.Close()
 			pids = append(pids, pid)
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(path)
 		}
 	}
 	return pids

@@ -4,11 +4,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"net"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-sandbox/corral/consent"
+	"github.com/corral-sandbox/corral/internal/peerhttp"
 )
 
 // What the workload names (a target directory, the executable it copied)
@@ -34,5 +39,32 @@ func TestApprovalsOutputEscapesWorkloadText(t *testing.T) {
 	}
 	if shown("/home/me/src/ünï docs") != "/home/me/src/ünï docs" {
 		t.Fatal("a printable path was quoted")
+	}
+}
+
+// liveRuns lists a run whose socket answers and removes one nobody
+// listens on (a run killed before its cleanup), whatever its pid.
+func TestLiveRunsSweepsStaleSockets(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	}
+	const live, stale = 999999998, 999999999 // above pid_max: never a process
+	l, err := peerhttp.ListenUnix(runSocket(live))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	sl, err := net.Listen("unix", runSocket(stale))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.(*net.UnixListener).SetUnlinkOnClose(false)
+	sl.Close()
+	t.Cleanup(func() { os.Remove(runSocket(stale)) })
+	if got := liveRuns(); !slices.Contains(got, live) || slices.Contains(got, stale) {
+		t.Fatalf("liveRuns = %v, want %d and not %d", got, live, stale)
+	}
+	if _, err := os.Lstat(runSocket(stale)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stale socket is still there: %v", err)
 	}
 }
