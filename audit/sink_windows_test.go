@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/corral-sandbox/corral/internal/wine"
+	"github.com/corral-sandbox/corral/internal/winfile"
 )
 
 // fileAllAccess is FILE_ALL_ACCESS (winnt.h), the "FA" of SDDL.
@@ -123,31 +124,6 @@ func TestOpenRefusesNonFiles(t *testing.T) {
 	}
 }
 
-// checkLog refuses a handle that is no disk file: a pipe, a device. (By
-// path, such names end in the volume part, refused before any open.)
-func TestCheckLogRefusesPipesAndDevices(t *testing.T) {
-	user, err := callerSID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r, w windows.Handle
-	if err := windows.CreatePipe(&r, &w, nil, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer windows.CloseHandle(r)
-	defer windows.CloseHandle(w)
-	nul, err := windows.CreateFile(windows.StringToUTF16Ptr("NUL"), windows.FILE_APPEND_DATA|windows.READ_CONTROL, shareAll, nil, windows.OPEN_EXISTING, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer windows.CloseHandle(nul)
-	for name, h := range map[string]windows.Handle{"pipe": w, "NUL": nul} {
-		if err := checkLog(h, user); err == nil || !strings.Contains(err.Error(), "a device or a pipe") {
-			t.Errorf("checkLog(%s) = %v, want it refused as a device or a pipe", name, err)
-		}
-	}
-}
-
 // A junction (a directory mount point) anywhere on the path is refused.
 // Junctions need no privilege, so this runs for every Windows user.
 func TestOpenRefusesJunction(t *testing.T) {
@@ -157,7 +133,7 @@ func TestOpenRefusesJunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	junction := filepath.Join(dir, "junction")
-	if err := makeJunction(junction, target); err != nil {
+	if err := winfile.MakeJunction(junction, target); err != nil {
 		if errors.Is(err, windows.ERROR_NOT_SUPPORTED) {
 			wine.SkipArtifact(t, "FSCTL_SET_REPARSE_POINT is not supported (no junctions)")
 		}
@@ -168,43 +144,4 @@ func TestOpenRefusesJunction(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(target, "a.jsonl")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a file was made through the junction (%v)", err)
 	}
-}
-
-// makeJunction makes the directory link a junction to target
-// (FSCTL_SET_REPARSE_POINT with a REPARSE_DATA_BUFFER's
-// MountPointReparseBuffer, as mklink /J does).
-func makeJunction(link, target string) error {
-	if err := os.Mkdir(link, 0o700); err != nil {
-		return err
-	}
-	sub, err := windows.UTF16FromString(`\??\` + target)
-	if err != nil {
-		return err
-	}
-	sub = sub[:len(sub)-1] // without the NUL
-	n := 2 * len(sub)
-	// Tag, data length, reserved; substitute name offset and length,
-	// print name offset (after the substitute's NUL) and length 0; names.
-	buf := make([]byte, 16+n+4)
-	put := func(off int, v int) { buf[off], buf[off+1] = byte(v), byte(v>>8) }
-	put(0, windows.IO_REPARSE_TAG_MOUNT_POINT&0xffff)
-	put(2, windows.IO_REPARSE_TAG_MOUNT_POINT>>16)
-	put(4, len(buf)-8)
-	put(10, n)
-	put(12, n+2)
-	for i, c := range sub {
-		put(16+2*i, int(c))
-	}
-	p, err := windows.UTF16PtrFromString(link)
-	if err != nil {
-		return err
-	}
-	h, err := windows.CreateFile(p, windows.GENERIC_WRITE, 0, nil, windows.OPEN_EXISTING,
-		windows.FILE_FLAG_BACKUP_SEMANTICS|windows.FILE_FLAG_OPEN_REPARSE_POINT, 0)
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(h)
-	var ret uint32
-	return windows.DeviceIoControl(h, windows.FSCTL_SET_REPARSE_POINT, &buf[0], uint32(len(buf)), nil, 0, &ret, nil)
 }
