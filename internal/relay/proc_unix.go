@@ -15,6 +15,12 @@ import (
 // and the final kill reach what it starts too.
 func isolate(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
 
+// adopt: the process group is made at start (isolate).
+func adopt(*os.Process) error { return nil }
+
+// reaped: nothing to release.
+func reaped(*os.Process) {}
+
 // killTree kills the process's group and the process.
 func killTree(p *os.Process) {
 	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)

@@ -4,19 +4,152 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/windows"
 )
 
-// isolate: Windows has no process groups to signal; the sandbox (MXC's
-// container) ends with the relay.
-func isolate(*exec.Cmd) {}
+// Windows has no process groups: a process's tree is a job object of its
+// own. isolate starts the process suspended; adopt puts it in a new job
+// (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE) and only then resumes it, so every
+// process it starts is in the job (child processes inherit their parent's
+// job: "Job Objects", Microsoft Learn) and none runs an instruction
+// outside it. killTree terminates the job; if the relay itself ends, the
+// job's last handle closes and the kernel kills the tree.
 
-func killTree(p *os.Process) { _ = p.Kill() }
+// isolate makes the process start suspended (CREATE_SUSPENDED); adopt
+// resumes it once it is in its job.
+func isolate(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_SUSPENDED}
+}
 
-// signalTree: every signal is a kill on Windows.
+// jobs holds each started process's job (pid → windows.Handle) until it
+// is reaped. A pid is not reused while its process object is open, and the
+// *os.Process holds it open until Wait.
+var jobs sync.Map
+
+// adopt puts the suspended process p in a job of its own and resumes its
+// threads; on error it kills p (whose threads never ran).
+func adopt(p *os.Process) (err error) {
+	defer func() {
+		if err != nil {
+			_ = p.Kill()
+			err = fmt.Errorf("the process's job: %w", err)
+		}
+	}()
+	job, err := windows.CreateJobObject(nil, nil)
+	if err != nil {
+		return err
+	}
+	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{
+		BasicLimitInformation: windows.JOBOBJECT_BASIC_LIMIT_INFORMATION{LimitFlags: windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE},
+	}
+	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
+		windows.CloseHandle(job)
+		return err
+	}
+	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(p.Pid))
+	if err != nil {
+		windows.CloseHandle(job)
+		return err
+	}
+	err = windows.AssignProcessToJobObject(job, h)
+	windows.CloseHandle(h)
+	if err != nil {
+		windows.CloseHandle(job)
+		return err
+	}
+	jobs.Store(p.Pid, job)
+	return resume(uint32(p.Pid))
+}
+
+// resume resumes every thread of process pid (a process created suspended
+// has one; exec.Cmd does not hand out its handle, so it is found in a
+// thread snapshot).
+func resume(pid uint32) error {
+	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPTHREAD, 0)
+	if err != nil {
+		return err
+	}
+	defer windows.CloseHandle(snap)
+	te := windows.ThreadEntry32{Size: uint32(unsafe.Sizeof(windows.ThreadEntry32{}))}
+	resumed := 0
+	for err = windows.Thread32First(snap, &te); err == nil; err = windows.Thread32Next(snap, &te) {
+		if te.OwnerProcessID != pid {
+			continue
+		}
+		th, err := windows.OpenThread(windows.THREAD_SUSPEND_RESUME, false, te.ThreadID)
+		if err != nil {
+			return err
+		}
+		_, err = windows.ResumeThread(th)
+		windows.CloseHandle(th)
+		if err != nil {
+			return err
+		}
+		resumed++
+	}
+	if resumed == 0 {
+		return fmt.Errorf("no thread of process %d to resume", pid)
+	}
+	return nil
+}
+
+// leftJobs are the jobs of reaped processes, with what those left running
+// (a server started in the background), until killOrphans: on Linux too
+// such processes live until the relay ends.
+var (
+	leftMu   sync.Mutex
+	leftJobs []windows.Handle
+)
+
+// reaped moves p's job, once p was waited for, to leftJobs (its pid may be
+// reused from now on).
+func reaped(p *os.Process) {
+	if job, ok := jobs.LoadAndDelete(p.Pid); ok {
+		leftMu.Lock()
+		leftJobs = append(leftJobs, job.(windows.Handle))
+		leftMu.Unlock()
+	}
+}
+
+// killOrphans terminates every job at the relay's end (closing the last
+// handle would too: kill on close).
+func killOrphans() {
+	jobs.Range(func(k, job any) bool {
+		_ = windows.TerminateJobObject(job.(windows.Handle), 1)
+		return true
+	})
+	leftMu.Lock()
+	defer leftMu.Unlock()
+	for _, job := range leftJobs {
+		_ = windows.TerminateJobObject(job, 1)
+		windows.CloseHandle(job)
+	}
+	leftJobs = nil
+}
+
+// confine: nothing more on Windows (the jobs do what the Linux relay's
+// non-dumpable subreaper does; docs/relay.md, "Security").
+func confine() error { return nil }
+
+// killTree terminates p's job: p and everything it started.
+func killTree(p *os.Process) {
+	if job, ok := jobs.Load(p.Pid); ok {
+		_ = windows.TerminateJobObject(job.(windows.Handle), 1)
+	}
+	_ = p.Kill()
+}
+
+// signalTree: every signal is a kill of the tree on Windows.
 func signalTree(p *os.Process, name string) error {
 	switch sigName(name) {
 	case "SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGTERM", "SIGUSR1", "SIGUSR2":
-		return p.Kill()
+		killTree(p)
+		return nil
 	}
 	return fmt.Errorf("unknown signal %q", name)
 }

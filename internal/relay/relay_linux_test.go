@@ -62,54 +62,6 @@ func TestChildrenGetOwnStdio(t *testing.T) {
 	check("main", out.String())
 }
 
-// TestEOFKillsChildren: when the host goes (the relay's stdin reaches
-// EOF) the relay kills what it started, the process's children too.
-func TestEOFKillsChildren(t *testing.T) {
-	p := newPair(t)
-	r, w := io.Pipe()
-	cmd := helperCmd("sleep", "tree")
-	cmd.Stdout = w
-	if _, err := p.c.StartExec(ctxT(t), cmd); err != nil {
-		t.Fatal(err)
-	}
-	main := helperCmd("sleep")
-	main.Stdout = w
-	if _, err := p.c.Start(ctxT(t), main); err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	br := bufio.NewReader(r)
-	for range 3 {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(line))
-		pids = append(pids, pid)
-	}
-	go io.Copy(io.Discard, br)
-	for _, pid := range pids {
-		if !alive(pid) {
-			t.Fatalf("pid %d is not running before the EOF", pid)
-		}
-	}
-	p.c.Close()
-	if err := <-p.served; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
-	p.served <- nil // for the cleanup
-	// Serve has reaped its children; the grandchild is init's to reap.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, pid := range pids {
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if alive(pid) {
-			t.Errorf("pid %d outlived the relay's EOF", pid)
-		}
-	}
-}
-
 // alive: pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -232,7 +232,11 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	err := errors.New("the relay is shutting down")
 	if !s.dead {
 		if err = cmd.Start(); err == nil {
-			s.procs[id] = p
+			if err = adopt(cmd.Process); err != nil {
+				_ = cmd.Wait() // adopt killed it
+			} else {
+				s.procs[id] = p
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -243,7 +247,7 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	for _, pp := range pipes {
 		pp[1].Close() // the child's now
 	}
-	go func() { _ = cmd.Wait(); close(p.reaped) }()
+	go func() { _ = cmd.Wait(); reaped(cmd.Process); close(p.reaped) }()
 	if id == MainID {
 		if f.WaitPort > 0 {
 			go s.awaitReady(p, f)
