@@ -434,8 +434,13 @@ func TestCheckClientErrors(t *testing.T) {
 }
 
 func TestCheckClientAddress(t *testing.T) {
+	// The local endpoint of this OS is taken; the other OS's is refused.
+	local, foreign := "unix:/run/x.sock", "pipe:corral-x"
+	if runtime.GOOS == "windows" {
+		local, foreign = foreign, local
+	}
 	for _, addr := range []string{
-		"http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://[::1]:8080", "http://localhost:1", "http://127.0.0.2:9/corral", "unix:/run/x.sock",
+		"http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://[::1]:8080", "http://localhost:1", "http://127.0.0.2:9/corral", local,
 	} {
 		if _, err := NewClient(addr, "t"); err != nil {
 			t.Errorf("NewClient(%q): %v", addr, err)
@@ -454,6 +459,8 @@ func TestCheckClientAddress(t *testing.T) {
 		"https://127.0.0.1:1",               // not http
 		"127.0.0.1:80",                      // no scheme
 		"unix:",                             // no path
+		"pipe:",                             // no name
+		foreign,                             // the other OS's endpoint
 		"http://",                           // no host
 		"http://127.0.0.1:80\n@example.com", // a control character
 	} {

@@ -86,7 +86,7 @@ func TestCredentials(t *testing.T) {
 // alone, even when an older corral or a copy left them readable.
 func TestOwnerOnly(t *testing.T) {
 	if runtime.GOOS == "windows" {
-		t.Skip("file modes are POSIX; the store is the gateway's, which runs on Linux only")
+		t.Skip("file modes are POSIX; on Windows the gateway makes the store's directory owner-only (cmd/corral makeGatewayDir, winfile.MakePrivateDir)")
 	}
 	path := filepath.Join(t.TempDir(), "g.db")
 	s := open(t, path)

@@ -175,10 +175,11 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 			return err
 		}
 	}
-	// One gateway per database: a second one would reconcile the first's
-	// work away.
-	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
-		return err
+	// The database's directory (the instance id, the lock, the logs, and
+	// by default the token) is the gateway's alone. One gateway per
+	// database: a second one would reconcile the first's work away.
+	if err := makeGatewayDir(filepath.Dir(db)); err != nil {
+		return fmt.Errorf("database directory %s: %w", filepath.Dir(db), err)
 	}
 	release, err := lockGatewayDB(db)
 	if err != nil {
@@ -263,6 +264,28 @@ func instanceID(path string) (string, error) {
 	_, _ = rand.Read(b)
 	id := gateway.InstancePrefix + hex.EncodeToString(b)
 	return id, os.WriteFile(path, []byte(id+"\n"), 0o600)
+}
+
+// newToken is a fresh bearer token: 32 random bytes in hex.
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// readToken reads the token in a token file from r: at most 4 KiB, space
+// trimmed. name names the file in errors; ifEmpty ends the error of an
+// empty one (the fix).
+func readToken(r io.Reader, name, ifEmpty string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 4096))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty%s", name, ifEmpty)
+	}
+	return tok, nil
 }
 
 // gatewayFlags are the flags every `corral sandbox` command shares.

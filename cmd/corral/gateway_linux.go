@@ -1,14 +1,10 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/corral-sandbox/corral/gateway"
@@ -41,7 +37,7 @@ func gatewayProvider(name string) gateway.Provider {
 	return nil
 }
 
-// makeGatewayDir makes dir (the sandboxes' logs) the gateway's alone, in
+// makeGatewayDir makes dir (the database's, the logs) the gateway's alone, in
 // directories no other user controls (trust.MkdirAll).
 func makeGatewayDir(dir string) error {
 	return trust.MkdirAll(dir, 0o700, uint32(os.Geteuid()), nil)
@@ -106,23 +102,13 @@ func loadToken(path string) (string, error) {
 	case st.Mode&0o077 != 0:
 		return "", fmt.Errorf("token file %s is mode %04o: others could read it (chmod 600 %s)", path, st.Mode&0o7777, path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty: remove it (a new token is made) or write one into it", path)
-	}
-	return tok, nil
+	return readToken(f, "token file "+path, ": remove it (a new token is made) or write one into it")
 }
 
 // createToken makes the token file: never over an existing file or link
 // (O_EXCL), readable by the gateway's uid only.
 func createToken(path string) (string, error) {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	tok := hex.EncodeToString(b)
+	tok := newToken()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
@@ -153,13 +139,5 @@ func readClientToken(path string) (string, error) {
 	if fi.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("--token-file %s is mode %04o: others could read the token, which controls every sandbox of the gateway (chmod 600 %s)", path, fi.Mode().Perm(), path)
 	}
-	b, err := io.ReadAll(io.LimitReader(fd, 4096))
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("--token-file %s is empty", path)
-	}
-	return tok, nil
+	return readToken(fd, "--token-file "+path, "")
 }

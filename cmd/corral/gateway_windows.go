@@ -1,13 +1,9 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/windows"
 
@@ -103,23 +99,13 @@ func loadToken(path string) (string, error) {
 	if err := winfile.Private(h, user); err != nil {
 		return "", fmt.Errorf("token file %s %v: others could read or change the token (%s)", path, err, icaclsFix(path, user, err, false))
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty: remove it (a new token is made) or write one into it", path)
-	}
-	return tok, nil
+	return readToken(f, "token file "+path, ": remove it (a new token is made) or write one into it")
 }
 
 // createToken makes the token file through w: never over an existing
 // name (FILE_CREATE), owner-only.
 func createToken(w winfile.Walk, path string, user *windows.SID) (string, error) {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	tok := hex.EncodeToString(b)
+	tok := newToken()
 	sd, err := winfile.OwnerOnly(user)
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
@@ -160,15 +146,7 @@ func readClientToken(path string) (string, error) {
 	if err := winfile.Private(windows.Handle(f.Fd()), user); err != nil {
 		return "", fmt.Errorf("--token-file %s %v: others could read the token, which controls every sandbox of the gateway (%s)", path, err, icaclsFix(path, user, err, false))
 	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return "", fmt.Errorf("--token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("--token-file %s is empty", path)
-	}
-	return tok, nil
+	return readToken(f, "--token-file "+path, "")
 }
 
 // trustedWalk walks to a path the gateway trusts: a missing directory is
