@@ -206,6 +206,12 @@ func (s *Sandbox) mountSlot() error {
 type liveGrants struct {
 	mu   sync.Mutex
 	list []*provider.GrantStatus
+	// readIn is, per label, the start time (procstat) of the container's
+	// init whose mountinfo gave the grant's MountIDs. After a docker
+	// restart those ids name nothing of the grant (every process that held
+	// it was killed), and the kernel may have given them to other mounts.
+	// Not kept across Recover.
+	readIn map[string]uint64
 }
 
 func (l *liveGrants) find(label string) *provider.GrantStatus {
@@ -323,6 +329,10 @@ func (s *Sandbox) readBack(ctx context.Context, st *provider.GrantStatus) error 
 	}
 	st.State, st.MountIDs = provider.GrantEffective, mountinfo.Subtree(es, top.ID)
 	st.Locked = lockedIn(pid)
+	if s.grants.readIn == nil {
+		s.grants.readIn = map[string]uint64{}
+	}
+	s.grants.readIn[st.Label] = startTime(pid)
 	return nil
 }
 
@@ -387,6 +397,9 @@ func (s *Sandbox) gone(ctx context.Context, g *provider.GrantStatus) error {
 func (s *Sandbox) holders(ctx context.Context, g *provider.GrantStatus, kill bool) {
 	pid, err := s.currentInit(ctx)
 	var hs []grants.Holder
+	if at, ok := s.grants.readIn[g.Label]; err == nil && ok && at != startTime(pid) {
+		err = errors.New("the container restarted since the grant's mounts were read: none of its processes can hold them")
+	}
 	if err == nil {
 		hs = grants.Holders(pid, g.MountIDs)
 		if kill && len(hs) > 0 {
