@@ -68,6 +68,21 @@ func TestGatewayMXC(t *testing.T) {
 	if out := sb.exec("echo", "hello"); !strings.HasSuffix(out, "\nhello\n") || !strings.Contains(out, "mock — not evidence of OS enforcement") {
 		t.Errorf("exec: %q", out)
 	}
+	// A command that cannot start exits 127 with the reason, as corral
+	// run's does (docs/exit-codes.md), not a broken stream.
+	st, err := g.cl.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: sb.id, Args: []string{"no-such-command-xyz"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exit *gw.Exit
+	for st.Receive() {
+		if e := st.Msg().GetExit(); e != nil {
+			exit = e
+		}
+	}
+	if err := st.Err(); err != nil || exit == nil || exit.Code != 127 || !strings.Contains(exit.Reason, "no-such-command-xyz") {
+		t.Errorf("exec of a missing command: exit %+v, stream %v; want 127 naming it", exit, err)
+	}
 	changed := strings.Replace(mxcPolicy, "memory: 0", "memory: 0, timeout: 60s", 1)
 	_, err = g.cl.Policies.SetPolicy(ctx, connect.NewRequest(&gw.SetPolicyRequest{Id: sb.id, PolicyYaml: changed}))
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "recreate") {

@@ -371,7 +371,7 @@ func (s *Server) mapPolicy(ctx context.Context, p Provider, yaml, image, workdir
 
 // resolvePolicy parses and resolves a sandbox's policy (see mapPolicy).
 func (s *Server) resolvePolicy(yaml, image, workdir string, keep map[string]string) (*policy.Resolved, error) {
-	pol := policy.Default()
+	pol := policy.DefaultFor(policy.HostOS())
 	if yaml != "" {
 		var err error
 		if pol, err = policy.Parse([]byte(yaml), "policy"); err != nil {
@@ -384,8 +384,7 @@ func (s *Server) resolvePolicy(yaml, image, workdir string, keep map[string]stri
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
 	}
-	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
-		Placeholders: keep})
+	res, err := pol.Resolve(policy.Context{Home: s.cfg.Home, Workdir: workdir, Environ: fixedEnviron(pol.OS()), Placeholders: keep})
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
@@ -393,6 +392,25 @@ func (s *Server) resolvePolicy(yaml, image, workdir string, keep map[string]stri
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return res, nil
+}
+
+// fixedEnviron is the environment every sandbox's policy passes from:
+// the gateway's own, never a caller's. For a Linux policy PATH
+// (policy.DefaultPATH) and LANG; for a Windows one the machine facts
+// cmd.exe and the C runtime need, from the gateway's environment (no
+// PATH: the policy's default, policy.DefaultPATHWindows, applies).
+func fixedEnviron(target policy.OS) []string {
+	if target != policy.OSWindows {
+		return []string{"PATH=" + policy.DefaultPATH, "LANG=C.UTF-8"}
+	}
+	var env []string
+	for _, name := range []string{"SystemRoot", "SystemDrive", "windir", "ComSpec", "PATHEXT", "OS",
+		"PROCESSOR_ARCHITECTURE", "PROCESSOR_IDENTIFIER", "PROCESSOR_LEVEL", "PROCESSOR_REVISION", "NUMBER_OF_PROCESSORS"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
 
 // checkPlanted reports what an exec planted in the sandbox's writable
@@ -682,7 +700,10 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 			_, _ = s.cfg.Store.Update(m.Id, rec.Version, func(r *store.Sandbox) { r.Phase, r.Reason = store.PhaseError, "lost: the sandbox is gone" })
 			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: it is gone (now phase error)", m.Id))
 		}
-		if st.Code == 0 {
+		switch {
+		case provider.CodeOf(err) == provider.CodeExecFailed:
+			exit.Code = int32(provider.CodeExecFailed.ExitCode()) // 127, as corral run: the command could not start
+		case st.Code == 0:
 			return connect.NewError(connect.CodeUnknown, err)
 		}
 		exit.Reason = err.Error()

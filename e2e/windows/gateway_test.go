@@ -30,23 +30,11 @@ import (
 )
 
 // isoPolicy is a policy isolation_session takes (no filesystem grant,
-// network host, no Linux layer required); containerPolicy one
-// process_container takes (network none).
-const (
-	isoPolicy = "version: 1\nfilesystem: {read_only: [], deny: [], include_workdir: false, protected: []}\nnetwork: {mode: host}\n" +
-		"layers: {landlock: optional, seccomp: optional, cgroups: optional, namespaces: optional, mounts: optional}\n" +
-		"process: {limits: {memory: 0, pids: 0, cpu: 0, nofile: 0}}\n"
-	containerPolicy = "version: 1\nfilesystem: {read_only: [], deny: [], include_workdir: false, protected: []}\nnetwork: {mode: none}\n" +
-		"layers: {landlock: optional, seccomp: optional, cgroups: optional, namespaces: optional, mounts: optional}\n" +
-		"process: {limits: {memory: 0, pids: 0, cpu: 0, nofile: 0}}\n"
-)
-
-// cmdExe is cmd.exe by its full path (Wine's system directory): the
-// gateway resolves every policy's environment against a fixed Linux PATH
-// (gateway/server.go resolvePolicy), even on Windows, so a
-// process_container relay, which looks the command up in the sandbox's
-// PATH, finds no bare "cmd".
-const cmdExe = `C:\windows\system32\cmd.exe`
+// network host, no Linux layer required); process_container sandboxes
+// take the built-in Windows default.
+const isoPolicy = "version: 1\nfilesystem: {read_only: [], deny: [], include_workdir: false, protected: []}\nnetwork: {mode: host}\n" +
+	"layers: {landlock: optional, seccomp: optional, cgroups: optional, namespaces: optional, mounts: optional}\n" +
+	"process: {limits: {memory: 0, pids: 0, cpu: 0, nofile: 0}}\n"
 
 // gwDir is a directory for a gateway's files (database, token, mxc
 // records), as Linux and as corral.exe name it. It is on the prefix's C:
@@ -183,13 +171,17 @@ func (g *gwProc) get(t *testing.T, l *lane, dir, id string) (sandboxGet, result)
 var sandboxID = regexp.MustCompile(`^corral-[0-9a-f]{12}$`)
 
 // create makes a sandbox with policy src (written into wd, the client's
-// directory) and returns its id.
+// directory; "": the built-in Windows default) and returns its id.
 func (g *gwProc) create(t *testing.T, l *lane, wd, src string) string {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(wd, "policy.yaml"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
+	var args []string
+	if src != "" {
+		if err := os.WriteFile(filepath.Join(wd, "policy.yaml"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--policy", "policy.yaml")
 	}
-	r := g.sandbox(t, l, wd, "create", "--policy", "policy.yaml")
+	r := g.sandbox(t, l, wd, "create", args...)
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || !sandboxID.MatchString(id) {
 		t.Fatalf("sandbox create:\n%s\ngateway:\n%s", r, g.log())
@@ -354,9 +346,9 @@ func TestGatewayProcessContainerLost(t *testing.T) {
 		t.Errorf("serve does not say its process_container sandboxes end with it:\n%s", g.log())
 	}
 	wd := t.TempDir()
-	id := g.create(t, l, wd, containerPolicy)
+	id := g.create(t, l, wd, "") // the built-in Windows default
 	for i, want := range []string{"first-exec", "second-exec"} {
-		r := g.sandbox(t, l, wd, "exec", id, "--", cmdExe, "/c", fmt.Sprintf("echo %s& exit %d", want, i+4))
+		r := g.sandbox(t, l, wd, "exec", id, "--", "cmd", "/c", fmt.Sprintf("echo %s& exit %d", want, i+4))
 		if r.code != i+4 || strings.TrimSpace(r.stdout) != want {
 			t.Errorf("sandbox exec %d: want %s and exit %d\n%s\ngateway:\n%s", i, want, i+4, r, g.log())
 		}
