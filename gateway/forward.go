@@ -102,9 +102,17 @@ type halfCloser interface{ CloseWrite() error }
 // returns the bytes carried into the sandbox (in) and out of it, and the
 // first error of either side.
 func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.ForwardRequest, gw.ForwardResponse]) (in, out int64, err error) {
-	var once sync.Once
+	// The receiver may outlive pump (it ends with the call, below), so
+	// the first error is read under the lock it is written under.
+	var failMu sync.Mutex
 	var first error
-	fail := func(e error) { once.Do(func() { first = e }) }
+	fail := func(e error) {
+		failMu.Lock()
+		defer failMu.Unlock()
+		if first == nil {
+			first = e
+		}
+	}
 	var nIn atomic.Int64
 	var sendMu sync.Mutex // the receiver's goroutine never sends; this guards the rest
 	send := func(r *gw.ForwardResponse) error {
@@ -177,8 +185,11 @@ func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.Forw
 		<-outDone // the receiver may block on the caller: it ends with the call
 	}
 	conn.Close()
-	if ctx.Err() == nil && errors.Is(first, net.ErrClosed) {
-		first = nil
+	failMu.Lock()
+	err = first
+	failMu.Unlock()
+	if ctx.Err() == nil && errors.Is(err, net.ErrClosed) {
+		err = nil
 	}
-	return nIn.Load(), out, first
+	return nIn.Load(), out, err
 }
