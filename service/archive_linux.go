@@ -4,7 +4,6 @@ package service
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/headbuf"
 	"github.com/corral-sandbox/corral/provider"
 )
 
@@ -137,8 +137,8 @@ func Export(name string, w io.Writer, version string) (secrets []string, err err
 			return err
 		}
 		defer f.Close()
-		var head bytes.Buffer
-		if _, err := io.Copy(tw, io.TeeReader(f, &limitedBuffer{&head, secretScan})); err != nil {
+		head := headbuf.New(secretScan)
+		if _, err := io.Copy(tw, io.TeeReader(f, head)); err != nil {
 			return err
 		}
 		// Config files are small; caches are not where secrets are kept.
@@ -158,19 +158,6 @@ func Export(name string, w io.Writer, version string) (secrets []string, err err
 	}
 	rec.Exported = now
 	return secrets, rec.Save()
-}
-
-// limitedBuffer keeps the first n bytes written to it.
-type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.n - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }
 
 // Import provisions session name (the export's own name when empty) from

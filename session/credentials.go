@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
+	"github.com/corral-sandbox/corral/internal/headbuf"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -195,8 +195,8 @@ func runSource(ctx context.Context, s policy.CredentialSource) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.Command[0], s.Command[1:]...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &limited{w: &out}, &limited{w: &errb, n: 512}
+	out, errb := headbuf.New(MaxCredentialBytes+1), headbuf.New(512)
+	cmd.Stdout, cmd.Stderr = out, errb
 	cmd.WaitDelay = time.Second // a child that keeps the pipes open does not hold corral
 	err := cmd.Run()
 	if ctx.Err() == context.DeadlineExceeded {
@@ -212,30 +212,10 @@ func runSource(ctx context.Context, s policy.CredentialSource) (string, error) {
 		}
 		return "", fmt.Errorf("source command %s failed: %v%s", s.Command[0], err, msg)
 	}
-	if out.Len() > MaxCredentialBytes {
+	if out.Total() > MaxCredentialBytes {
 		return "", fmt.Errorf("source command %s printed more than %d bytes", s.Command[0], MaxCredentialBytes)
 	}
 	return strings.TrimSpace(out.String()), nil
-}
-
-// limited keeps the first n bytes written (MaxCredentialBytes+1 when n
-// is 0) and drops the rest.
-type limited struct {
-	w io.Writer
-	n int
-	k int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	n := l.n
-	if n == 0 {
-		n = MaxCredentialBytes + 1
-	}
-	if room := n - l.k; room > 0 {
-		l.w.Write(p[:min(len(p), room)])
-	}
-	l.k += len(p)
-	return len(p), nil
 }
 
 // CheckCredentialValue refuses a value the proxy could not carry in a

@@ -12,13 +12,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/headbuf"
 )
 
 // ConnectArg is the hidden subcommand DialServed runs in the container:
@@ -119,7 +120,7 @@ func (s *Sandbox) DialServed(port int, timeout time.Duration) (net.Conn, error) 
 	// The stream multiplexes the exec's stdout (the connection) and
 	// stderr (kept, bounded, for an error's message).
 	pr, pw := io.Pipe()
-	stderr := &bounded{max: 4 << 10}
+	stderr := headbuf.New(4 << 10)
 	go func() {
 		_, err := stdcopy.StdCopy(pw, stderr, att.Reader)
 		pw.CloseWithError(err)
@@ -180,26 +181,4 @@ func (c *execConn) Close() error {
 		_ = unix.Kill(in.PID, unix.SIGKILL)
 	}
 	return err
-}
-
-// bounded keeps the first max bytes written to it.
-type bounded struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *bounded) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := w.max - len(w.b); room > 0 {
-		w.b = append(w.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (w *bounded) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.b)
 }
