@@ -64,6 +64,9 @@ func TestForwardErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := resp.Msg.Sandbox.Id
+	if get, err := g.cl.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: id})); err != nil || !get.Msg.Sandbox.PortForwarding {
+		t.Errorf("a running linux sandbox: port_forwarding false (%v)", err)
+	}
 	want("data first", connect.CodeInvalidArgument, &gw.ForwardRequest{Input: &gw.ForwardRequest_Data{Data: []byte("x")}})
 	want("port 0", connect.CodeInvalidArgument, start(id, 0))
 	want("port 65536", connect.CodeInvalidArgument, start(id, 65536))

@@ -68,6 +68,11 @@ func TestGatewayMXC(t *testing.T) {
 	if out := sb.exec("echo", "hello"); !strings.HasSuffix(out, "\nhello\n") || !strings.Contains(out, "mock — not evidence of OS enforcement") {
 		t.Errorf("exec: %q", out)
 	}
+	// An isolation session has no channel to its loopback: sandbox
+	// forward is refused up front (port_forwarding false).
+	if get, err := g.cl.GetSandbox(ctx, connect.NewRequest(&gw.GetSandboxRequest{Id: sb.id})); err != nil || get.Msg.Sandbox.PortForwarding || get.Msg.Sandbox.Effective != "running" {
+		t.Errorf("an isolation session: %+v %v, want running without port forwarding", get.Msg.GetSandbox(), err)
+	}
 	// A command that cannot start exits 127 with the reason, as corral
 	// run's does (docs/exit-codes.md), not a broken stream.
 	st, err := g.cl.ExecSandbox(ctx, connect.NewRequest(&gw.ExecSandboxRequest{Id: sb.id, Args: []string{"no-such-command-xyz"}}))

@@ -744,7 +744,8 @@ func outputEnds(ctx context.Context, wg *sync.WaitGroup, readers []*os.File, gra
 	return false
 }
 
-// withEffective fills in what runs now: running, gone or none.
+// withEffective fills in what runs now (running, gone or none) and
+// whether connections can be forwarded to it.
 func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
 	s.mu.Lock()
 	sb := s.live[p.Id]
@@ -759,6 +760,8 @@ func (s *Server) withEffective(ctx context.Context, p *gw.Sandbox) *gw.Sandbox {
 		if !sb.running(ctx) {
 			p.Effective = "gone"
 		}
+		_, p.PortForwarding = sb.sess.Sandbox().(provider.PortDialer)
+		p.PortForwarding = p.PortForwarding && p.Effective == "running"
 	}
 	return p
 }

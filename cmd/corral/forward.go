@@ -37,8 +37,7 @@ A connection to a port nobody listens on is reset (the reason is printed on
 stderr) and the forward goes on. The forward ends, with its connections, when
 the sandbox stops or is deleted (exit 121 or 118) and at SIGINT or SIGTERM
 (exit 0). A sandbox that is not ready, or whose provider cannot reach its
-loopback (mxc isolation_session), ends it with 121: the latter at the first
-connection. Every forwarded connection is a Network Activity event in the
+loopback (mxc isolation_session), is refused before anything listens, 121. Every forwarded connection is a Network Activity event in the
 sandbox's audit log (corral sandbox audit).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +58,9 @@ sandbox's audit log (corral sandbox audit).`,
 			sb := get.Msg.Sandbox
 			if sb.Phase != store.PhaseReady {
 				return &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s is %s, not ready: start it first (corral sandbox start %s)", sb.Id, sb.Phase, sb.Id)}
+			}
+			if !sb.PortForwarding {
+				return &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("gateway: sandbox %s: its provider %s cannot reach the sandbox's loopback (no port forwarding; effective: %s)", sb.Id, sb.Provider, sb.Effective)}
 			}
 			l, err := net.Listen("tcp", listen)
 			if err != nil {

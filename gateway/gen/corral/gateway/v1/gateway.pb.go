@@ -54,9 +54,14 @@ type Sandbox struct {
 	UpdatedAt string   `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// name is the caller's name for it (unique, a DNS label), or empty;
 	// every call that takes an id takes the name too.
-	Name          string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,16,opt,name=name,proto3" json:"name,omitempty"`
+	// port_forwarding: while it runs, its provider reaches the sandbox's own
+	// loopback (provider.PortDialer), so ForwardSandbox can carry
+	// connections to it; false when it does not run, or on a provider that
+	// cannot (mxc isolation_session).
+	PortForwarding bool `protobuf:"varint,17,opt,name=port_forwarding,json=portForwarding,proto3" json:"port_forwarding,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -199,6 +204,13 @@ func (x *Sandbox) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Sandbox) GetPortForwarding() bool {
+	if x != nil {
+		return x.PortForwarding
+	}
+	return false
 }
 
 type Layer struct {
@@ -2762,7 +2774,7 @@ var File_corral_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\xf5\x03\n" +
+	"\x1fcorral/gateway/v1/gateway.proto\x12\x11corral.gateway.v1\"\x9e\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
@@ -2783,7 +2795,8 @@ const file_corral_gateway_v1_gateway_proto_rawDesc = "" +
 	"created_at\x18\f \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\r \x01(\tR\tupdatedAt\x12\x12\n" +
-	"\x04name\x18\x10 \x01(\tR\x04name\"m\n" +
+	"\x04name\x18\x10 \x01(\tR\x04name\x12'\n" +
+	"\x0fport_forwarding\x18\x11 \x01(\bR\x0eportForwarding\"m\n" +
 	"\x05Layer\x12\x14\n" +
 	"\x05layer\x18\x01 \x01(\tR\x05layer\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x14\n" +
