@@ -701,9 +701,10 @@ func (s *Server) runExec(ctx context.Context, m *gw.ExecSandboxRequest, stdinR *
 			return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("sandbox %s is lost: it is gone (now phase error)", m.Id))
 		}
 		switch {
+		case st.Code != 0: // the command's status stands; err says what else failed
 		case provider.CodeOf(err) == provider.CodeExecFailed:
 			exit.Code = int32(provider.CodeExecFailed.ExitCode()) // 127, as corral run: the command could not start
-		case st.Code == 0:
+		default:
 			return connect.NewError(connect.CodeUnknown, err)
 		}
 		exit.Reason = err.Error()
