@@ -76,6 +76,12 @@ func helper(mode string, args []string) int {
 			fmt.Printf("%s %s\n", e.Name(), l)
 		}
 		return 0
+	case "relay": // a relay on this process's stdin and stdout
+		if err := Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	case "exit":
 		return 7
 	}

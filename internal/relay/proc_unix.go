@@ -15,20 +15,23 @@ import (
 // and the final kill reach what it starts too.
 func isolate(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
 
-// adopt: the process group is made at start (isolate).
-func adopt(*os.Process) error { return nil }
+// tree: the process group is the process's tree, made at start (isolate).
+type tree struct{}
+
+// adopt: nothing to do after the start.
+func adopt(*os.Process) (tree, error) { return tree{}, nil }
 
 // reaped: nothing to release.
-func reaped(*os.Process) {}
+func (tree) reaped() {}
 
 // killTree kills the process's group and the process.
-func killTree(p *os.Process) {
+func killTree(p *os.Process, _ tree) {
 	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	_ = p.Kill()
 }
 
 // signalTree sends the named signal to the process's group.
-func signalTree(p *os.Process, name string) error {
+func signalTree(p *os.Process, _ tree, name string) error {
 	sig := unix.SignalNum(sigName(name))
 	if sig == 0 {
 		return fmt.Errorf("unknown signal %q", name)

@@ -25,45 +25,43 @@ func isolate(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_SUSPENDED}
 }
 
-// jobs holds each started process's job (pid → windows.Handle) until it
-// is reaped. A pid is not reused while its process object is open, and the
-// *os.Process holds it open until Wait.
-var jobs sync.Map
+// tree is a started process's job.
+type tree struct{ job windows.Handle }
 
 // adopt puts the suspended process p in a job of its own and resumes its
 // threads; on error it kills p (whose threads never ran).
-func adopt(p *os.Process) (err error) {
+func adopt(p *os.Process) (t tree, err error) {
 	defer func() {
 		if err != nil {
 			_ = p.Kill()
-			err = fmt.Errorf("the process's job: %w", err)
+			if t.job != 0 {
+				windows.CloseHandle(t.job)
+			}
+			t, err = tree{}, fmt.Errorf("the process's job: %w", err)
 		}
 	}()
-	job, err := windows.CreateJobObject(nil, nil)
-	if err != nil {
-		return err
+	if t.job, err = windows.CreateJobObject(nil, nil); err != nil {
+		return t, err
 	}
 	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{
 		BasicLimitInformation: windows.JOBOBJECT_BASIC_LIMIT_INFORMATION{LimitFlags: windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE},
 	}
-	if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
+	if _, err := windows.SetInformationJobObject(t.job, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
-		windows.CloseHandle(job)
-		return err
+		return t, err
 	}
+	// The pid is p's: its process object stays open, and the pid unused by
+	// another, until p is waited for, which is after adopt.
 	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(p.Pid))
 	if err != nil {
-		windows.CloseHandle(job)
-		return err
+		return t, err
 	}
-	err = windows.AssignProcessToJobObject(job, h)
+	err = windows.AssignProcessToJobObject(t.job, h)
 	windows.CloseHandle(h)
 	if err != nil {
-		windows.CloseHandle(job)
-		return err
+		return t, err
 	}
-	jobs.Store(p.Pid, job)
-	return resume(uint32(p.Pid))
+	return t, resume(uint32(p.Pid))
 }
 
 // resume resumes every thread of process pid (a process created suspended
@@ -98,31 +96,41 @@ func resume(pid uint32) error {
 	return nil
 }
 
-// leftJobs are the jobs of reaped processes, with what those left running
-// (a server started in the background), until killOrphans: on Linux too
-// such processes live until the relay ends.
+// leftJobs are the jobs of reaped processes that left processes running
+// in them (a server started in the background), until killOrphans: on
+// Linux too such processes live until the relay ends.
 var (
 	leftMu   sync.Mutex
 	leftJobs []windows.Handle
 )
 
-// reaped moves p's job, once p was waited for, to leftJobs (its pid may be
-// reused from now on).
-func reaped(p *os.Process) {
-	if job, ok := jobs.LoadAndDelete(p.Pid); ok {
-		leftMu.Lock()
-		leftJobs = append(leftJobs, job.(windows.Handle))
-		leftMu.Unlock()
+// reaped releases t once its process was waited for: an empty job is
+// closed, one with processes left in it is kept for killOrphans.
+func (t tree) reaped() {
+	if t.job == 0 {
+		return
 	}
+	var acct basicAccounting
+	if windows.QueryInformationJobObject(t.job, windows.JobObjectBasicAccountingInformation,
+		uintptr(unsafe.Pointer(&acct)), uint32(unsafe.Sizeof(acct)), nil) == nil && acct.ActiveProcesses == 0 {
+		windows.CloseHandle(t.job)
+		return
+	}
+	leftMu.Lock()
+	leftJobs = append(leftJobs, t.job)
+	leftMu.Unlock()
 }
 
-// killOrphans terminates every job at the relay's end (closing the last
-// handle would too: kill on close).
+// basicAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION (winnt.h),
+// which x/sys/windows does not define.
+type basicAccounting struct {
+	TotalUserTime, TotalKernelTime, ThisPeriodTotalUserTime, ThisPeriodTotalKernelTime int64
+	TotalPageFaultCount, TotalProcesses, ActiveProcesses, TotalTerminatedProcesses     uint32
+}
+
+// killOrphans terminates the jobs kept at reaping, at the relay's end
+// (closing their last handle would too: kill on close).
 func killOrphans() {
-	jobs.Range(func(k, job any) bool {
-		_ = windows.TerminateJobObject(job.(windows.Handle), 1)
-		return true
-	})
 	leftMu.Lock()
 	defer leftMu.Unlock()
 	for _, job := range leftJobs {
@@ -136,19 +144,19 @@ func killOrphans() {
 // non-dumpable subreaper does; docs/relay.md, "Security").
 func confine() error { return nil }
 
-// killTree terminates p's job: p and everything it started.
-func killTree(p *os.Process) {
-	if job, ok := jobs.Load(p.Pid); ok {
-		_ = windows.TerminateJobObject(job.(windows.Handle), 1)
+// killTree terminates t's job: p and everything it started.
+func killTree(p *os.Process, t tree) {
+	if t.job != 0 {
+		_ = windows.TerminateJobObject(t.job, 1)
 	}
 	_ = p.Kill()
 }
 
 // signalTree: every signal is a kill of the tree on Windows.
-func signalTree(p *os.Process, name string) error {
+func signalTree(p *os.Process, t tree, name string) error {
 	switch sigName(name) {
 	case "SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGTERM", "SIGUSR1", "SIGUSR2":
-		killTree(p)
+		killTree(p, t)
 		return nil
 	}
 	return fmt.Errorf("unknown signal %q", name)

@@ -78,6 +78,7 @@ type rproc struct {
 	cmd    *exec.Cmd
 	in     *inbox  // the host's in frames; nil for main
 	out    *credit // the out window
+	tree   tree    // what a kill reaches: its process group, or its job on Windows
 	reaped chan struct{}
 }
 
@@ -119,7 +120,7 @@ func (s *server) handle(f *frame) error {
 		}
 	case tSignal:
 		if p := s.proc(f.ID); p != nil {
-			if err := signalTree(p.cmd.Process, f.Sig); err != nil {
+			if err := signalTree(p.cmd.Process, p.tree, f.Sig); err != nil {
 				return s.report(f.ID, "signal: "+err.Error())
 			}
 		}
@@ -232,7 +233,7 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	err := errors.New("the relay is shutting down")
 	if !s.dead {
 		if err = cmd.Start(); err == nil {
-			if err = adopt(cmd.Process); err != nil {
+			if p.tree, err = adopt(cmd.Process); err != nil {
 				_ = cmd.Wait() // adopt killed it
 			} else {
 				s.procs[id] = p
@@ -247,7 +248,7 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	for _, pp := range pipes {
 		pp[1].Close() // the child's now
 	}
-	go func() { _ = cmd.Wait(); reaped(cmd.Process); close(p.reaped) }()
+	go func() { _ = cmd.Wait(); p.tree.reaped(); close(p.reaped) }()
 	if id == MainID {
 		if f.WaitPort > 0 {
 			go s.awaitReady(p, f)
@@ -329,7 +330,7 @@ func (s *server) waitPort(p *rproc, port int, timeout time.Duration) bool {
 		}
 		if time.Now().After(deadline) {
 			_ = s.report(MainID, fmt.Sprintf("start: nothing accepted on 127.0.0.1:%d within %v; the main command is killed", port, timeout))
-			killTree(p.cmd.Process)
+			killTree(p.cmd.Process, p.tree)
 			return false
 		}
 		select {
@@ -433,7 +434,7 @@ func (s *server) shutdown() {
 		}
 	}
 	for _, p := range procs {
-		killTree(p.cmd.Process)
+		killTree(p.cmd.Process, p.tree)
 		p.out.close()
 		if p.in != nil {
 			p.in.close()
