@@ -17,13 +17,14 @@ import (
 // controls" is winfile.TrustedDir, and a path is walked from its volume
 // root by handle, never through a symlink or junction (winfile.Walk).
 
-// makeGatewayDir makes dir (the sandboxes' logs) the gateway's alone, in
-// directories no other user controls: the counterpart of trust.MkdirAll.
-// Missing directories are made with an owner-only protected DACL
-// (winfile.OwnerOnlyDir); every existing one on the way must pass
-// winfile.TrustedDir (dir itself as the last: no one else may add to it).
-// An existing dir's DACL is checked, not changed, as its mode is not on
-// Linux.
+// makeGatewayDir makes dir (the database's, the logs) the gateway's
+// alone, in directories no other user controls: the counterpart of
+// trust.MkdirAll. Missing directories are made with an owner-only
+// protected DACL (winfile.OwnerOnlyDir); every existing one on the way
+// must pass winfile.TrustedDir (dir itself as the last: no one else may
+// add to it). dir itself then gets the owner-only DACL even when it
+// existed (winfile.MakePrivateDir): what the store makes in it inherits
+// its DACL, having no mode of its own.
 func makeGatewayDir(dir string) error {
 	user, err := winfile.User()
 	if err != nil {
@@ -33,7 +34,8 @@ func makeGatewayDir(dir string) error {
 	if err != nil {
 		return walkErr(err, user, "give a path without symbolic links or junctions", "another user could plant or replace what the gateway keeps in it", "")
 	}
-	return windows.CloseHandle(h)
+	windows.CloseHandle(h)
+	return winfile.MakePrivateDir(dir)
 }
 
 // lockGatewayDB takes the one-gateway-per-database lock: LockFileEx

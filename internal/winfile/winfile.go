@@ -288,9 +288,11 @@ func OwnerOnlyDir(user *windows.SID) (*windows.SECURITY_DESCRIPTOR, error) {
 // MakePrivateDir makes directory path the caller's alone, the counterpart
 // of mkdir -p and chmod 0700: path is walked as Open walks (no links), a
 // missing directory on the way is made with OwnerOnlyDir, and path itself,
-// made or found, must be owned by the caller and gets OwnerOnlyDir's
-// protected DACL (SetSecurityInfo). A directory another user owns is
-// refused: its owner could change its DACL again.
+// made or found, must be owned by the caller, SYSTEM or Administrators
+// (an elevated token's default owner, which os.MkdirAll gives: "Default
+// owner", Microsoft Learn), and gets the caller as owner and
+// OwnerOnlyDir's protected DACL (SetSecurityInfo). A directory another
+// user owns is refused: its owner could change its DACL again.
 func MakePrivateDir(path string) error {
 	user, err := User()
 	if err != nil {
@@ -300,7 +302,7 @@ func MakePrivateDir(path string) error {
 	if err != nil {
 		return err
 	}
-	h, err := Walk{Mkdir: sd}.OpenDir(path, windows.READ_CONTROL|windows.WRITE_DAC)
+	h, err := Walk{Mkdir: sd}.OpenDir(path, windows.READ_CONTROL|windows.WRITE_DAC|windows.WRITE_OWNER)
 	var ce *ComponentError
 	switch {
 	case errors.As(err, &ce):
@@ -309,7 +311,10 @@ func MakePrivateDir(path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer windows.CloseHandle(h)
-	if err := checkOwner(h, user); err != nil {
+	if owner, err := Owner(h); err != nil || (!owner.Equals(user) && !privileged(owner)) {
+		if err == nil {
+			err = fmt.Errorf("is owned by %s, not by the caller (%s)", account(owner), user)
+		}
 		return fmt.Errorf("%s %v, who could change it: use a directory of your own", path, err)
 	}
 	dacl, _, err := sd.DACL()
@@ -317,7 +322,7 @@ func MakePrivateDir(path string) error {
 		return err
 	}
 	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT,
-		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil); err != nil {
+		windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, user, nil, dacl, nil); err != nil {
 		return fmt.Errorf("%s: set its DACL: %w", path, err)
 	}
 	return nil

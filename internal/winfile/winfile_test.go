@@ -355,6 +355,20 @@ func TestMakePrivateDir(t *testing.T) {
 	if err := MakePrivateDir(shared); err != nil {
 		t.Fatal(err)
 	}
+	// What an elevated os.MkdirAll makes is owned by Administrators (the
+	// token's default owner): taken, and given the caller as owner.
+	admins := filepath.Join(base, "admins")
+	create(t, admins, "O:BAD:P(A;OICI;FA;;;%s)", true)
+	if o, err := Owner(open(t, admins)); err != nil || !o.Equals(administrators) {
+		wine.SkipArtifact(t, "a directory made with owner Administrators reads back with another owner")
+		t.Fatalf("owner %v %v, want Administrators", o, err)
+	}
+	if err := MakePrivateDir(admins); err != nil {
+		t.Fatalf("a directory owned by Administrators: %v", err)
+	}
+	if o, err := Owner(open(t, admins)); err != nil || !o.Equals(user(t)) {
+		t.Errorf("after MakePrivateDir: owner %v %v, want the caller", o, err)
+	}
 	if err := Private(open(t, shared), user(t)); err != nil {
 		wine.SkipArtifact(t, "SetSecurityInfo succeeds without changing a file's DACL, which reads back made from its Unix mode bits")
 		t.Errorf("after MakePrivateDir: %s %v", shared, err)
