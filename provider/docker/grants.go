@@ -329,10 +329,12 @@ func (s *Sandbox) readBack(ctx context.Context, st *provider.GrantStatus) error 
 	}
 	st.State, st.MountIDs = provider.GrantEffective, mountinfo.Subtree(es, top.ID)
 	st.Locked = lockedIn(pid)
-	if s.grants.readIn == nil {
-		s.grants.readIn = map[string]uint64{}
+	if t := startTime(pid); t != 0 {
+		if s.grants.readIn == nil {
+			s.grants.readIn = map[string]uint64{}
+		}
+		s.grants.readIn[st.Label] = t
 	}
-	s.grants.readIn[st.Label] = startTime(pid)
 	return nil
 }
 
@@ -360,6 +362,10 @@ func (s *Sandbox) RevokeFolder(ctx context.Context, label string, kill bool) (pr
 		return provider.GrantStatus{}, provider.Errorf(provider.CodeNotFound, "docker: sandbox %s has no grant %q", s.id, label)
 	}
 	if g.State == provider.GrantEffective || g.State == provider.GrantMissing {
+		// The ids of its mounts now: new ones after a docker restart.
+		if st := *g; s.readBack(ctx, &st) == nil {
+			g.MountIDs = st.MountIDs
+		}
 		if err := s.slot.Revoke(label, g.ReadOnly); err != nil {
 			return *g, provider.LayerError(provider.CodeInternal, "mounts", err)
 		}
@@ -397,10 +403,11 @@ func (s *Sandbox) gone(ctx context.Context, g *provider.GrantStatus) error {
 func (s *Sandbox) holders(ctx context.Context, g *provider.GrantStatus, kill bool) {
 	pid, err := s.currentInit(ctx)
 	var hs []grants.Holder
-	if at, ok := s.grants.readIn[g.Label]; err == nil && ok && at != startTime(pid) {
-		err = errors.New("the container restarted since the grant's mounts were read: none of its processes can hold them")
-	}
-	if err == nil {
+	if at, ok := s.grants.readIn[g.Label]; err == nil && ok && startTime(pid) != 0 && at != startTime(pid) {
+		// A revoked grant's mounts were gone from the slot before the
+		// restart, so the new container never had them.
+		g.Detail = "the container restarted since the grant was revoked: none of its processes can hold it"
+	} else if err == nil {
 		hs = grants.Holders(pid, g.MountIDs)
 		if kill && len(hs) > 0 {
 			hs = grants.Kill(pid, g.MountIDs, hs)
