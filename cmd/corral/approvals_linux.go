@@ -299,8 +299,9 @@ func (f *approvalsFlags) client() (*consent.Client, error) {
 
 // liveRuns are the pids of the corral runs in progress serving approvals:
 // their sockets in runSocketDir that a server answers. A socket nobody
-// listens on is what a run killed before its cleanup left (its pid may
-// be another process's by now): it is removed.
+// listens on (ECONNREFUSED) is what a run killed before its cleanup left
+// (its pid may be another process's by now): it is removed, unless it is
+// a few seconds old (a run between its bind and its listen).
 func liveRuns() []int {
 	ents, _ := os.ReadDir(runSocketDir())
 	var pids []int
@@ -315,8 +316,8 @@ func liveRuns() []int {
 		if err == nil {
 			c.Close()
 			pids = append(pids, pid)
-		} else if errors.Is(err, syscall.ECONNREFUSED) {
-			_ = os.Remove(path)
+		} else if fi, ierr := e.Info(); errors.Is(err, syscall.ECONNREFUSED) && ierr == nil && time.Since(fi.ModTime()) > 5*time.Second {
+			_ = os.Remove(path) // not one made a moment ago, between its bind and its listen
 		}
 	}
 	return pids

@@ -61,6 +61,16 @@ func TestLiveRunsSweepsStaleSockets(t *testing.T) {
 	sl.(*net.UnixListener).SetUnlinkOnClose(false)
 	sl.Close()
 	t.Cleanup(func() { os.Remove(runSocket(stale)) })
+	if got := liveRuns(); slices.Contains(got, stale) {
+		t.Fatalf("liveRuns = %v lists the socket nobody listens on", got)
+	}
+	if _, err := os.Lstat(runSocket(stale)); err != nil {
+		t.Fatalf("a socket made a moment ago was removed (a run between bind and listen): %v", err)
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(runSocket(stale), old, old); err != nil {
+		t.Fatal(err)
+	}
 	if got := liveRuns(); !slices.Contains(got, live) || slices.Contains(got, stale) {
 		t.Fatalf("liveRuns = %v, want %d and not %d", got, live, stale)
 	}
