@@ -174,9 +174,11 @@ func (c *Client) Revoke(ctx context.Context, id string, kill bool) (Grant, error
 const watchConnectFor = 5 * time.Second
 
 // Watch stays connected as an approver, calling fn for each Event, until
-// ctx ends or the server goes. A connection dropped or refused before the
-// server answered is retried for up to watchConnectFor; a socket that
-// does not exist, an HTTP error and a stream that ends are not.
+// ctx ends (ctx.Err()) or the server goes. A connection that fails before
+// the server answered is retried for up to watchConnectFor (transient),
+// then CodeNotFound; an endpoint that does not exist or may not be used
+// (fs.ErrNotExist, fs.ErrPermission: a pipe another user owns), an HTTP
+// error and a stream that ends are not retried.
 func (c *Client) Watch(ctx context.Context, fn func(Event)) error {
 	var resp *http.Response
 	for end := time.Now().Add(watchConnectFor); ; {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"runtime"
@@ -92,7 +93,7 @@ func DialPipe(ctx context.Context, name string) (net.Conn, error) {
 	}
 	owner, err := pipeOwner(c)
 	if err == nil && !trustedOwner(owner) {
-		err = fmt.Errorf("%s is owned by %s, not by this user, SYSTEM or Administrators: refusing to talk to it", path, owner)
+		err = fmt.Errorf("%s is owned by %s, not by this user, SYSTEM or Administrators: refusing to talk to it (%w)", path, owner, fs.ErrPermission)
 	}
 	if err != nil {
 		c.Close()
