@@ -55,7 +55,7 @@ func NewClient(addr, token string) (*Client, error) {
 		}
 		base = "http://" + u.Host + u.EscapedPath()
 	} else {
-		return nil, fmt.Errorf("approvals address %q: want unix:PATH, pipe:NAME or http://IP:PORT", addr)
+		return nil, fmt.Errorf("approvals address %q: want %s or http://IP:PORT", addr, peerhttp.LocalForm)
 	}
 	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &Client{hc: hc, base: strings.TrimSuffix(base, "/"), token: token}, nil

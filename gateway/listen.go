@@ -33,13 +33,13 @@ func Listen(addr string, tlsCfg *tls.Config) (net.Listener, error) {
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %q: want %s or IP:PORT", addr, LocalForm)
+		return nil, fmt.Errorf("--listen %q: want %s or IP:PORT", addr, peerhttp.LocalForm)
 	}
 	if tlsCfg != nil {
 		return tls.Listen("tcp", addr, tlsCfg)
 	}
 	if !ap.Addr().IsLoopback() {
-		return nil, fmt.Errorf("--listen %s: off loopback the token would cross the network in clear: give --tls-cert and --tls-key, or use 127.0.0.1 or %s", addr, LocalForm)
+		return nil, fmt.Errorf("--listen %s: off loopback the token would cross the network in clear: give --tls-cert and --tls-key, or use 127.0.0.1 or %s", addr, peerhttp.LocalForm)
 	}
 	return net.Listen("tcp", addr)
 }
@@ -90,7 +90,7 @@ func PeerAuth(h http.Handler, token string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if who, allowed, local := peerhttp.LocalPeer(r); local {
 			if !allowed {
-				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("%s may not use this gateway (only its own user and %s)", who, superuser))
+				refuse(w, r, connect.CodePermissionDenied, fmt.Sprintf("%s may not use this gateway (only its own user and %s)", who, peerhttp.Superuser))
 				return
 			}
 		} else if !BearerOK(r, token) {
@@ -124,7 +124,7 @@ type Clients struct {
 	Credentials gatewayv1connect.CredentialServiceClient
 }
 
-// Client connects to a gateway at addr (LocalForm, "http://IP:PORT" or
+// Client connects to a gateway at addr (peerhttp.LocalForm, "http://IP:PORT" or
 // "https://HOST:PORT", verified against the system roots plus the PEM
 // certificates in caFile when given) with token (TCP only; "" for none).
 func Client(addr, token, caFile string) (*Clients, error) {
@@ -164,7 +164,7 @@ func Client(addr, token, caFile string) (*Clients, error) {
 			return nil, fmt.Errorf("gateway address %q: the token would cross the network in clear; use https:// (or a loopback address)", addr)
 		}
 	} else {
-		return nil, fmt.Errorf("gateway address %q: want %s, http://IP:PORT or https://HOST:PORT", addr, LocalForm)
+		return nil, fmt.Errorf("gateway address %q: want %s, http://IP:PORT or https://HOST:PORT", addr, peerhttp.LocalForm)
 	}
 	var opts []connect.ClientOption
 	if token != "" {

@@ -5,12 +5,6 @@ import (
 	"path/filepath"
 )
 
-// LocalForm is the local endpoint address the gateway takes on this OS.
-const LocalForm = "unix:PATH"
-
-// superuser names who may use any user's gateway besides its own user.
-const superuser = "root"
-
 // DefaultSocket is where the gateway listens and the CLI connects when
 // neither --listen/--gateway nor CORRAL_GATEWAY says otherwise:
 // /run/corral/gateway.sock as root, else $XDG_RUNTIME_DIR/corral/gateway.sock,

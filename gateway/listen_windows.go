@@ -7,12 +7,6 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// LocalForm is the local endpoint address the gateway takes on this OS.
-const LocalForm = "pipe:NAME"
-
-// superuser names who may use any user's gateway besides its own user.
-const superuser = "SYSTEM and elevated Administrators"
-
 // DefaultAddr is where the gateway listens and the CLI connects when
 // neither --listen/--gateway nor CORRAL_GATEWAY says otherwise: the named
 // pipe \\.\pipe\corral-gateway-SID, SID the caller's user (pipe names are

@@ -396,17 +396,17 @@ func (s *Server) resolvePolicy(yaml, image, workdir string, keep map[string]stri
 
 // fixedEnviron is the environment every sandbox's policy passes from:
 // the gateway's own, never a caller's. For a Linux policy PATH
-// (policy.DefaultPATH) and LANG; for a Windows one the machine facts
-// cmd.exe and the C runtime need, from the gateway's environment (no
-// PATH: the policy's default, policy.DefaultPATHWindows, applies).
+// (policy.DefaultPATH) and LANG; for a Windows one the gateway's values
+// of policy.DefaultEnvPassWindows, the machine facts cmd.exe and the C
+// runtime need, but PATH (the policy's default, policy.DefaultPATHWindows,
+// applies: the gateway's own PATH is its user's).
 func fixedEnviron(target policy.OS) []string {
 	if target != policy.OSWindows {
 		return []string{"PATH=" + policy.DefaultPATH, "LANG=C.UTF-8"}
 	}
 	var env []string
-	for _, name := range []string{"SystemRoot", "SystemDrive", "windir", "ComSpec", "PATHEXT", "OS",
-		"PROCESSOR_ARCHITECTURE", "PROCESSOR_IDENTIFIER", "PROCESSOR_LEVEL", "PROCESSOR_REVISION", "NUMBER_OF_PROCESSORS"} {
-		if v, ok := os.LookupEnv(name); ok {
+	for _, name := range policy.DefaultEnvPassWindows {
+		if v, ok := os.LookupEnv(name); ok && name != "PATH" {
 			env = append(env, name+"="+v)
 		}
 	}

@@ -57,8 +57,8 @@ guess (an mxc provision that never returned an id) with the file to remove.
 Sandboxes outlive the gateway (stopping it stops none), except mxc
 process_container ones, which end with it (MXC has no attach).
 
---listen ` + gateway.LocalForm + ` (default: ` + gateway.DefaultAddr() + `): only this
-user and ` + superuserName + ` may connect. --listen IP:PORT: clients send the bearer
+--listen ` + peerhttp.LocalForm + ` (default: ` + gateway.DefaultAddr() + `): only this
+user and ` + peerhttp.Superuser + ` may connect. --listen IP:PORT: clients send the bearer
 token from --token-file (created readable by this user only, with a random
 token, when missing); off loopback --tls-cert and --tls-key are required.
 
@@ -85,7 +85,7 @@ cannot be opened.`,
 	}
 	serve.Flags().StringSliceVar(&providers, "provider", defaultGatewayProviders, "providers to run sandboxes on ("+strings.Join(gatewayProviderNames, ", ")+"), in the order auto tries them")
 	serve.Flags().StringVar(&defProvider, "default-provider", "", "provider of a create that names none (default: docker if run, else the first)")
-	serve.Flags().StringVar(&listen, "listen", gateway.DefaultAddr(), gateway.LocalForm+" or loopback IP:PORT")
+	serve.Flags().StringVar(&listen, "listen", gateway.DefaultAddr(), peerhttp.LocalForm+" or loopback IP:PORT")
 	serve.Flags().StringVar(&db, "db", gateway.DefaultDB(), "SQLite database of the gateway's state")
 	serve.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file for TCP (default: beside the database)")
 	serve.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate: serve TCP over TLS (needed off loopback)")
@@ -299,7 +299,7 @@ func (f *gatewayFlags) add(c *cobra.Command) {
 	if def == "" {
 		def = gateway.DefaultAddr()
 	}
-	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: "+gateway.LocalForm+", http://IP:PORT or https://HOST:PORT (env CORRAL_GATEWAY)")
+	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: "+peerhttp.LocalForm+", http://IP:PORT or https://HOST:PORT (env CORRAL_GATEWAY)")
 	c.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token file (TCP gateways)")
 	c.PersistentFlags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for an https:// gateway")
 	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")

@@ -20,9 +20,6 @@ var gatewayProviderNames = []string{"linux", "docker", "mxc"}
 // defaultGatewayProviders is --provider's default.
 var defaultGatewayProviders = []string{"linux", "docker"}
 
-// superuserName names who may use any user's local endpoint (peerhttp.Allowed).
-const superuserName = "root"
-
 // gatewayProvider is the provider called name, nil for none of
 // gatewayProviderNames.
 func gatewayProvider(name string) gateway.Provider {

@@ -9,10 +9,6 @@ var gatewayProviderNames = []string{"mxc"}
 // defaultGatewayProviders is --provider's default.
 var defaultGatewayProviders = []string{"mxc"}
 
-// superuserName names who may use any user's local endpoint
-// (peerhttp.AllowedPipePeer).
-const superuserName = "SYSTEM and elevated Administrators"
-
 // gatewayProvider is the provider called name, nil for none of
 // gatewayProviderNames.
 func gatewayProvider(name string) gateway.Provider {

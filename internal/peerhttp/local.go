@@ -56,14 +56,14 @@ func splitLocal(addr string) (scheme, rest string, err error) {
 		switch {
 		case !ok:
 			continue
-		case !strings.HasPrefix(localForm, s):
-			return "", "", fmt.Errorf("address %q: no %s endpoints on %s; use %s", addr, s, runtime.GOOS, localForm)
+		case !strings.HasPrefix(LocalForm, s):
+			return "", "", fmt.Errorf("address %q: no %s endpoints on %s; use %s", addr, s, runtime.GOOS, LocalForm)
 		case r == "":
-			return "", "", fmt.Errorf("address %q: want %s", addr, localForm)
+			return "", "", fmt.Errorf("address %q: want %s", addr, LocalForm)
 		}
 		return s, r, nil
 	}
-	return "", "", fmt.Errorf("address %q: want %s", addr, localForm)
+	return "", "", fmt.Errorf("address %q: want %s", addr, LocalForm)
 }
 
 // LocalPeer is the client of r's connection when it came over a local

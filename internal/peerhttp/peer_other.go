@@ -12,8 +12,11 @@ import (
 // connPeer: no peer identity on other systems (TCP only).
 func connPeer(ctx context.Context, _ net.Conn) context.Context { return ctx }
 
-// localForm: no local endpoint on other systems.
-const localForm = "a TCP address (no local endpoints here)"
+// LocalForm: no local endpoint on other systems.
+const LocalForm = "a TCP address (no local endpoints here)"
+
+// Superuser: no local endpoint, nobody.
+const Superuser = "nobody"
 
 func listenLocal(scheme, _ string) (net.Listener, error) {
 	return nil, fmt.Errorf("%s endpoints are not on this OS", scheme)

@@ -90,8 +90,12 @@ func peerUID(c *net.UnixConn) (int, bool) {
 	return int(cred.Uid), true
 }
 
-// localForm is the local endpoint this OS has.
-const localForm = "unix:PATH"
+// LocalForm is the local endpoint address this OS has.
+const LocalForm = "unix:PATH"
+
+// Superuser names who, besides the server's own user, may use a local
+// endpoint (Allowed).
+const Superuser = "root"
 
 func listenLocal(_, path string) (net.Listener, error) { return ListenUnix(path) }
 

@@ -251,7 +251,7 @@ func OwnerOnlySID(h http.Handler) http.Handler {
 			sid, _ := PeerSID(r)
 			me, _ := self()
 			if sid == "" {
-				sid = "an unidentified client"
+				sid = unidentified
 			}
 			http.Error(w, fmt.Sprintf("%s may not use this pipe (only %s, SYSTEM and Administrators)", sid, me), http.StatusForbidden)
 			return
@@ -260,8 +260,15 @@ func OwnerOnlySID(h http.Handler) http.Handler {
 	})
 }
 
-// localForm is the local endpoint this OS has.
-const localForm = "pipe:NAME"
+// LocalForm is the local endpoint address this OS has.
+const LocalForm = "pipe:NAME"
+
+// unidentified names a pipe client whose token could not be read.
+const unidentified = "an unidentified client"
+
+// Superuser names who, besides the server's own user, may use a local
+// endpoint (AllowedPipePeer).
+const Superuser = "SYSTEM and elevated Administrators"
 
 func listenLocal(_, name string) (net.Listener, error) { return ListenPipe(name) }
 
@@ -270,7 +277,7 @@ func dialLocal(ctx context.Context, _, name string) (net.Conn, error) { return D
 func localPeer(r *http.Request) (who string, allowed, ok bool) {
 	sid, ok := PeerSID(r)
 	if sid == "" {
-		sid = "an unidentified client"
+		sid = unidentified
 	}
 	return sid, ok && AllowedPipePeer(r), ok
 }
