@@ -76,8 +76,13 @@ func helper(mode string, args []string) int {
 			fmt.Printf("%s %s\n", e.Name(), l)
 		}
 		return 0
-	case "relay": // a relay on this process's stdin and stdout
-		if err := Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	case "relay": // a relay on this process's stdin and stdout, as corral __relay
+		in, out, err := TakeStdio()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := Serve(context.Background(), in, out); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

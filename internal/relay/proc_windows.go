@@ -140,9 +140,34 @@ func killOrphans() {
 	leftJobs = nil
 }
 
-// confine: nothing more on Windows (the jobs do what the Linux relay's
-// non-dumpable subreaper does; docs/relay.md, "Security").
-func confine() error { return nil }
+// confine gives the relay's own process a protected DACL that lets its
+// user, and the process's owner (OWNER RIGHTS, S-1-3-4: so the owner's
+// implicit WRITE_DAC is gone too), only wait for it and query its name
+// and exit code; SYSTEM keeps full access. A workload of the same token
+// can then neither duplicate the relay's handles (the channel, its jobs),
+// nor read or write its memory, nor start a process with the relay as its
+// parent (PROC_THREAD_ATTRIBUTE_PARENT_PROCESS needs PROCESS_CREATE_PROCESS,
+// and would put that process in the relay's job, outside the exec's): the
+// counterpart of the Linux relay's PR_SET_DUMPABLE 0. A token with
+// SeDebugPrivilege (an elevated administrator's) opens any process all
+// the same. "Process Security and Access Rights", Microsoft Learn.
+func confine() error {
+	u, err := windows.GetCurrentProcessToken().GetTokenUser()
+	if err != nil {
+		return err
+	}
+	const waitAndQuery = windows.SYNCHRONIZE | windows.PROCESS_QUERY_LIMITED_INFORMATION
+	sd, err := windows.SecurityDescriptorFromString(fmt.Sprintf("D:P(A;;%#x;;;%s)(A;;%#x;;;OW)(A;;GA;;;SY)", waitAndQuery, u.User.Sid, waitAndQuery))
+	if err != nil {
+		return err
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return err
+	}
+	return windows.SetSecurityInfo(windows.CurrentProcess(), windows.SE_KERNEL_OBJECT,
+		windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION, nil, nil, dacl, nil)
+}
 
 // killTree terminates t's job: p and everything it started.
 func killTree(p *os.Process, t tree) {

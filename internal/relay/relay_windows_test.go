@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/corral-sandbox/corral/internal/wine"
 )
 
 // alive: pid's process has not exited (GetExitCodeProcess: STILL_ACTIVE).
@@ -20,11 +22,10 @@ func alive(pid int) bool {
 	return windows.GetExitCodeProcess(h, &code) == nil && code == 259 // STILL_ACTIVE
 }
 
-// TestKilledRelayEndsItsTrees: a relay that is killed (TerminateProcess:
-// it cleans nothing up) takes what it started with it, the children of
-// its processes too: its jobs' last handles close, and kill on close ends
-// them. (On Linux they live on until the container ends: docs/relay.md.)
-func TestKilledRelayEndsItsTrees(t *testing.T) {
+// startRelay runs the test binary as a relay (TakeStdio, then Serve, as
+// corral __relay) and opens it.
+func startRelay(t *testing.T) (*exec.Cmd, *Client) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,16 @@ func TestKilledRelayEndsItsTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return relay, c
+}
+
+// TestKilledRelayEndsItsTrees: a relay that is killed (TerminateProcess:
+// it cleans nothing up) takes what it started with it, the children of
+// its processes too: its jobs' last handles close, and kill on close ends
+// them. (On Linux they live on until the container ends: docs/relay.md.)
+func TestKilledRelayEndsItsTrees(t *testing.T) {
+	relay, c := startRelay(t)
 	r, w := io.Pipe()
 	cmd := helperCmd("sleep", "tree")
 	cmd.Stdout = w
@@ -59,4 +69,27 @@ func TestKilledRelayEndsItsTrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone(t, pids, "the relay's kill")
+}
+
+// TestRelayProcessDACL: a process of the relay's own user (a workload)
+// may wait for the relay but not open it to duplicate its handles, start
+// a process as its child or touch its memory (confine).
+func TestRelayProcessDACL(t *testing.T) {
+	relay, _ := startRelay(t) // Open read the hello: TakeStdio has run
+	pid := uint32(relay.Process.Pid)
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, pid)
+	if err != nil {
+		t.Fatalf("waiting for the relay: %v", err)
+	}
+	windows.CloseHandle(h)
+	for _, access := range []uint32{windows.PROCESS_DUP_HANDLE, windows.PROCESS_CREATE_PROCESS, windows.PROCESS_VM_READ, windows.PROCESS_VM_WRITE, windows.WRITE_DAC} {
+		h, err := windows.OpenProcess(access, false, pid)
+		if err == nil {
+			windows.CloseHandle(h)
+			wine.SkipArtifact(t, "a process's DACL is not checked when its own user opens it")
+			t.Errorf("the relay opened with access %#x by its own user", access)
+		} else if err != windows.ERROR_ACCESS_DENIED {
+			t.Errorf("open with access %#x: %v, want access denied", access, err)
+		}
+	}
 }
