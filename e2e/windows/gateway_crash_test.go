@@ -337,21 +337,18 @@ func crashesSession(t *testing.T, l *lane) {
 			for end := time.Now().Add(2 * time.Second); len(pings()) > 0 && time.Now().Before(end); {
 				time.Sleep(100 * time.Millisecond)
 			}
-			// A known gap, not a Wine artifact: on Windows nothing ties
-			// wxc-exec to corral's life (provider/mxc/procattr_other.go:
-			// no kill-on-close job; Linux has Pdeathsig), so the exec's
-			// command outlives the gateway, as it would on Windows; the
-			// Linux test asserts it ends. Logged, then awaited (at most
-			// 15 s; the ping takes 7): it keeps the session's workspace,
-			// its cwd, open, and a deprovision of the sandbox would fail
-			// with a sharing violation.
+			// wxc-exec is in a kill-on-close job of the gateway's
+			// (provider/mxc startTied, Pdeathsig's counterpart): the
+			// exec's command ends with the gateway, as on Linux. One
+			// left would keep the session's workspace open, and its
+			// deprovision would fail with a sharing violation.
 			if left := pings(); len(left) > 0 {
 				var cmds []string
 				for _, pid := range left {
 					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 					cmds = append(cmds, fmt.Sprintf("%d: %s", pid, strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))))
 				}
-				t.Logf("KNOWN GAP (provider/mxc/procattr_other.go): %s: the command of the exec whose gateway died still runs 2 s after: %q", point, cmds)
+				t.Errorf("%s: the command of the exec whose gateway died still runs 2 s after: %q", point, cmds)
 				for end := time.Now().Add(15 * time.Second); len(pings()) > 0 && time.Now().Before(end); {
 					time.Sleep(100 * time.Millisecond)
 				}

@@ -11,15 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isolate puts the process in a process group of its own, so that signals
-// and the final kill reach what it starts too.
-func isolate(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
-
-// tree: the process group is the process's tree, made at start (isolate).
+// tree: the process group is the process's tree.
 type tree struct{}
 
-// adopt: nothing to do after the start.
-func adopt(*os.Process) (tree, error) { return tree{}, nil }
+// startTree starts cmd in a process group of its own, so that signals
+// and the final kill reach what it starts too.
+func startTree(cmd *exec.Cmd) (tree, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return tree{}, cmd.Start()
+}
 
 // reaped: nothing to release.
 func (tree) reaped() {}

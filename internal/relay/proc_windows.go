@@ -5,95 +5,24 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/corral-sandbox/corral/internal/winjob"
 )
 
 // Windows has no process groups: a process's tree is a job object of its
-// own. isolate starts the process suspended; adopt puts it in a new job
-// (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE) and only then resumes it, so every
-// process it starts is in the job (child processes inherit their parent's
-// job: "Job Objects", Microsoft Learn) and none runs an instruction
-// outside it. killTree terminates the job; if the relay itself ends, the
-// job's last handle closes and the kernel kills the tree.
-
-// isolate makes the process start suspended (CREATE_SUSPENDED); adopt
-// resumes it once it is in its job.
-func isolate(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_SUSPENDED}
-}
+// own (internal/winjob). killTree terminates the job; if the relay itself
+// ends, the job's last handle closes and the kernel kills the tree.
 
 // tree is a started process's job.
-type tree struct{ job windows.Handle }
+type tree struct{ job *winjob.Job }
 
-// adopt puts the suspended process p in a job of its own and resumes its
-// threads; on error it kills p (whose threads never ran).
-func adopt(p *os.Process) (t tree, err error) {
-	defer func() {
-		if err != nil {
-			_ = p.Kill()
-			if t.job != 0 {
-				windows.CloseHandle(t.job)
-			}
-			t, err = tree{}, fmt.Errorf("the process's job: %w", err)
-		}
-	}()
-	if t.job, err = windows.CreateJobObject(nil, nil); err != nil {
-		return t, err
-	}
-	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{
-		BasicLimitInformation: windows.JOBOBJECT_BASIC_LIMIT_INFORMATION{LimitFlags: windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE},
-	}
-	if _, err := windows.SetInformationJobObject(t.job, windows.JobObjectExtendedLimitInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
-		return t, err
-	}
-	// The pid is p's: its process object stays open, and the pid unused by
-	// another, until p is waited for, which is after adopt.
-	h, err := windows.OpenProcess(windows.PROCESS_SET_QUOTA|windows.PROCESS_TERMINATE, false, uint32(p.Pid))
-	if err != nil {
-		return t, err
-	}
-	err = windows.AssignProcessToJobObject(t.job, h)
-	windows.CloseHandle(h)
-	if err != nil {
-		return t, err
-	}
-	return t, resume(uint32(p.Pid))
-}
-
-// resume resumes every thread of process pid (a process created suspended
-// has one; exec.Cmd does not hand out its handle, so it is found in a
-// thread snapshot).
-func resume(pid uint32) error {
-	snap, err := windows.CreateToolhelp32Snapshot(windows.TH32CS_SNAPTHREAD, 0)
-	if err != nil {
-		return err
-	}
-	defer windows.CloseHandle(snap)
-	te := windows.ThreadEntry32{Size: uint32(unsafe.Sizeof(windows.ThreadEntry32{}))}
-	resumed := 0
-	for err = windows.Thread32First(snap, &te); err == nil; err = windows.Thread32Next(snap, &te) {
-		if te.OwnerProcessID != pid {
-			continue
-		}
-		th, err := windows.OpenThread(windows.THREAD_SUSPEND_RESUME, false, te.ThreadID)
-		if err != nil {
-			return err
-		}
-		_, err = windows.ResumeThread(th)
-		windows.CloseHandle(th)
-		if err != nil {
-			return err
-		}
-		resumed++
-	}
-	if resumed == 0 {
-		return fmt.Errorf("no thread of process %d to resume", pid)
-	}
-	return nil
+// startTree starts cmd in a job of its own (winjob.Start: suspended until
+// it is in the job).
+func startTree(cmd *exec.Cmd) (tree, error) {
+	j, err := winjob.Start(cmd)
+	return tree{j}, err
 }
 
 // leftJobs are the jobs of reaped processes that left processes running
@@ -101,31 +30,22 @@ func resume(pid uint32) error {
 // Linux too such processes live until the relay ends.
 var (
 	leftMu   sync.Mutex
-	leftJobs []windows.Handle
+	leftJobs []*winjob.Job
 )
 
 // reaped releases t once its process was waited for: an empty job is
 // closed, one with processes left in it is kept for killOrphans.
 func (t tree) reaped() {
-	if t.job == 0 {
+	if t.job == nil {
 		return
 	}
-	var acct basicAccounting
-	if windows.QueryInformationJobObject(t.job, windows.JobObjectBasicAccountingInformation,
-		uintptr(unsafe.Pointer(&acct)), uint32(unsafe.Sizeof(acct)), nil) == nil && acct.ActiveProcesses == 0 {
-		windows.CloseHandle(t.job)
+	if n, err := t.job.Active(); err == nil && n == 0 {
+		t.job.Close()
 		return
 	}
 	leftMu.Lock()
 	leftJobs = append(leftJobs, t.job)
 	leftMu.Unlock()
-}
-
-// basicAccounting is JOBOBJECT_BASIC_ACCOUNTING_INFORMATION (winnt.h),
-// which x/sys/windows does not define.
-type basicAccounting struct {
-	TotalUserTime, TotalKernelTime, ThisPeriodTotalUserTime, ThisPeriodTotalKernelTime int64
-	TotalPageFaultCount, TotalProcesses, ActiveProcesses, TotalTerminatedProcesses     uint32
 }
 
 // killOrphans terminates the jobs kept at reaping, at the relay's end
@@ -134,8 +54,8 @@ func killOrphans() {
 	leftMu.Lock()
 	defer leftMu.Unlock()
 	for _, job := range leftJobs {
-		_ = windows.TerminateJobObject(job, 1)
-		windows.CloseHandle(job)
+		_ = job.Terminate()
+		job.Close()
 	}
 	leftJobs = nil
 }
@@ -171,8 +91,8 @@ func confine() error {
 
 // killTree terminates t's job: p and everything it started.
 func killTree(p *os.Process, t tree) {
-	if t.job != 0 {
-		_ = windows.TerminateJobObject(t.job, 1)
+	if t.job != nil {
+		_ = t.job.Terminate()
 	}
 	_ = p.Kill()
 }

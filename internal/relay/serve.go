@@ -205,7 +205,6 @@ func (s *server) start(id string, f *frame, stdin bool) {
 		cmd.Env = f.Env
 	}
 	cmd.Dir = f.Dir
-	isolate(cmd)
 	// pipes[i] is {parent's end, child's end} of stdout, stderr[, stdin].
 	var pipes [][2]*os.File
 	for i := range 3 {
@@ -232,12 +231,8 @@ func (s *server) start(id string, f *frame, stdin bool) {
 	s.mu.Lock()
 	err := errors.New("the relay is shutting down")
 	if !s.dead {
-		if err = cmd.Start(); err == nil {
-			if p.tree, err = adopt(cmd.Process); err != nil {
-				_ = cmd.Wait() // adopt killed it
-			} else {
-				s.procs[id] = p
-			}
+		if p.tree, err = startTree(cmd); err == nil {
+			s.procs[id] = p
 		}
 	}
 	s.mu.Unlock()

@@ -525,13 +525,12 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 		return nil, false, err
 	}
 	defer cleanup()
-	// With a parent-death signal (Linux), wxc-exec and its workload do not
-	// outlive a killed corral; it fires when the forking thread exits, so
-	// the thread stays locked until Wait returns.
+	// wxc-exec and its workload do not outlive a killed corral
+	// (startTied): a parent-death signal on Linux fires when the forking
+	// thread exits, so the thread stays locked until Wait returns.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	cmd := exec.CommandContext(ctx, s.bin, args...)
-	cmd.SysProcAttr = procAttr()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inv.stdin, inv.stdout, inv.stderr
 	cmd.WaitDelay = 5 * time.Second // a workload's child holding a pipe must not hang us
 	var cancelled atomic.Bool
@@ -542,9 +541,11 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 		}
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := startTied(cmd)
+	if err != nil {
 		return nil, false, err
 	}
+	defer release()
 	s.mu.Lock()
 	s.running = cmd.Process
 	s.mu.Unlock()
