@@ -24,6 +24,18 @@ type ReconcileReport struct {
 	// are never provisioned again; an operator checks the host and removes
 	// what Remedy names.
 	Unresolved []Unresolved `json:"unresolved"`
+	// Failed are sandboxes the provider could not reconcile now (a
+	// deprovision refused, a provider that could not say whether one
+	// runs): left as recorded, nothing destroyed on a guess, tried again
+	// at the next start, and a delete tries again too. One of them does
+	// not keep the gateway from serving the others.
+	Failed []Failed `json:"failed"`
+}
+
+// Failed is one sandbox Reconcile left as it was, and why.
+type Failed struct {
+	ID  string `json:"id"`
+	Err string `json:"error"`
 }
 
 // Unresolved is one orphan identity for the operator.
@@ -74,7 +86,11 @@ func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	for _, r := range recs {
 		owned[r.ID] = true
 		if err := s.reconcileOne(ctx, r, &rep); err != nil {
-			return rep, fmt.Errorf("sandbox %s: %w", r.ID, err)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			rep.Failed = append(rep.Failed, Failed{ID: r.ID, Err: err.Error()})
+			s.event(r.ID, "error", "not reconciled after a gateway restart (left as recorded, tried again at the next start): %v", err)
 		}
 	}
 	for _, p := range s.cfg.Providers {
@@ -86,7 +102,8 @@ func (s *Server) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			if !owned[id] {
 				orphan, err := destroy(ctx, p, id, &rep)
 				if err != nil {
-					return rep, err
+					rep.Failed = append(rep.Failed, Failed{ID: id, Err: "an orphan no record owns, not removed: " + err.Error()})
+					continue
 				}
 				if !orphan {
 					rep.Orphans = append(rep.Orphans, id)

@@ -226,6 +226,12 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 			fmt.Fprintf(os.Stderr, "corral gateway:   orphan %s (%s): %s\n", u.ID, u.Provider, u.Remedy)
 		}
 	}
+	if len(rep.Failed) > 0 {
+		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes could not be reconciled (left as recorded, nothing removed on a guess; tried again at the next start, and by a delete):\n", len(rep.Failed))
+		for _, f := range rep.Failed {
+			fmt.Fprintf(os.Stderr, "corral gateway:   %s: %s\n", f.ID, f.Err)
+		}
+	}
 	if len(rep.Foreign) > 0 {
 		fmt.Fprintf(os.Stderr, "corral gateway: %d sandboxes are on providers this gateway does not run, left as they are: %s\n", len(rep.Foreign), strings.Join(rep.Foreign, ", "))
 	}

@@ -329,9 +329,9 @@ func TestGatewayProcessContainerLost(t *testing.T) {
 		t.Fatalf("copying the stand-in: %v", err)
 	}
 	wxcWin := gd.win + `\wxc-exec.exe`
-	// The relays are corral.exe's: what runs `__relay` then is taken as
-	// this test's (the lane runs these tests one at a time).
-	relay := []string{filepath.Base(l.corralExe), "__relay"}
+	// The relays are this lane's corral.exe's (its directory in the
+	// match: another corral.exe's relays on the machine are not ours).
+	relay := []string{filepath.Base(filepath.Dir(l.corralExe)) + `\` + filepath.Base(l.corralExe), "__relay"}
 	var relays []int
 	t.Cleanup(func() {
 		for _, pid := range append(procsWith(wxcWin), procsWith(relay...)...) {
