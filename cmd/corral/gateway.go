@@ -67,13 +67,14 @@ outlives the gateway), docker (containers) and mxc (Windows MXC through
 wxc-exec, on the backend CORRAL_MXC_BACKEND names: isolation_session
 sessions, adopted after a restart, or process_container ones, one relay
 each; docs/providers/mxc.md), each where this host has it (--provider
-picks; mxc only when named). A create names its provider, or gets the default
-(docker when it is run, else the first); "auto" takes the first, in
---provider's order, that can enforce the policy with the image it names.
+picks; here its default is ` + strings.Join(defaultGatewayProviders, ",") + `, and the gateway runs ` + strings.Join(gatewayProviderNames, ", ") + `).
+A create names its provider, or gets the default (docker when it is run,
+else the first); "auto" takes the first, in --provider's order, that can
+enforce the policy with the image it names.
 
 Exit status: 0 after SIGINT/SIGTERM, 121 when a provider asked for (or,
-by default, every one) is unavailable, 2 for bad flags or a listener that
-cannot be opened.`,
+by default, every one) is unavailable, 2 for bad flags, a listener that
+cannot be opened, or a database another gateway uses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			provs, err := gatewayProviders(providers, cmd.Flags().Changed("provider"), defProvider)
