@@ -44,7 +44,7 @@ func openLog(path string) (*os.File, error) {
 		windows.FILE_OPEN_IF, windows.FILE_NON_DIRECTORY_FILE, sd)
 	var ce *winfile.ComponentError
 	switch {
-	case errors.Is(err, winfile.ErrNoName):
+	case errors.Is(err, winfile.ErrNoName), errors.Is(err, winfile.ErrDevice):
 		return nil, fmt.Errorf("audit: %s is not a regular file; refusing to append to it", path)
 	case errors.Is(err, winfile.ErrStream):
 		return nil, fmt.Errorf("audit: %s names an alternate data stream; refusing to append to it", path)

@@ -129,6 +129,9 @@ func createToken(w winfile.Walk, path string, user *windows.SID) (string, error)
 // (winfile.Private: whoever reads it controls every sandbox); it may be a
 // link (secret mounts are), followed as os.Open follows it.
 func readClientToken(path string) (string, error) {
+	if winfile.IsDevicePath(path) { // a pipe's server would be connected to before the check
+		return "", fmt.Errorf("--token-file %s %v: give the token file's path", path, winfile.ErrDevice)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)

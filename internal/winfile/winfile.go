@@ -21,9 +21,21 @@ const (
 	fileCreated = 2
 )
 
-// ErrNoName: the path ends in its volume part (C:\, NUL, \\.\PIPE\x), so
-// it names no file in a directory.
+// ErrNoName: the path ends in its volume part (C:\, NUL), so it names no
+// file in a directory.
 var ErrNoName = errors.New("names no file in a directory")
+
+// ErrDevice: the path is in the device namespace (\\.\ or \\?\, e.g.
+// \\.\pipe\x): no file of a file system, and opening it may connect to
+// whoever serves the name.
+var ErrDevice = errors.New("is a device path, not a file")
+
+// IsDevicePath reports whether path is in the device namespace (\\.\ or
+// \\?\, either separator): ErrDevice's paths.
+func IsDevicePath(path string) bool {
+	p := strings.ReplaceAll(path, "/", `\`)
+	return strings.HasPrefix(p, `\\.\`) || strings.HasPrefix(p, `\\?\`)
+}
 
 // ErrStream: the path's last component names an alternate data stream
 // (NAME:STREAM).
@@ -89,8 +101,8 @@ func Open(path string, access, disposition, options uint32, sd *windows.SECURITY
 //     an *os.PathError, but STATUS_FILE_IS_A_DIRECTORY and
 //     STATUS_NOT_A_DIRECTORY as they are.
 //
-// ErrNoName and ErrStream refuse a path that names no file in a directory
-// or an alternate data stream. The handle is synchronous and not
+// ErrNoName, ErrDevice and ErrStream refuse a path that names no file in
+// a directory, one in the device namespace, or an alternate data stream. The handle is synchronous and not
 // inherited by children; it shares read, write and delete.
 //
 // Limits: the volume part (drive letter, UNC share) is resolved by the
@@ -133,6 +145,9 @@ func split(path string) (vol string, parts []string, err error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", nil, err
+	}
+	if IsDevicePath(abs) {
+		return "", nil, ErrDevice
 	}
 	vol = filepath.VolumeName(abs)
 	rest := strings.Trim(abs[len(vol):], `\`)

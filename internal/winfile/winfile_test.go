@@ -179,7 +179,8 @@ func TestCheckFileRefusesForeignOwner(t *testing.T) {
 }
 
 // CheckFile refuses a handle that is no disk file: a pipe, a device. (By
-// path, such names end in the volume part: ErrNoName.)
+// path, such names end in the volume part, ErrNoName, or are in the
+// device namespace, ErrDevice.)
 func TestCheckFileRefusesPipesAndDevices(t *testing.T) {
 	var r, w windows.Handle
 	if err := windows.CreatePipe(&r, &w, nil, 0); err != nil {
@@ -197,9 +198,16 @@ func TestCheckFileRefusesPipesAndDevices(t *testing.T) {
 			t.Errorf("CheckFile(%s) = %v, want it refused as a device or a pipe", name, err)
 		}
 	}
-	for _, p := range []string{"NUL", `\\.\NUL`, `C:\`} {
+	for _, p := range []string{`C:\`} {
 		if _, err := Open(p, windows.FILE_READ_ATTRIBUTES, windows.FILE_OPEN, 0, nil); !errors.Is(err, ErrNoName) {
 			t.Errorf("Open(%s) = %v, want ErrNoName", p, err)
+		}
+	}
+	// The device namespace is refused before anything is opened (a pipe's
+	// server would be connected to).
+	for _, p := range []string{"NUL", `\\.\NUL`, `\\.\pipe\x`, `//./pipe/x`, `\\?\GLOBALROOT\Device\x`} {
+		if _, err := Open(p, windows.FILE_READ_ATTRIBUTES, windows.FILE_OPEN, 0, nil); !errors.Is(err, ErrDevice) {
+			t.Errorf("Open(%s) = %v, want ErrDevice", p, err)
 		}
 	}
 }
