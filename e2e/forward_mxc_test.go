@@ -79,6 +79,17 @@ func TestForwardMXC(t *testing.T) {
 	if n := strings.Count(audit, `"type_uid":400101`); n != 2 || !strings.Contains(audit, `"port":`+port+`}`) {
 		t.Errorf("the audit log does not have one open per forwarded connection (%d opens):\n%s", n, audit)
 	}
+	// A client that connects and closes at once: the server inside waits
+	// for a request and would keep the connection; the relay cannot
+	// half-close it, so it ends once quiet after the caller's close.
+	quiet, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet.Close()
+	if a := auditUntil(t, ctx, c, sb.Id, func(a string) bool { return strings.Count(a, `"type_uid":400102`) >= 3 }); strings.Count(a, `"type_uid":400102`) < 3 {
+		t.Errorf("a connection the caller closed is not closed inside (no Close in the audit log):\n%s", a)
+	}
 
 	if _, err := c.StopSandbox(ctx, connect.NewRequest(&gw.StopSandboxRequest{Id: sb.Id})); err != nil {
 		t.Fatal(err)

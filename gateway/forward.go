@@ -94,6 +94,10 @@ func (s *Server) ForwardSandbox(ctx context.Context, stream *connect.BidiStream[
 	return err
 }
 
+// lingerAfterEOF is how long a connection that cannot be half-closed
+// stays up, quiet, after the caller closed its side.
+const lingerAfterEOF = 2 * time.Second
+
 // halfCloser is a connection whose sending side can be closed alone.
 type halfCloser interface{ CloseWrite() error }
 
@@ -114,6 +118,7 @@ func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.Forw
 		}
 	}
 	var nIn atomic.Int64
+	var callerDone atomic.Bool // the caller half-closed, and conn cannot
 	var sendMu sync.Mutex // the receiver's goroutine never sends; this guards the rest
 	send := func(r *gw.ForwardResponse) error {
 		sendMu.Lock()
@@ -132,6 +137,13 @@ func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.Forw
 			if errors.Is(err, io.EOF) { // the caller's half-close
 				if hc, ok := conn.(halfCloser); ok {
 					_ = hc.CloseWrite()
+				} else {
+					// No half-close inside (mxc's relay): the connection
+					// ends once the sandbox's side is quiet for
+					// lingerAfterEOF, or a server that keeps it alive
+					// would hold it until the forward ends.
+					callerDone.Store(true)
+					_ = conn.SetReadDeadline(time.Now().Add(lingerAfterEOF))
 				}
 				return
 			}
@@ -156,6 +168,14 @@ func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.Forw
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := conn.Read(buf)
+			if callerDone.Load() {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					err = io.EOF // quiet since the caller's close: the end
+				} else if n > 0 {
+					_ = conn.SetReadDeadline(time.Now().Add(lingerAfterEOF))
+				}
+			}
 			if n > 0 {
 				if err := send(&gw.ForwardResponse{Output: &gw.ForwardResponse_Data{Data: append([]byte(nil), buf[:n]...)}}); err != nil {
 					fail(err)
