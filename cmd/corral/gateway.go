@@ -358,7 +358,7 @@ func apiErr(err error) error {
 		code = provider.CodeNotFound
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition:
 		code = provider.CodePolicyRejected
-	case connect.CodeAborted:
+	case connect.CodeAborted, connect.CodeAlreadyExists: // a change came first; a name taken
 		code = provider.CodeStale
 	case connect.CodeUnknown:
 		code = provider.CodeProvisionFailed

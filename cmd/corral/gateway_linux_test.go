@@ -262,3 +262,22 @@ func TestListenAddr(t *testing.T) {
 		t.Errorf("listenAddr(unix:/run/x.sock) = %q", got)
 	}
 }
+
+// The gateway's connect codes become Corral's exit codes
+// (docs/exit-codes.md); a name already taken is a conflict, not a bug.
+func TestAPIErrExitCodes(t *testing.T) {
+	for code, want := range map[connect.Code]int{
+		connect.CodeAlreadyExists:   117,
+		connect.CodeAborted:         117,
+		connect.CodeNotFound:        118,
+		connect.CodeUnavailable:     121,
+		connect.CodeInvalidArgument: 122,
+		connect.CodeUnauthenticated: 121,
+		connect.CodeInternal:        120,
+	} {
+		var pe *provider.Error
+		if err := apiErr(connect.NewError(code, errors.New("x"))); !errors.As(err, &pe) || pe.Code.ExitCode() != want {
+			t.Errorf("%s: %v, want exit %d", code, err, want)
+		}
+	}
+}
