@@ -242,7 +242,11 @@ func gatewayServe(listen, db, tokenFile, tlsCert, tlsKey string, provs []gateway
 		if tlsCert != "" {
 			scheme = "https"
 		}
-		fmt.Fprintf(os.Stderr, "corral gateway: consent page (loopback only): %s://%s/ui/?token=$(cat %s)\n", scheme, l.Addr(), tokenFile)
+		tok := "$(cat " + tokenFile + ")"
+		if runtime.GOOS == "windows" {
+			tok = "<the token in " + tokenFile + ">"
+		}
+		fmt.Fprintf(os.Stderr, "corral gateway: consent page (loopback only): %s://%s/ui/?token=%s\n", scheme, l.Addr(), tok)
 	}
 	return gateway.Serve(ctx, l, gateway.Handler(srv, token))
 }
