@@ -524,20 +524,10 @@ func crashesContainer(t *testing.T, l *lane) {
 		// end with it).
 		relays = append(relays, slices.DeleteFunc(procsWith(relay...), func(pid int) bool { return slices.Contains(procsWith(wxcWin), pid) })...)
 		g.waitDead(t, point)
-		left := func() []int {
-			var out []int
+		if p := stillRunning(func() []int {
 			running := slices.DeleteFunc(procsWith(relay...), func(pid int) bool { return slices.Contains(procsWith(wxcWin), pid) })
-			for _, pid := range slices.Concat(procsWith(wxcWin), relays, running, pings()) {
-				if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(st), ") Z ") {
-					out = append(out, pid)
-				}
-			}
-			return out
-		}
-		for end := time.Now().Add(20 * time.Second); len(left()) > 0 && time.Now().Before(end); {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if p := left(); len(p) > 0 {
+			return slices.Concat(procsWith(wxcWin), relays, running, pings())
+		}); len(p) > 0 {
 			t.Errorf("%s: left running 20 s after the gateway died (wxc-exec, relays %v, the exec's ping): %v", point, relays, p)
 		}
 

@@ -291,6 +291,25 @@ func TestGatewayIsolationSessionAdopted(t *testing.T) {
 
 // procsWith are the running processes whose command line (as Wine sets
 // it: the Windows one) contains every one of subs.
+// stillRunning waits up to 20 s for the processes pids lists (asked
+// again each time) to end and returns those running then (zombies are
+// ended).
+func stillRunning(pids func() []int) []int {
+	left := func() []int {
+		var out []int
+		for _, pid := range pids() {
+			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(st), ") Z ") {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	for end := time.Now().Add(20 * time.Second); len(left()) > 0 && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return left()
+}
+
 func procsWith(subs ...string) []int {
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
@@ -367,19 +386,7 @@ func TestGatewayProcessContainerLost(t *testing.T) {
 	t.Logf("before the SIGKILL: wxc-exec %v, relays %v", wxcs, relays)
 
 	g.kill()
-	left := func() []int {
-		var out []int
-		for _, pid := range append(procsWith(wxcWin), relays...) {
-			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !bytes.Contains(st, []byte(") Z ")) {
-				out = append(out, pid)
-			}
-		}
-		return out
-	}
-	for end := time.Now().Add(20 * time.Second); len(left()) > 0 && time.Now().Before(end); {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if p := left(); len(p) > 0 {
+	if p := stillRunning(func() []int { return append(procsWith(wxcWin), relays...) }); len(p) > 0 {
 		t.Errorf("left running 20 s after the gateway's SIGKILL (wxc-exec %v, relays %v): %v", wxcs, relays, p)
 	}
 
