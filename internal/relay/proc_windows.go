@@ -62,8 +62,10 @@ func killOrphans() {
 
 // confine gives the relay's own process a protected DACL that lets its
 // user, and the process's owner (OWNER RIGHTS, S-1-3-4: so the owner's
-// implicit WRITE_DAC is gone too), only wait for it and query its name
-// and exit code; SYSTEM keeps full access. A workload of the same token
+// implicit WRITE_DAC is gone too), only wait for it, query its name and
+// exit code, and terminate it (what MXC or the host may need; a workload
+// that kills the relay only ends the channel, and the jobs with it);
+// SYSTEM keeps full access. A workload of the same token
 // can then neither duplicate the relay's handles (the channel, its jobs),
 // nor read or write its memory, nor start a process with the relay as its
 // parent (PROC_THREAD_ATTRIBUTE_PARENT_PROCESS needs PROCESS_CREATE_PROCESS,
@@ -76,7 +78,7 @@ func confine() error {
 	if err != nil {
 		return err
 	}
-	const waitAndQuery = windows.SYNCHRONIZE | windows.PROCESS_QUERY_LIMITED_INFORMATION
+	const waitAndQuery = windows.SYNCHRONIZE | windows.PROCESS_QUERY_LIMITED_INFORMATION | windows.PROCESS_TERMINATE
 	sd, err := windows.SecurityDescriptorFromString(fmt.Sprintf("D:P(A;;%#x;;;%s)(A;;%#x;;;OW)(A;;GA;;;SY)", waitAndQuery, u.User.Sid, waitAndQuery))
 	if err != nil {
 		return err
