@@ -177,7 +177,7 @@ func (t *tree) attach(mfd int, p string, dir bool) error {
 		}
 		err = unix.MoveMount(mfd, "", tfd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 		unix.Close(tfd)
-		if err == unix.ENOENT && try < 3 {
+		if err == unix.ENOENT && try < 20 { // each try is microseconds; CI lost 4 in a row to two renaming loops
 			continue
 		}
 		if err != nil {
