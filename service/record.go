@@ -30,7 +30,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -162,17 +161,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	v, err := time.ParseDuration(s)
 	*d = Duration(v)
 	return err
-}
-
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
-
-// ValidName checks a session name: a lower-case letter, then up to 23
-// lower-case letters, digits or '-' (so "corral-NAME" fits useradd's 32).
-func ValidName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("service name %q: use a lower-case letter then up to 23 of [a-z0-9-], e.g. openclaw", name)
-	}
-	return nil
 }
 
 // Base is the directory holding every session of this caller.
