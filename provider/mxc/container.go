@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/procid"
 	"github.com/corral-sandbox/corral/internal/relay"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -94,7 +95,7 @@ func (p *Provider) provisionContainer(ctx context.Context, sb *oneShot, opts pro
 	defer lk.unlock()
 	if old, err := st.read(sb.id); err == nil {
 		if old.WxcPID > 0 {
-			if start, ok := procStart(old.WxcPID); ok && start == old.WxcStart {
+			if start, ok := procid.Start(old.WxcPID); ok && start == old.WxcStart {
 				return nil, provider.Errorf(provider.CodeStale, "mxc: sandbox %s still runs (wxc-exec %d): destroy it first", sb.id, old.WxcPID)
 			}
 		}
@@ -198,7 +199,7 @@ func (c *container) Start(ctx context.Context) error {
 		c.setRecord(StateStopped, 0, 0, err.Error())
 		return err
 	}
-	start, ok := procStart(cmd.Process.Pid)
+	start, ok := procid.Start(cmd.Process.Pid)
 	if !ok {
 		return fail(provider.Errorf(provider.CodeStartFailed, "wxc-exec %d: its start time is unknown, so a later process could not tell it from a reused pid", cmd.Process.Pid))
 	}
@@ -458,7 +459,7 @@ func (p *Provider) destroyContainer(ctx context.Context, st store, rec *Record) 
 		return err
 	}
 	if cur.WxcPID > 0 {
-		if _, err := killStarted(cur.WxcPID, cur.WxcStart); err != nil {
+		if _, err := procid.KillStarted(cur.WxcPID, cur.WxcStart); err != nil {
 			return provider.Wrap(provider.CodeStopFailed, fmt.Sprintf("killing wxc-exec %d of sandbox %s", cur.WxcPID, cur.LocalID), err)
 		}
 	}

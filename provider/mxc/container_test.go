@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/procid"
 	"github.com/corral-sandbox/corral/internal/relay"
 	"github.com/corral-sandbox/corral/internal/testworkload"
 	"github.com/corral-sandbox/corral/policy"
@@ -90,7 +91,7 @@ func alive(t *testing.T, h *harness, id string) bool {
 	if rec.WxcPID <= 0 {
 		t.Fatalf("record %s names no wxc-exec: %+v", id, rec)
 	}
-	start, ok := procStart(rec.WxcPID)
+	start, ok := procid.Start(rec.WxcPID)
 	return ok && start == rec.WxcStart
 }
 
@@ -185,10 +186,10 @@ func TestContainerExecDialStop(t *testing.T) {
 	if n := h.count("oneshot"); n != 2 {
 		t.Errorf("%d one-shot runs of wxc-exec, want 2 (a dry run and the relay): %q", n, h.phases())
 	}
-	if _, ok := procStart(pid); ok {
+	if _, ok := procid.Start(pid); ok {
 		t.Errorf("wxc-exec %d runs after Stop", pid)
 	}
-	if _, ok := procStart(relayPID); ok || relayPID <= 0 {
+	if _, ok := procid.Start(relayPID); ok || relayPID <= 0 {
 		t.Errorf("the relay (%d) runs after Stop", relayPID)
 	}
 	if c.Running(context.Background()) {
@@ -261,7 +262,7 @@ func TestContainerDestroyAfterCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
-		start, ok := procStart(other.Process.Pid)
+		start, ok := procid.Start(other.Process.Pid)
 		if !ok {
 			t.Skip("no process start times on this OS")
 		}
@@ -273,7 +274,7 @@ func TestContainerDestroyAfterCrash(t *testing.T) {
 		if err := h.provider(BackendProcessContainer).Destroy(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok := procStart(other.Process.Pid); !ok || got != start {
+		if got, ok := procid.Start(other.Process.Pid); !ok || got != start {
 			t.Fatalf("Destroy killed pid %d, which a record named with another start time", other.Process.Pid)
 		}
 		if _, err := st.read(id); provider.CodeOf(err) != provider.CodeNotFound {

@@ -1,10 +1,10 @@
-package mxc
+package procid
 
 import "golang.org/x/sys/windows"
 
-// procStart is pid's creation time (a FILETIME: 100 ns units since 1601),
+// Start is pid's creation time (a FILETIME: 100 ns units since 1601),
 // ok false when no such process runs.
-func procStart(pid int) (start uint64, ok bool) {
+func Start(pid int) (start uint64, ok bool) {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.SYNCHRONIZE, false, uint32(pid))
 	if err != nil {
 		return 0, false
@@ -24,10 +24,10 @@ func startOf(h windows.Handle) (uint64, bool) {
 	return uint64(c.HighDateTime)<<32 | uint64(c.LowDateTime), true
 }
 
-// killStarted terminates pid only while it is the process created at
+// KillStarted terminates pid only while it is the process created at
 // start (never a process that reused the pid): the check and the kill use
 // one handle, which pins the process. killed false: no such process.
-func killStarted(pid int, start uint64) (killed bool, err error) {
+func KillStarted(pid int, start uint64) (killed bool, err error) {
 	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION|windows.SYNCHRONIZE|windows.PROCESS_TERMINATE, false, uint32(pid))
 	if err != nil {
 		if err == windows.ERROR_INVALID_PARAMETER { // no such pid

@@ -1,6 +1,6 @@
 //go:build linux
 
-package mxc
+package procid
 
 import (
 	"golang.org/x/sys/unix"
@@ -8,9 +8,9 @@ import (
 	"github.com/corral-sandbox/corral/internal/procstat"
 )
 
-// procStart is pid's start time (/proc/PID/stat field 22, clock ticks
+// Start is pid's start time (/proc/PID/stat field 22, clock ticks
 // after boot), ok false when no such process runs (a zombie does not).
-func procStart(pid int) (start uint64, ok bool) {
+func Start(pid int) (start uint64, ok bool) {
 	st, err := procstat.Read(pid)
 	if err != nil || !st.Running() {
 		return 0, false
@@ -18,11 +18,11 @@ func procStart(pid int) (start uint64, ok bool) {
 	return st.StartTicks, true
 }
 
-// killStarted kills pid only while it is the process that started at
+// KillStarted kills pid only while it is the process that started at
 // start (never a process that reused the pid): the pid is pinned with a
 // pidfd, its start time checked, and the signal sent through the pidfd.
 // killed false: no such process (gone, or the pid names another).
-func killStarted(pid int, start uint64) (killed bool, err error) {
+func KillStarted(pid int, start uint64) (killed bool, err error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if err == unix.ESRCH {
@@ -31,7 +31,7 @@ func killStarted(pid int, start uint64) (killed bool, err error) {
 		return false, err
 	}
 	defer unix.Close(fd)
-	if got, ok := procStart(pid); !ok || got != start {
+	if got, ok := Start(pid); !ok || got != start {
 		return false, nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil {
