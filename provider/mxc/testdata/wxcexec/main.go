@@ -20,7 +20,9 @@
 //	                 stand-in's working directory); unset: the nearest
 //	                 shared/reference/mxc above the working directory or the
 //	                 executable
-//	WXC_STATE_DIR    session state (default os.TempDir()/wxcexec-state)
+//	WXC_STATE_DIR    session state (default os.TempDir()/wxcexec-state):
+//	                 sessions/, workspaces/ and profiles/ (each session's
+//	                 agent user profile, USERPROFILE and HOME of its execs)
 //	WXC_FAIL         comma list of provision|start|exec|stop|deprovision|
 //	                 oneshot|probe: that invocation fails with backend_error
 //	WXC_CRASH_AFTER  comma list of phases: do the phase, then exit 137 with

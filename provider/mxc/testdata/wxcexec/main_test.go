@@ -20,6 +20,9 @@ var bin string
 
 func TestMain(m *testing.M) {
 	testworkload.Main() // the workloads: this binary (no shell, so alike on Windows)
+	if len(os.Args) > 2 && os.Args[1] == helperArg {
+		os.Exit(helper(os.Args[2], os.Args[3:]))
+	}
 	dir, err := os.MkdirTemp("", "wxcexec-test")
 	if err != nil {
 		panic(err)
@@ -345,4 +348,186 @@ func TestCrashAfterProvision(t *testing.T) {
 	}
 	res, e := phase(t, state, nil, mxc.PhaseDeprovision, id)
 	wantOK(t, "deprovision the orphan", res, e)
+}
+
+// helperArg, as the first argument, makes this binary a workload step the
+// testworkload package has not: put NAME TEXT writes $HOME/NAME; get NAME
+// prints it; detach DIR starts "await DIR" detached (detachAttr), in DIR,
+// without stdio, and returns; spawn DIR the same, not detached; await DIR waits up to 30 s for DIR/go, then writes
+// DIR/alive.
+const helperArg = "wxcexec-test-helper"
+
+func helper(step string, args []string) int {
+	var err error
+	switch step {
+	case "put":
+		err = os.WriteFile(filepath.Join(os.Getenv("HOME"), args[0]), []byte(args[1]), 0o600)
+	case "get":
+		var b []byte
+		if b, err = os.ReadFile(filepath.Join(os.Getenv("HOME"), args[0])); err == nil {
+			os.Stdout.Write(b)
+		}
+	case "detach", "spawn":
+		cmd := exec.Command(os.Args[0], helperArg, "await", args[0])
+		if step == "detach" {
+			cmd.SysProcAttr = detachAttr()
+		}
+		// Not in the workspace: on Windows a process's working directory
+		// cannot be removed, and deprovision would fail.
+		cmd.Dir = args[0]
+		if err = cmd.Start(); err == nil {
+			err = cmd.Process.Release()
+		}
+	case "await":
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if _, e := os.Stat(filepath.Join(args[0], "go")); e == nil {
+				err = os.WriteFile(filepath.Join(args[0], "alive"), []byte("alive"), 0o600)
+				break
+			}
+		}
+	}
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	return 0
+}
+
+// started provisions and starts a session: its id and profile (from the
+// workload's HOME, the only place the stand-in tells it).
+func started(t *testing.T, state string) (id, profile string) {
+	t.Helper()
+	res, e := phase(t, state, nil, mxc.PhaseProvision, "")
+	wantOK(t, "provision", res, e)
+	id, _ = e.Result["sandboxId"].(string)
+	if md, _ := e.Result["metadata"].(map[string]any); len(md) != 3 {
+		t.Errorf("metadata has fields MXC does not document: %s", res.stdout)
+	}
+	res, e = phase(t, state, nil, mxc.PhaseStart, id)
+	wantOK(t, "start", res, e)
+	res, _ = phase(t, state, nil, mxc.PhaseExec, id, testworkload.Args("out=${HOME}")...)
+	if res.code != 0 || res.stdout == "" {
+		t.Fatalf("exec HOME: %+v", res)
+	}
+	return id, res.stdout
+}
+
+func TestProfilePersistsPerSession(t *testing.T) {
+	state := t.TempDir()
+	id, prof := started(t, state)
+	id2, prof2 := started(t, state)
+	if filepath.Dir(prof) != filepath.Join(state, "profiles") || prof == prof2 {
+		t.Errorf("profiles: %q and %q, want two different dirs under %s", prof, prof2, filepath.Join(state, "profiles"))
+	}
+	if st, err := os.Stat(prof); err != nil || !st.IsDir() || runtime.GOOS != "windows" && st.Mode().Perm() != 0o700 {
+		t.Errorf("profile %s: %v %v", prof, st, err)
+	}
+	me := []string{os.Args[0], helperArg}
+	if res, _ := phase(t, state, nil, mxc.PhaseExec, id, append(me, "put", "note", "from exec 1")...); res.code != 0 {
+		t.Fatalf("put: %+v", res)
+	}
+	if res, _ := phase(t, state, nil, mxc.PhaseExec, id, append(me, "get", "note")...); res.code != 0 || res.stdout != "from exec 1" {
+		t.Errorf("exec 2 of the session does not see exec 1's file: %+v", res)
+	}
+	if res, _ := phase(t, state, nil, mxc.PhaseExec, id2, append(me, "get", "note")...); res.code == 0 {
+		t.Errorf("another session sees the file: %+v", res)
+	}
+	for _, p := range []mxc.Phase{mxc.PhaseStop, mxc.PhaseDeprovision} {
+		res, e := phase(t, state, nil, p, id)
+		wantOK(t, string(p), res, e)
+	}
+	if _, err := os.Lstat(prof); !os.IsNotExist(err) {
+		t.Errorf("profile survived deprovision: %v", err)
+	}
+	if _, err := os.Stat(prof2); err != nil {
+		t.Errorf("the other session's profile went too: %v", err)
+	}
+	// Nothing of the session is left in STATE.
+	h := strings.TrimPrefix(id, "iso:")
+	filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+		if strings.Contains(filepath.Base(p), h) {
+			t.Errorf("left after deprovision: %s", p)
+		}
+		return nil
+	})
+}
+
+func TestLogonEnvOverridesProcessEnv(t *testing.T) {
+	state := t.TempDir()
+	id, prof := started(t, state)
+	steps := "outln=${HOME}|${USERPROFILE}|${USERNAME}"
+	want := prof + "|" + prof + "|corral-agent-" + strings.TrimPrefix(id, "iso:")
+	if runtime.GOOS == "windows" {
+		steps += "|${LOCALAPPDATA}|${APPDATA}"
+		want += "|" + filepath.Join(prof, "AppData", "Local") + "|" + filepath.Join(prof, "AppData", "Roaming")
+		for _, d := range []string{"Local", "Roaming"} {
+			if st, err := os.Stat(filepath.Join(prof, "AppData", d)); err != nil || !st.IsDir() {
+				t.Errorf("AppData\\%s: %v", d, err)
+			}
+		}
+	}
+	req, err := isoBase().ForPhase(mxc.PhaseExec, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Process = &mxc.Process{Env: []string{"HOME=/elsewhere", "USERPROFILE=/elsewhere", "USERNAME=someone", "FOO=kept"}}
+	args := append([]string{"--experimental", "--config-base64", b64(t, req), "--"}, testworkload.Args(steps, "outln=${FOO}", "pwd")...)
+	res := call(t, state, nil, args...)
+	ws := filepath.Join(state, "workspaces", strings.TrimPrefix(id, "iso:"))
+	if res.code != 0 || res.stdout != want+"\nkept\n"+ws+"\n" {
+		t.Errorf("exec env: got %q, want %q", res.stdout, want+"\nkept\n"+ws+"\n")
+	}
+}
+
+// A process the workload starts detached (new session on Linux,
+// CREATE_BREAKAWAY_FROM_JOB on Windows) outlives the exec, and stop and
+// deprovision do not end it either.
+func TestDetachedProcessOutlivesExec(t *testing.T) {
+	if detachAttr == nil {
+		t.Skip("no detached start on " + runtime.GOOS)
+	}
+	state := t.TempDir()
+	id, _ := started(t, state)
+	dir := t.TempDir()
+	res, _ := phase(t, state, nil, mxc.PhaseExec, id, os.Args[0], helperArg, "detach", dir)
+	if res.code != 0 {
+		t.Fatalf("detach: %+v", res)
+	}
+	for _, p := range []mxc.Phase{mxc.PhaseStop, mxc.PhaseDeprovision} {
+		res, e := phase(t, state, nil, p, id)
+		wantOK(t, string(p), res, e)
+	}
+	time.Sleep(300 * time.Millisecond) // a kill-on-close job or Pdeathsig acts at once
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "alive")); err == nil {
+			return
+		}
+	}
+	t.Error("the detached process did not outlive the exec")
+}
+
+// On Windows an ordinary descendant (no CREATE_BREAKAWAY_FROM_JOB) stays
+// in the kill-on-close job and dies with the exec's wxc-exec. (Not on
+// Linux: there only the direct child has Pdeathsig.)
+func TestJobKillsUndetachedDescendant(t *testing.T) {
+	if runtime.GOOS != "windows" {
+		t.Skip("the kill-on-close job is the Windows stand-in's")
+	}
+	state := t.TempDir()
+	id, _ := started(t, state)
+	dir := t.TempDir()
+	if res, _ := phase(t, state, nil, mxc.PhaseExec, id, os.Args[0], helperArg, "spawn", dir); res.code != 0 {
+		t.Fatalf("spawn: %+v", res)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if _, err := os.Stat(filepath.Join(dir, "alive")); err == nil {
+		t.Error("a descendant that did not break away outlived the exec")
+	}
 }

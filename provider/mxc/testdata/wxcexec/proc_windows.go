@@ -19,7 +19,11 @@ var job windows.Handle
 
 // contain puts the started workload in a kill-on-close job object
 // (CreateJobObject, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE); its descendants
-// join it as they start. A process the workload starts before it is
+// join it as they start. The job allows breakaway
+// (JOB_OBJECT_LIMIT_BREAKAWAY_OK): a process started with
+// CREATE_BREAKAWAY_FROM_JOB leaves it and outlives the exec, as a detached
+// in-session process would; nothing ends it later (stop and deprovision
+// do not). A process the workload starts before it is
 // assigned escapes: it runs for milliseconds first, and the stand-in is a
 // mock.
 func contain(p *os.Process) {
@@ -28,7 +32,7 @@ func contain(p *os.Process) {
 		return
 	}
 	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{}
-	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+	info.BasicLimitInformation.LimitFlags = windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE | windows.JOB_OBJECT_LIMIT_BREAKAWAY_OK
 	if _, err := windows.SetInformationJobObject(j, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
 		windows.CloseHandle(j)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"time"
 )
@@ -64,7 +65,7 @@ type store struct {
 
 func openStore() (*store, error) {
 	dir := stateDir()
-	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "workspaces")} {
+	for _, d := range []string{dir, filepath.Join(dir, "sessions"), filepath.Join(dir, "workspaces"), filepath.Join(dir, "profiles")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
@@ -78,6 +79,36 @@ func openStore() (*store, error) {
 
 func (s *store) path(hexID string) string {
 	return filepath.Join(s.dir, "sessions", hexID+".json")
+}
+
+// profile is the agent user's profile directory of session hexID,
+// STATE/profiles/<hex>: made at provision, kept between execs, removed at
+// deprovision. Not in provision's metadata (MXC documents no such field);
+// the workload learns it from USERPROFILE/HOME (profileEnv).
+func (s *store) profile(hexID string) string {
+	return filepath.Join(s.dir, "profiles", hexID)
+}
+
+// profileDirs are the directories made inside a new profile: on Windows
+// AppData\Local and AppData\Roaming (LOCALAPPDATA, APPDATA).
+func profileDirs(profile string) []string {
+	dirs := []string{profile}
+	if runtime.GOOS == "windows" {
+		dirs = append(dirs, filepath.Join(profile, "AppData", "Local"), filepath.Join(profile, "AppData", "Roaming"))
+	}
+	return dirs
+}
+
+// profileEnv is the agent user's logon environment the stand-in gives
+// every exec's workload, as NAME=VALUE entries that override the request's
+// process.env: USERPROFILE and HOME (the profile), USERNAME (the agent
+// user), and on Windows LOCALAPPDATA and APPDATA.
+func profileEnv(profile, user string) []string {
+	env := []string{"USERPROFILE=" + profile, "HOME=" + profile, "USERNAME=" + user}
+	if runtime.GOOS == "windows" {
+		env = append(env, "LOCALAPPDATA="+filepath.Join(profile, "AppData", "Local"), "APPDATA="+filepath.Join(profile, "AppData", "Roaming"))
+	}
+	return env
 }
 
 // load returns the session of id: malformed_id or stale_id when it has none.
@@ -131,9 +162,26 @@ func (s *store) provision() (*session, error) {
 		}
 		f.Close()
 		ws := filepath.Join(s.dir, "workspaces", h)
+		undo := func() {
+			os.RemoveAll(ws)
+			os.RemoveAll(s.profile(h))
+			os.Remove(s.path(h))
+		}
 		if err := os.Mkdir(ws, 0o700); err != nil {
 			os.Remove(s.path(h))
 			return nil, err
+		}
+		// Mkdir, not MkdirAll, for the profile itself: a name that exists
+		// already (left by anything) is never adopted.
+		if err := os.Mkdir(s.profile(h), 0o700); err != nil {
+			undo()
+			return nil, err
+		}
+		for _, d := range profileDirs(s.profile(h))[1:] {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				undo()
+				return nil, err
+			}
 		}
 		ses := &session{
 			SandboxID: "iso:" + h,
@@ -146,8 +194,7 @@ func (s *store) provision() (*session, error) {
 			},
 		}
 		if err := s.save(h, ses); err != nil {
-			os.Remove(ws)
-			os.Remove(s.path(h))
+			undo()
 			return nil, err
 		}
 		return ses, nil
@@ -155,9 +202,14 @@ func (s *store) provision() (*session, error) {
 	return nil, errors.New("could not mint a fresh sandbox id")
 }
 
+// deprovision removes everything of the session from STATE: workspace,
+// profile, state file. It ends no process: what a workload left running
+// (detached ones included) keeps running; the caller must stop it first.
 func (s *store) deprovision(hexID string, ses *session) error {
-	if err := os.RemoveAll(ses.Metadata.EphemeralWorkspacePath); err != nil {
-		return err
+	for _, d := range []string{ses.Metadata.EphemeralWorkspacePath, s.profile(hexID)} {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
 	}
 	return os.Remove(s.path(hexID))
 }

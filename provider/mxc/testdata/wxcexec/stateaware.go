@@ -101,6 +101,7 @@ func stateAware(o *options, obj map[string]any, data []byte) int {
 	if w.cwd == "" {
 		w.cwd = ses.Metadata.EphemeralWorkspacePath
 	}
+	w.logon = profileEnv(st.profile(h), ses.Metadata.AgentUserName)
 	res := w.run()
 	switch {
 	case res.startErr != nil:
@@ -115,7 +116,9 @@ func stateAware(o *options, obj map[string]any, data []byte) int {
 }
 
 // transition applies a lifecycle phase to a loaded session (exec only
-// checks that the session is started).
+// checks that the session is started). Neither stop nor deprovision ends
+// a process: the stand-in cannot find the detached ones a workload left,
+// so the caller stops what it started first.
 func transition(st *store, phase, h string, ses *session) error {
 	id := ses.SandboxID
 	switch phase {

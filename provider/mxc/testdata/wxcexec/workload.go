@@ -18,6 +18,7 @@ type workload struct {
 	commandLine string   // process.commandLine: run by /bin/sh -c (cmd /C on Windows)
 	env         []string
 	hasEnv      bool
+	logon       []string // NAME=VALUE set last, over env or the inherited environment (an exec's profileEnv)
 	cwd         string
 	timeoutMs   uint64 // 0: none
 }
@@ -31,11 +32,45 @@ type result struct {
 // childEnv: with process.env the child gets exactly those entries, plus the
 // host's PATH (and on Windows SystemRoot, ComSpec, PATHEXT) when they are
 // not among them, so commands resolve; without process.env it inherits the
-// stand-in's environment.
+// stand-in's environment. Either way the logon entries replace any entry of
+// the same name (case-insensitive on Windows).
 func (w *workload) childEnv() []string {
 	if !w.hasEnv {
-		return nil // inherit
+		if len(w.logon) == 0 {
+			return nil // inherit
+		}
+		return withLogon(os.Environ(), w.logon)
 	}
+	return withLogon(w.withHostKeys(), w.logon)
+}
+
+// withLogon returns env without the entries named in logon, then logon.
+func withLogon(env, logon []string) []string {
+	if len(logon) == 0 {
+		return env
+	}
+	out := make([]string, 0, len(env)+len(logon))
+	for _, e := range env {
+		name, _, _ := strings.Cut(e, "=")
+		if !named(logon, name) {
+			out = append(out, e)
+		}
+	}
+	return append(out, logon...)
+}
+
+// named reports whether an entry of env has that name.
+func named(env []string, name string) bool {
+	for _, e := range env {
+		n, _, _ := strings.Cut(e, "=")
+		if n == name || runtime.GOOS == "windows" && strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *workload) withHostKeys() []string {
 	env := append([]string(nil), w.env...)
 	keys := []string{"PATH"}
 	if runtime.GOOS == "windows" {
