@@ -3,6 +3,11 @@
 package procid
 
 import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/procstat"
@@ -41,4 +46,21 @@ func KillStarted(pid int, start uint64) (killed bool, err error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// User is the real uid pid runs as, "uid:N" (/proc/PID/status Uid, first
+// field, proc(5)), read from outside the process.
+func User(pid int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return "uid:" + f[0], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("/proc/%d/status: no Uid line", pid)
 }

@@ -44,3 +44,24 @@ func KillStarted(pid int, start uint64) (killed bool, err error) {
 	}
 	return true, nil
 }
+
+// User is the SID of the user pid's primary token runs as ("S-1-5-21-..."),
+// read from outside the process (OpenProcessToken, GetTokenUser): what a
+// workload cannot forge about itself.
+func User(pid int) (string, error) {
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return "", err
+	}
+	defer windows.CloseHandle(h)
+	var tok windows.Token
+	if err := windows.OpenProcessToken(h, windows.TOKEN_QUERY, &tok); err != nil {
+		return "", err
+	}
+	defer tok.Close()
+	u, err := tok.GetTokenUser()
+	if err != nil {
+		return "", err
+	}
+	return u.User.Sid.String(), nil
+}
