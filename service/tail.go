@@ -59,4 +59,3 @@ func Tail(ctx context.Context, path string, w io.Writer, follow bool) error {
 		}
 	}
 }
-

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,9 +15,15 @@ import (
 	"github.com/corral-sandbox/corral/provider/docker"
 )
 
-// osCommands are the commands only a Linux build has.
+// osCommands are the commands only a Linux build has. corral service is
+// the Linux one, or with CORRAL_SERVICE_PROVIDER=mxc the one on MXC
+// isolation sessions (Windows', here through the executor stand-in).
 func osCommands() []*cobra.Command {
-	return []*cobra.Command{newGCCmd(), newImageCmd(), newGatewayCmd(), newSandboxCmd(), newServiceCmd(), newApprovalsCmd()}
+	svc := newServiceCmd()
+	if os.Getenv(ServiceProviderEnv) == "mxc" {
+		svc = newServiceMXCCmd()
+	}
+	return []*cobra.Command{newGCCmd(), newImageCmd(), newGatewayCmd(), newSandboxCmd(), svc, newApprovalsCmd()}
 }
 
 func newGCCmd() *cobra.Command {

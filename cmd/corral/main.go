@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-sandbox/corral/probe"
 	"github.com/corral-sandbox/corral/provider"
+	"github.com/corral-sandbox/corral/service/isolation"
 )
 
 // Set by the linker: -X main.version=... -X main.commit=...
@@ -34,6 +35,9 @@ func main() {
 	osEntry() // the sandbox init and helpers are this binary too
 	if len(os.Args) > 1 && os.Args[1] == relayArg {
 		os.Exit(relayMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == isolation.SessionCommand {
+		os.Exit(serviceSessionMain(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == probe.Arg {
 		os.Exit(probe.Main(os.Args[2:]))

@@ -17,7 +17,19 @@ type Job struct{ h windows.Handle }
 // it, so that none of its instructions runs outside the job and every
 // process it starts is in it too (a child inherits its parent's job). On
 // an error after the start the process is killed and waited for.
-func Start(cmd *exec.Cmd) (*Job, error) {
+func Start(cmd *exec.Cmd) (*Job, error) { return start(cmd, 0) }
+
+// StartBreakawayOK is Start with a job that lets a process started with
+// CREATE_BREAKAWAY_FROM_JOB leave it (JOB_OBJECT_LIMIT_BREAKAWAY_OK; "Job
+// Objects", Microsoft Learn): for a program, such as wxc-exec for an
+// isolation session, whose detached processes are another owner's to
+// end. With nested jobs, breakaway also needs every job between, so a
+// job inside this one still decides for its processes.
+func StartBreakawayOK(cmd *exec.Cmd) (*Job, error) {
+	return start(cmd, windows.JOB_OBJECT_LIMIT_BREAKAWAY_OK)
+}
+
+func start(cmd *exec.Cmd, limits uint32) (*Job, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -25,7 +37,7 @@ func Start(cmd *exec.Cmd) (*Job, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	j, err := adopt(uint32(cmd.Process.Pid))
+	j, err := adopt(uint32(cmd.Process.Pid), limits)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -37,7 +49,7 @@ func Start(cmd *exec.Cmd) (*Job, error) {
 // adopt puts the suspended process pid in a new job and resumes it. The
 // pid is the caller's process's: its process object stays open, and the
 // pid unused by another, until it is waited for, which is after Start.
-func adopt(pid uint32) (_ *Job, err error) {
+func adopt(pid, limits uint32) (_ *Job, err error) {
 	h, err := windows.CreateJobObject(nil, nil)
 	if err != nil {
 		return nil, err
@@ -49,7 +61,7 @@ func adopt(pid uint32) (_ *Job, err error) {
 		}
 	}()
 	info := windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION{
-		BasicLimitInformation: windows.JOBOBJECT_BASIC_LIMIT_INFORMATION{LimitFlags: windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE},
+		BasicLimitInformation: windows.JOBOBJECT_BASIC_LIMIT_INFORMATION{LimitFlags: windows.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE | limits},
 	}
 	if _, err := windows.SetInformationJobObject(h, windows.JobObjectExtendedLimitInformation,
 		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {

@@ -2,14 +2,7 @@
 
 package wintask
 
-import (
-	"context"
-	"errors"
-)
-
-// ErrNotWindows: Task Scheduler, which Register and Unregister drive, is
-// Windows'.
-var ErrNotWindows = errors.New("wintask: Task Scheduler is Windows': a logon task is registered only on Windows")
+import "context"
 
 // Register registers session name's task from path on Windows (see the
 // Windows build); elsewhere it returns ErrNotWindows.

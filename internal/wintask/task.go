@@ -24,6 +24,10 @@ import (
 	"unicode/utf8"
 )
 
+// ErrNotWindows: Task Scheduler, which Register and Unregister drive, is
+// Windows'; elsewhere they return it.
+var ErrNotWindows = errors.New("wintask: Task Scheduler is Windows': a logon task is registered only on Windows")
+
 // Folder is the Task Scheduler folder corral's tasks are registered in.
 const Folder = `\Corral`
 

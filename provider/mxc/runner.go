@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -38,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/rmtree"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -541,7 +541,7 @@ func (s *sandboxBase) run(ctx context.Context, inv invocation, started func(int)
 		}
 		return err
 	}
-	release, err := startTied(cmd)
+	release, err := startTied(cmd, s.req != nil && s.req.Containment == containmentIsolationSession)
 	if err != nil {
 		return nil, false, err
 	}
@@ -579,36 +579,6 @@ type oneShot struct {
 	cred     string
 	temp     string // the private TEMP/TMP folder, or ""
 	done     bool
-}
-
-// removeTree is os.RemoveAll with a fallback: on Windows RemoveAll deletes
-// with POSIX semantics (FILE_DISPOSITION_INFORMATION_EX), which FAT
-// volumes and Wine refuse ("Invalid function"); then every entry is
-// removed bottom-up with plain DeleteFile/RemoveDirectory. WalkDir does
-// not follow links, and a junction (ModeIrregular) is removed as itself.
-func removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil {
-		return nil
-	}
-	var dirs []string
-	filepath.WalkDir(dir, func(p string, e fs.DirEntry, werr error) error {
-		switch {
-		case werr != nil:
-		case e.IsDir():
-			dirs = append(dirs, p)
-		default:
-			os.Remove(p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		os.Remove(dirs[i])
-	}
-	if _, serr := os.Lstat(dir); os.IsNotExist(serr) {
-		return nil
-	}
-	return err
 }
 
 // privateTemp reports whether a process_container run of r gets a private
@@ -738,7 +708,7 @@ func (s *oneShot) Deprovision(ctx context.Context) error {
 		s.listener.Close() // again on a retry: harmless
 	}
 	if s.temp != "" {
-		if err := removeTree(s.temp); err != nil {
+		if err := rmtree.RemoveAll(s.temp); err != nil {
 			return provider.Wrap(provider.CodeInternal, "removing the sandbox's temp folder", err) // a later Deprovision tries again
 		}
 		s.temp = ""

@@ -5,4 +5,4 @@ package mxc
 import "os/exec"
 
 // startTied: nothing ties wxc-exec to corral here.
-func startTied(cmd *exec.Cmd) (release func(), err error) { return func() {}, cmd.Start() }
+func startTied(cmd *exec.Cmd, _ bool) (release func(), err error) { return func() {}, cmd.Start() }

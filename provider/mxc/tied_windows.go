@@ -11,8 +11,19 @@ import (
 // dies, its last handle to the job closing: the Linux parent-death
 // signal's counterpart (a killed gateway left an isolation_session exec's
 // wxc-exec and command running). release, after Wait, closes the job.
-func startTied(cmd *exec.Cmd) (release func(), err error) {
-	j, err := winjob.Start(cmd)
+//
+// An isolation session's processes are the session's: MXC runs them in the
+// session, never in this job, and a detached one (the service's in-session
+// supervisor) outlives the exec. The stand-in runs them as wxc-exec's
+// descendants, so for a session the job lets a process that asks to
+// (CREATE_BREAKAWAY_FROM_JOB) leave it, as the stand-in's own job does
+// (session set).
+func startTied(cmd *exec.Cmd, session bool) (release func(), err error) {
+	start := winjob.Start
+	if session {
+		start = winjob.StartBreakawayOK
+	}
+	j, err := start(cmd)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/corral-sandbox/corral/internal/rmtree"
 )
 
 // Session states.
@@ -163,8 +165,8 @@ func (s *store) provision() (*session, error) {
 		f.Close()
 		ws := filepath.Join(s.dir, "workspaces", h)
 		undo := func() {
-			os.RemoveAll(ws)
-			os.RemoveAll(s.profile(h))
+			rmtree.RemoveAll(ws)
+			rmtree.RemoveAll(s.profile(h))
 			os.Remove(s.path(h))
 		}
 		if err := os.Mkdir(ws, 0o700); err != nil {
@@ -207,7 +209,7 @@ func (s *store) provision() (*session, error) {
 // (detached ones included) keeps running; the caller must stop it first.
 func (s *store) deprovision(hexID string, ses *session) error {
 	for _, d := range []string{ses.Metadata.EphemeralWorkspacePath, s.profile(hexID)} {
-		if err := os.RemoveAll(d); err != nil {
+		if err := rmtree.RemoveAll(d); err != nil {
 			return err
 		}
 	}
