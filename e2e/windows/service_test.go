@@ -10,6 +10,7 @@ package windows
 // home, the state a session keeps.
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"fmt"
@@ -452,4 +453,66 @@ func TestServiceMXCCrashes(t *testing.T) {
 			t.Errorf("list after --forget:\n%s", r)
 		}
 	})
+}
+
+// What the session hands back is the agent's to write: a link the
+// workload left in its home is left out of an export (and said), and an
+// archive the in-session corral wrote with a link in it (here the
+// profile's corral replaced, as the agent user can) is refused: no
+// export is written and none is recorded. Linux lane only (the
+// replacement is a shell script).
+func TestServiceMXCReadBack(t *testing.T) {
+	sl := nativeLane(t)
+	e := sl.newEnv(t, "readback")
+	if r := e.run(t, nil, "provision", "r", "--policy", e.policy(t, "iso.yaml", isoPolicy)); r.code != 0 {
+		t.Fatalf("provision:\n%s", r)
+	}
+	port := freePort(t)
+	if r := e.run(t, nil, "start", "r", "--payload", e.payload(t), "--ready-port", strconv.Itoa(port), "--settle", "0s", "--", sl.gatewayCmd(), strconv.Itoa(port)); r.code != 0 {
+		t.Fatalf("start:\n%s", r)
+	}
+	if r := e.run(t, nil, "stop", "r"); r.code != 0 {
+		t.Fatalf("stop:\n%s", r)
+	}
+	profiles, _ := filepath.Glob(filepath.Join(e.wxcd, "profiles", "*", ".corral-service"))
+	if len(profiles) != 1 {
+		t.Fatalf("profiles: %v", profiles)
+	}
+	svc := profiles[0]
+	if err := os.Symlink("/etc/passwd", filepath.Join(svc, "home", "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(e.dir, "good.tar.zst")
+	if r := e.run(t, nil, "export", "r", "-o", good); r.code != 0 || !strings.Contains(r.stderr, "left out") || !strings.Contains(r.stderr, "passwd") {
+		t.Errorf("export of a home with a link:\n%s", r)
+	}
+	// The agent replaces its corral: its export writes an archive with a
+	// link to the host's files.
+	hostile := filepath.Join(e.dir, "hostile.tar")
+	var buf strings.Builder
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "x", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"})
+	tw.Close()
+	if err := os.WriteFile(hostile, []byte(buf.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(svc, "bin", "corral.real")
+	if err := os.Rename(filepath.Join(svc, "bin", "corral"), real); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nif [ \"$2\" = export ]; then cp " + hostile + " \"$4\"; exit 0; fi\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(svc, "bin", "corral"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(e.dir, "bad.tar.zst")
+	if r := e.run(t, nil, "export", "r", "-o", bad); r.code == 0 || !strings.Contains(r.stderr, "archive was refused") || !strings.Contains(r.stderr, "symlink") {
+		t.Errorf("export of a hostile archive:\n%s", r)
+	}
+	if _, err := os.Lstat(bad); err == nil {
+		t.Errorf("a refused export left %s", bad)
+	}
+	// The good export is the last one: deprovision takes it.
+	if r := e.run(t, nil, "deprovision", "r"); r.code != 0 {
+		t.Errorf("deprovision after the good export:\n%s", r)
+	}
 }

@@ -243,17 +243,27 @@ func (m *Manager) orphans(p Paths) []string {
 	return out
 }
 
-// recover reattaches to the session's sandbox through the session core
-// (a ready session, or one being removed).
-func (m *Manager) recover(ctx context.Context, p Paths, rec *Record, log *audit.Log) (*session.Session, error) {
+// attach reattaches to the session's sandbox through the session core (a
+// ready session, or one being removed), with the session's audit log;
+// release detaches and closes the log.
+func (m *Manager) attach(ctx context.Context, p Paths, rec *Record) (s *session.Session, release func(), err error) {
 	if rec.Phase == PhaseProvisioning {
-		return nil, provider.Errorf(provider.CodeStale, "service %s is %s: corral service reconcile finishes or undoes it", rec.Name, rec.Phase)
+		return nil, nil, provider.Errorf(provider.CodeStale, "service %s is %s: corral service reconcile finishes or undoes it", rec.Name, rec.Phase)
 	}
 	prov, plan, err := m.plan(ctx, p, rec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return session.Recover(ctx, m.config(p, prov, plan, log, nil), rec.State)
+	log, err := m.auditLog(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err = session.Recover(ctx, m.config(p, prov, plan, log, nil), rec.State)
+	if err != nil {
+		log.Close()
+		return nil, nil, err
+	}
+	return s, func() { s.Detach(); log.Close() }, nil
 }
 
 // inSession runs `corral __service-session ARGS` in the session with
@@ -413,16 +423,11 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 	if err := spec.Validate(); err != nil {
 		return nil, provider.Wrap(provider.CodePolicyRejected, "", err)
 	}
-	log, err := m.auditLog(p)
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return nil, err
 	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Detach()
+	defer release()
 	if cur, err := m.sessionStatus(ctx, s, p, rec); err == nil && cur.State != StateNotStarted && cur.State != StateStopped && cur.State != StateFailed && cur.State != StateDead {
 		return cur, provider.Errorf(provider.CodeStale, "service %s is %s already (supervisor pid %d): corral service restart %s", name, cur.State, cur.Supervisor.PID, name)
 	}
@@ -565,16 +570,11 @@ func (m *Manager) stopLocked(ctx context.Context, p Paths, rec *Record) error {
 	if rec.corral() == "" {
 		return nil
 	}
-	log, err := m.auditLog(p)
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
-	if err != nil {
-		return err
-	}
-	defer s.Detach()
+	defer release()
 	if _, _, err := m.inSession(ctx, s, p, rec.corral(), []string{"stop"}, maxStatus); err != nil {
 		return provider.Wrap(provider.CodeStopFailed, "", err)
 	}
@@ -592,16 +592,11 @@ func (m *Manager) Logs(ctx context.Context, name string, supervisor bool, max in
 	if rec.corral() == "" {
 		return nil
 	}
-	log, err := m.auditLog(p)
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
-	if err != nil {
-		return err
-	}
-	defer s.Detach()
+	defer release()
 	args := []string{"logs", "--max", strconv.FormatInt(max, 10)}
 	if supervisor {
 		args = append(args, "--supervisor")

@@ -100,16 +100,11 @@ func (m *Manager) Status(ctx context.Context, name string) (*Report, error) {
 	if rec.Phase != PhaseReady {
 		return r, nil
 	}
-	log, err := m.auditLog(p)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return r, err
 	}
-	defer s.Detach()
+	defer release()
 	st, err := m.sessionStatus(ctx, s, p, rec)
 	if err != nil {
 		r.Warnings = append(r.Warnings, "the session's status: "+err.Error())
@@ -221,8 +216,9 @@ func (m *Manager) Export(ctx context.Context, name string, w io.Writer) (safetar
 	}
 	defer os.Remove(home.Name())
 	defer home.Close()
+	var skipped []string
 	if rec.corral() != "" {
-		if err := m.homeOut(ctx, p, rec, home); err != nil {
+		if skipped, err = m.homeOut(ctx, p, rec, home); err != nil {
 			return safetar.Stats{}, err
 		}
 	} else if err := tar.NewWriter(home).Close(); err != nil { // never started: an empty home
@@ -235,6 +231,7 @@ func (m *Manager) Export(ctx context.Context, name string, w io.Writer) (safetar
 	if err != nil {
 		return st, badArchive(err)
 	}
+	st.Skipped = skipped
 	now := time.Now().UTC()
 	man, _ := json.MarshalIndent(manifest{Version: 1, Kind: manifestKind, Name: rec.Name, Exported: now, Corral: m.Version, Start: rec.Start}, "", "  ")
 	zw, err := zstd.NewWriter(w)
@@ -279,33 +276,29 @@ const maxHomeArchive = safetar.DefaultMaxTotalBytes + 2<<30
 
 // homeOut has the session pack its home into a fresh staging directory
 // and copies the archive into dst: one read, through os.Root (no link
-// the agent planted is followed), at most maxHomeArchive bytes.
-func (m *Manager) homeOut(ctx context.Context, p Paths, rec *Record, dst io.Writer) error {
-	log, err := m.auditLog(p)
+// the agent planted is followed), at most maxHomeArchive bytes. skipped
+// is what the session says it left out (its word: for the operator).
+func (m *Manager) homeOut(ctx context.Context, p Paths, rec *Record, dst io.Writer) (skipped []string, err error) {
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
-	if err != nil {
-		return err
-	}
-	defer s.Detach()
+	defer release()
 	dir, root, cleanup, err := stage(rec)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cleanup()
-	code, _, err := m.inSession(ctx, s, p, rec.corral(), []string{"export", "--out", filepath.Join(dir, homeName)}, maxStatus)
+	code, out, err := m.inSession(ctx, s, p, rec.corral(), []string{"export", "--out", filepath.Join(dir, homeName)}, maxStatus)
 	if code == exitRunning {
-		return provider.Errorf(provider.CodeStale, "service %s is running: stop it first, so the export is consistent (corral service stop %s)", rec.Name, rec.Name)
+		return nil, provider.Errorf(provider.CodeStale, "service %s is running: stop it first, so the export is consistent (corral service stop %s)", rec.Name, rec.Name)
 	}
 	if err != nil || code != 0 {
-		return provider.Errorf(provider.CodeInternal, "the in-session export exited %d: %v", code, err)
+		return nil, provider.Errorf(provider.CodeInternal, "the in-session export exited %d: %v", code, err)
 	}
 	f, err := openRegular(root, homeName)
 	if err != nil {
-		return badArchive(err)
+		return nil, badArchive(err)
 	}
 	defer f.Close()
 	n, err := io.Copy(dst, io.LimitReader(f, maxHomeArchive+1))
@@ -313,9 +306,13 @@ func (m *Manager) homeOut(ctx context.Context, p Paths, rec *Record, dst io.Writ
 		err = fmt.Errorf("larger than %d bytes", int64(maxHomeArchive))
 	}
 	if err != nil {
-		return badArchive(err)
+		return nil, badArchive(err)
 	}
-	return nil
+	var said safetar.Stats
+	if json.Unmarshal(out, &said) == nil && len(said.Skipped) <= 100 {
+		skipped = said.Skipped
+	}
+	return skipped, nil
 }
 
 // ReadExport reads an export's manifest and policy and leaves tr at its
@@ -444,16 +441,11 @@ func (m *Manager) homeIn(ctx context.Context, name string, home io.Reader, start
 	if err := rec.Save(); err != nil {
 		return err
 	}
-	log, err := m.auditLog(p)
+	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return err
 	}
-	defer log.Close()
-	s, err := m.recover(ctx, p, rec, log)
-	if err != nil {
-		return err
-	}
-	defer s.Detach()
+	defer release()
 	dir, root, cleanup, err := stage(rec)
 	if err != nil {
 		return err
@@ -621,13 +613,7 @@ func (m *Manager) reconcileOne(ctx context.Context, name string, dryRun bool) Ac
 	}
 	switch rec.Phase {
 	case PhaseReady:
-		log, err := m.auditLog(p)
-		if err != nil {
-			a.Action, a.Detail = "failed", err.Error()
-			return a
-		}
-		defer log.Close()
-		s, err := m.recover(ctx, p, rec, log)
+		_, release, err := m.attach(ctx, p, rec)
 		if provider.CodeOf(err) == provider.CodeNotFound {
 			a.Action, a.Detail = "lost", "MXC no longer has the session "+rec.SandboxID+": "+err.Error()
 			a.Remedy = "corral service deprovision --force " + name
@@ -637,7 +623,7 @@ func (m *Manager) reconcileOne(ctx context.Context, name string, dryRun bool) Ac
 			a.Action, a.Detail = "failed", err.Error()
 			return a
 		}
-		s.Detach()
+		release()
 		a.Action, a.Detail = "ok", "session "+rec.SandboxID+" is there"
 		return a
 	case PhaseProvisioning, PhaseDeprovisioning:

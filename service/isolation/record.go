@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/corral-sandbox/corral/internal/atomicfile"
+	"github.com/corral-sandbox/corral/service"
 )
 
 // DirEnv relocates the base directory of every session.
@@ -160,18 +161,7 @@ func (s *StartSpec) Validate() error {
 }
 
 // Duration is a time.Duration that reads and writes as "30s".
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	*d = Duration(v)
-	return err
-}
+type Duration = service.Duration
 
 // Base is the directory holding every session of this caller.
 func Base() (string, error) {
