@@ -575,8 +575,21 @@ func (m *Manager) stopLocked(ctx context.Context, p Paths, rec *Record) error {
 		return err
 	}
 	defer release()
+	before, _ := m.sessionStatus(ctx, s, p, rec)
 	if _, _, err := m.inSession(ctx, s, p, rec.corral(), []string{"stop"}, maxStatus); err != nil {
 		return provider.Wrap(provider.CodeStopFailed, "", err)
+	}
+	// The in-session stop is the agent's word: the processes the session
+	// named before it must be gone, checked from here.
+	if before != nil {
+		for _, pr := range []Proc{before.Supervisor, before.Workload} {
+			for end := time.Now().Add(5 * time.Second); pr.Alive() && time.Now().Before(end); {
+				time.Sleep(50 * time.Millisecond) // a job's kill completes asynchronously
+			}
+			if pr.Alive() {
+				return provider.Errorf(provider.CodeStopFailed, "service %s: pid %d, which the session named as its supervisor or gateway, still runs after the stop", rec.Name, pr.PID)
+			}
+		}
 	}
 	return nil
 }
