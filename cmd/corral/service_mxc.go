@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -449,6 +450,9 @@ export as you would keep those.`,
 				return errors.New("-o FILE is required")
 			}
 			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("%s exists: an export never overwrites a file; remove it or pick another name", out)
+			}
 			if err != nil {
 				return err
 			}
@@ -574,6 +578,9 @@ func mxcAutostartCmd() *cobra.Command {
 	c := &cobra.Command{Use: "autostart", Short: "Start a session at your logon with a Task Scheduler task (Windows)"}
 	toggle := func(enable bool) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
+			if runtime.GOOS != "windows" {
+				return provider.Errorf(provider.CodeUnavailable, "autostart of a service on MXC is a Task Scheduler logon task: Windows only")
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err

@@ -511,6 +511,35 @@ func TestServiceMXCReadBack(t *testing.T) {
 	if _, err := os.Lstat(bad); err == nil {
 		t.Errorf("a refused export left %s", bad)
 	}
+	// The agent replaces the staging directory with a link to another
+	// directory: the launcher writes nothing there.
+	if err := os.Rename(filepath.Join(svc, "bin", "corral.real"), filepath.Join(svc, "bin", "corral")); err != nil {
+		t.Fatal(err)
+	}
+	works, _ := filepath.Glob(filepath.Join(e.wxcd, "workspaces", "*"))
+	if len(works) != 1 {
+		t.Fatalf("workspaces: %v", works)
+	}
+	victim := filepath.Join(e.dir, "victim")
+	if err := os.Mkdir(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(works[0], works[0]+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, works[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.run(t, nil, "start", "r"); r.code != 125 || !strings.Contains(r.stderr, "not a plain directory") {
+		t.Errorf("start with the staging directory a link:\n%s", r)
+	}
+	if ents, _ := os.ReadDir(victim); len(ents) != 0 {
+		t.Errorf("the launcher wrote through the link: %v", ents)
+	}
+	os.Remove(works[0])
+	if err := os.Rename(works[0]+".moved", works[0]); err != nil {
+		t.Fatal(err)
+	}
 	// The good export is the last one: deprovision takes it.
 	if r := e.run(t, nil, "deprovision", "r"); r.code != 0 {
 		t.Errorf("deprovision after the good export:\n%s", r)

@@ -142,6 +142,10 @@ func (m *Manager) Provision(ctx context.Context, name, policyPath string) (*Reco
 	if err != nil {
 		return nil, nil, provider.Wrap(provider.CodePolicyRejected, "policy", err)
 	}
+	// Errors at positions in the caller's file, not in the copy below.
+	if _, err := m.Resolve(policyPath); err != nil {
+		return nil, nil, err
+	}
 	if err := privateDir(m.Base); err != nil {
 		return nil, nil, provider.Wrap(provider.CodeProvisionFailed, "service directory "+m.Base, err)
 	}
@@ -343,6 +347,15 @@ func stage(rec *Record) (string, *os.Root, func(), error) {
 	if err != nil {
 		return "", nil, nil, provider.Wrap(provider.CodeStartFailed, "the session's staging directory", err)
 	}
+	// The agent user may have replaced the staging directory with a link
+	// (a junction) to a directory of its choosing, where the caller would
+	// then write: the directory opened must be the one at the path, itself.
+	held, herr := root.Stat(".")
+	cur, cerr := os.Lstat(rec.Staging)
+	if herr != nil || cerr != nil || cur.Mode().Type() != os.ModeDir || !os.SameFile(held, cur) {
+		root.Close()
+		return "", nil, nil, provider.Errorf(provider.CodeStartFailed, "the session's staging directory %s is not a plain directory (a link or a junction put there?): refused", rec.Staging)
+	}
 	var rb [16]byte
 	_, _ = rand.Read(rb[:])
 	name := "corral-" + hex.EncodeToString(rb[:])
@@ -423,6 +436,9 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 	if err := spec.Validate(); err != nil {
 		return nil, provider.Wrap(provider.CodePolicyRejected, "", err)
 	}
+	if fi, err := os.Stat(spec.Payload); spec.Payload != "" && (err != nil || !fi.IsDir()) {
+		return nil, provider.Errorf(provider.CodePolicyRejected, "start: payload %q: want a directory (its files are copied into the session at each start)", spec.Payload)
+	}
 	s, release, err := m.attach(ctx, p, rec)
 	if err != nil {
 		return nil, err
@@ -431,7 +447,7 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 	if cur, err := m.sessionStatus(ctx, s, p, rec); err == nil && cur.State != StateNotStarted && cur.State != StateStopped && cur.State != StateFailed && cur.State != StateDead {
 		return cur, provider.Errorf(provider.CodeStale, "service %s is %s already (supervisor pid %d): corral service restart %s", name, cur.State, cur.Supervisor.PID, name)
 	}
-	rec.Start, rec.Desired, rec.LastStart = spec, "running", time.Now().UTC()
+	rec.Start, rec.Desired = spec, "running"
 	if err := rec.Save(); err != nil {
 		return nil, err
 	}
@@ -459,6 +475,12 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 	sp, _ := json.Marshal(sessionSpec{Command: spec.Command, Restart: spec.Restart, StopGrace: spec.StopGrace})
 	args = append(args, "--spec", base64.StdEncoding.EncodeToString(sp))
 	fault("start-after-stage")
+	// From here the workload may run and change its state: an export
+	// must come after this for deprovision.
+	rec.LastStart = time.Now().UTC()
+	if err := rec.Save(); err != nil {
+		return nil, err
+	}
 	code, out, err := m.inSession(ctx, s, p, filepath.Join(dir, stagedCorral), args, maxStatus)
 	st, perr := parseStatus(out)
 	if perr == nil && st.Corral != "" && filepath.IsAbs(st.Corral) && service.Printable(st.Corral) == st.Corral {
@@ -490,7 +512,10 @@ func (m *Manager) awaitReady(ctx context.Context, s *session.Session, p Paths, r
 		if pr.OK {
 			break
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return provider.Wrap(provider.CodeStartFailed, "interrupted before service "+rec.Name+" was ready", ctx.Err())
+		}
+		if time.Now().After(deadline) {
 			return provider.Errorf(provider.CodeTimeout, "service %s was not ready in %s: %s", rec.Name, spec.Timeout(), pr.Detail)
 		}
 		// Every few seconds, whether the supervisor still runs it: a

@@ -142,8 +142,10 @@ func (s *StartSpec) Validate() error {
 	if s.StopGrace < 0 || s.ReadyTimeout < 0 || s.Settle < 0 {
 		return errors.New("start: stop grace, ready timeout and settle may not be negative")
 	}
-	if s.Payload != "" && !filepath.IsAbs(s.Payload) {
-		return fmt.Errorf("start: payload %q: want an absolute path", s.Payload)
+	if s.Payload != "" {
+		if !filepath.IsAbs(s.Payload) {
+			return fmt.Errorf("start: payload %q: want an absolute path", s.Payload)
+		}
 	}
 	if s.ReadyHTTP != "" {
 		u, err := url.Parse(s.ReadyHTTP)
