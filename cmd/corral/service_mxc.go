@@ -507,7 +507,18 @@ start NAME.`,
 				if err != nil {
 					return err
 				}
-				fmt.Printf("service %s imported: MXC session %s, agent user %s; start it with corral service start %s\n", rec.Name, rec.SandboxID, service.Printable(rec.AgentUser), rec.Name)
+				fmt.Printf("service %s imported: MXC session %s, agent user %s\n", rec.Name, rec.SandboxID, service.Printable(rec.AgentUser))
+				if st := rec.Start; st != nil {
+					// The export's, not yours: a payload directory is copied
+					// into the session at each start.
+					fmt.Printf("the export's start: %s", service.Printable(strings.Join(st.Command, " ")))
+					if st.Payload != "" {
+						fmt.Printf(", payload %s (copied into the session at each start)", service.Printable(st.Payload))
+					}
+					fmt.Printf("\ncheck them, then: corral service start %s (or give your own: corral service start %s [flags] -- COMMAND)\n", rec.Name, rec.Name)
+				} else {
+					fmt.Printf("start it with corral service start %s -- COMMAND\n", rec.Name)
+				}
 				return nil
 			})
 		},

@@ -315,10 +315,10 @@ func (m *Manager) homeOut(ctx context.Context, p Paths, rec *Record, dst io.Writ
 	return skipped, nil
 }
 
-// ReadExport reads an export's manifest and policy and leaves tr at its
+// readExport reads an export's manifest and policy and leaves tr at its
 // home archive, whose entry it returns. Everything in it is untrusted:
 // sizes are bounded, the start spec validated, the names fixed.
-func ReadExport(tr *tar.Reader) (*manifest, []byte, *tar.Header, error) {
+func readExport(tr *tar.Reader) (*manifest, []byte, *tar.Header, error) {
 	var man manifest
 	var pol []byte
 	for _, want := range []string{manifestName, policyName, homeName} {
@@ -370,7 +370,7 @@ func (m *Manager) Import(ctx context.Context, name string, r io.Reader) (*Record
 	}
 	defer zr.Close()
 	tr := tar.NewReader(zr)
-	man, pol, hh, err := ReadExport(tr)
+	man, pol, hh, err := readExport(tr)
 	if err != nil {
 		return nil, nil, provider.Wrap(provider.CodePolicyRejected, "import", err)
 	}
