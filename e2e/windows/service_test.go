@@ -318,6 +318,24 @@ func TestServiceMXCLifecycle(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, mock) || !strings.Contains(r.stdout, "identity boundary") || !strings.Contains(r.stdout, "check:      mock") || !strings.Contains(r.stdout, "unverified:") {
 			t.Errorf("status:\n%s", r)
 		}
+		// Autostart: a logon task on Windows (schtasks; Wine's registers
+		// it), whose trusted base status checks: the corral it runs was
+		// built in a directory anyone may delete in, which it says.
+		if sl.exe == "" {
+			if r := e.run(t, nil, "autostart", "enable", "claw"); r.code != 121 {
+				t.Errorf("autostart off Windows:\n%s, want 121", r)
+			}
+		} else {
+			if r := e.run(t, nil, "autostart", "enable", "claw"); r.code != 0 {
+				t.Errorf("autostart enable:\n%s", r)
+			}
+			if r := e.run(t, nil, "status", "claw"); !strings.Contains(r.stdout, "autostart:  ") || !strings.Contains(r.stdout, "could change what runs at your logon") {
+				t.Errorf("status with autostart:\n%s, want the task and the warning for its corral's directory", r)
+			}
+			if r := e.run(t, nil, "autostart", "disable", "claw"); r.code != 0 {
+				t.Errorf("autostart disable:\n%s", r)
+			}
+		}
 		// A crash: the supervisor starts it again, over the same home.
 		if _, err := ask(port, "crash\n"); err != nil {
 			t.Fatal(err)
