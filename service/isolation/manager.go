@@ -487,6 +487,9 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 		rec.SessionCorral = st.Corral
 		_ = rec.Save()
 	}
+	if code == exitRunning {
+		return st, provider.Errorf(provider.CodeStale, "service %s runs already: %v (corral service restart %s)", name, err, name)
+	}
 	if err != nil || code != 0 {
 		return st, provider.Errorf(provider.CodeStartFailed, "the in-session start exited %d: %v", code, err)
 	}
