@@ -250,6 +250,16 @@ func ask(port int, msg string) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
+// fields splits the gateway's answer into its KEY=VALUE fields.
+func fields(line string) map[string]string {
+	m := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+	}
+	return m
+}
+
 // awaitStarts waits until the gateway answers with starts=n.
 func awaitStarts(t *testing.T, port, n int) string {
 	t.Helper()
@@ -313,6 +323,9 @@ func TestServiceMXCLifecycle(t *testing.T) {
 		profiles := sl.path(filepath.Join(e.wxcd, "profiles"))
 		if !strings.Contains(line, "home="+profiles) || !strings.Contains(line, "payload="+profiles) || strings.Contains(line, "workspaces") {
 			t.Errorf("the gateway's answer %q: want its home and payload under %s", line, profiles)
+		}
+		if f := fields(line); sl.exe != "" && f["appdata"] != f["home"]+`\AppData\Roaming` {
+			t.Errorf("the gateway's answer %q: want APPDATA in its home, where export takes it", line)
 		}
 		r = e.run(t, nil, "status", "claw")
 		if r.code != 0 || !strings.Contains(r.stdout, mock) || !strings.Contains(r.stdout, "identity boundary") || !strings.Contains(r.stdout, "check:      mock") || !strings.Contains(r.stdout, "unverified:") {

@@ -295,8 +295,14 @@ func (p profileDirs) start(stage string, sums sumFlag, specB64 string, stdout io
 			return exitFailed, err
 		}
 	}
-	if err := os.MkdirAll(p.home(), 0o700); err != nil {
-		return exitFailed, err
+	dirs := []string{p.home()}
+	if runtime.GOOS == "windows" { // workloadEnv's APPDATA and LOCALAPPDATA
+		dirs = append(dirs, filepath.Join(p.home(), "AppData", "Roaming"), filepath.Join(p.home(), "AppData", "Local"))
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return exitFailed, err
+		}
 	}
 	if err := atomicfile.WriteJSON(p.spec(), spec, 0o600); err != nil {
 		return exitFailed, err
@@ -513,19 +519,25 @@ func (p profileDirs) stopRequested() bool {
 	return err == nil
 }
 
-// workloadEnv is env with the workload's home (HOME, USERPROFILE) and
-// CORRAL_PAYLOAD set.
+// workloadEnv is env with the workload's home (HOME, USERPROFILE and, on
+// Windows, APPDATA and LOCALAPPDATA under it, as a profile has them) and
+// CORRAL_PAYLOAD set: all the state a Windows program keeps per user is
+// then in the home, which export takes.
 func workloadEnv(env []string, home, payload string) []string {
-	out := make([]string, 0, len(env)+3)
+	set := []string{"HOME=" + home, "USERPROFILE=" + home, "CORRAL_PAYLOAD=" + payload}
+	if runtime.GOOS == "windows" {
+		set = append(set, "APPDATA="+filepath.Join(home, "AppData", "Roaming"), "LOCALAPPDATA="+filepath.Join(home, "AppData", "Local"))
+	}
+	out := make([]string, 0, len(env)+len(set))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch strings.ToUpper(k) {
-		case "HOME", "USERPROFILE", "CORRAL_PAYLOAD":
+		case "HOME", "USERPROFILE", "CORRAL_PAYLOAD", "APPDATA", "LOCALAPPDATA":
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, "HOME="+home, "USERPROFILE="+home, "CORRAL_PAYLOAD="+payload)
+	return append(out, set...)
 }
 
 // stopSupervisor asks the supervisor to stop and waits for it: the

@@ -4,7 +4,7 @@
 // export carries), listens on 127.0.0.1:PORT (its first argument) and
 // answers each connection with one line,
 //
-//	starts=N home=HOME user=USERNAME payload=CORRAL_PAYLOAD
+//	starts=N home=HOME user=USERNAME payload=CORRAL_PAYLOAD appdata=APPDATA
 //
 // and exits 3 on a connection that sends "crash\n".
 package main
@@ -45,7 +45,7 @@ func main() {
 		if err != nil {
 			fail(err)
 		}
-		fmt.Fprintf(c, "starts=%d home=%s user=%s payload=%s\n", n, home, os.Getenv("USERNAME"), os.Getenv("CORRAL_PAYLOAD"))
+		fmt.Fprintf(c, "starts=%d home=%s user=%s payload=%s appdata=%s\n", n, home, os.Getenv("USERNAME"), os.Getenv("CORRAL_PAYLOAD"), os.Getenv("APPDATA"))
 		_ = c.(*net.TCPConn).CloseWrite()
 		line, _ := bufio.NewReader(c).ReadString('\n')
 		c.Close()
