@@ -11,12 +11,13 @@ import (
 	"archive/tar"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -31,7 +32,7 @@ const (
 
 // Limits bound what a stream may hold; a zero field takes its default.
 type Limits struct {
-	MaxEntries    int   // entries (files and directories)
+	MaxEntries    int   // entries (files and directories, counting those a name implies unlisted)
 	MaxFileBytes  int64 // bytes of one file
 	MaxTotalBytes int64 // bytes of all files
 	MaxNameBytes  int   // bytes of one entry's name
@@ -143,22 +144,21 @@ func CheckName(name string, lim Limits) error {
 func Pack(w io.Writer, dir string, lim Limits, skip func(rel string, d fs.DirEntry) bool) (Stats, error) {
 	lim = lim.withDefaults()
 	var st Stats
+	// Through an os.Root: a path swapped for a link while the walk runs
+	// (the home is the workload's) still cannot lead outside dir.
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return st, fmt.Errorf("safetar: %w", err)
+	}
+	defer root.Close()
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
-		if err != nil {
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || rel == "." {
 			return err
 		}
-		if full == dir {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, full)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
 		if skip != nil && skip(rel, d) {
 			if d.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
@@ -171,10 +171,21 @@ func Pack(w io.Writer, dir string, lim Limits, skip func(rel string, d fs.DirEnt
 			return nil
 		}
 		h := &tar.Header{Name: rel, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime(), Format: tar.FormatPAX, Typeflag: tar.TypeReg}
+		var f *os.File
 		if fi.IsDir() {
 			h.Name, h.Typeflag = rel+"/", tar.TypeDir
 			st.Dirs++
 		} else {
+			if f, err = root.Open(rel); err != nil {
+				return err
+			}
+			defer f.Close()
+			if fi, err = f.Stat(); err == nil && !fi.Mode().IsRegular() {
+				err = fmt.Errorf("safetar: %s is no longer a regular file", rel)
+			}
+			if err != nil {
+				return err
+			}
 			h.Size = fi.Size()
 			st.Files++
 			st.Bytes += h.Size
@@ -185,14 +196,9 @@ func Pack(w io.Writer, dir string, lim Limits, skip func(rel string, d fs.DirEnt
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if h.Typeflag != tar.TypeReg {
+		if f == nil {
 			return nil
 		}
-		f, err := os.Open(full)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
 		// Exactly the size written in the header: a file that grows
 		// meanwhile is cut, one that shrinks is an error.
 		if _, err := io.CopyN(tw, f, h.Size); err != nil {
@@ -212,11 +218,14 @@ func checkHeader(h *tar.Header, lim Limits, st *Stats) error {
 	if err := CheckName(h.Name, lim); err != nil {
 		return err
 	}
-	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA:
-	case tar.TypeDir:
-	default:
-		return fmt.Errorf("safetar: entry %q: a %s: only regular files and directories are accepted", h.Name, typeName(h.Typeflag))
+	t := typeName(h.Typeflag)
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			t = "sparse file" // a TypeReg whose PAX records make archive/tar read holes
+		}
+	}
+	if t != "" {
+		return fmt.Errorf("safetar: entry %q: a %s: only regular files and directories are accepted", h.Name, t)
 	}
 	switch {
 	case st.Files+st.Dirs > lim.MaxEntries:
@@ -231,8 +240,11 @@ func checkHeader(h *tar.Header, lim Limits, st *Stats) error {
 	return nil
 }
 
+// typeName names a type Unpack refuses, "" for a file or a directory.
 func typeName(t byte) string {
 	switch t {
+	case tar.TypeReg, tar.TypeRegA, tar.TypeDir:
+		return ""
 	case tar.TypeSymlink:
 		return "symlink"
 	case tar.TypeLink:
@@ -243,21 +255,38 @@ func typeName(t byte) string {
 		return "named pipe"
 	case tar.TypeGNUSparse:
 		return "sparse file"
+	case tar.TypeXGlobalHeader:
+		return "global header"
 	}
 	return fmt.Sprintf("entry of type %q", t)
 }
 
 // walk reads every entry of the tar in r, checks it (names, types,
-// limits, no name twice, case-insensitively as on Windows, no entry under
-// a file) and calls each with it; each must consume a file's content.
+// limits, no name twice, case-insensitively as on Windows, nothing under a
+// file, no file where an earlier entry implied a directory) and calls each
+// with it; each must consume a file's content. Directories an entry implies
+// count as entries (Unpack makes them). A stream that ends without tar's
+// end-of-archive marker (two zero blocks) is an error: it was cut short.
 func walk(r io.Reader, lim Limits, each func(h *tar.Header, rel string, tr *tar.Reader) error) (Stats, error) {
 	lim = lim.withDefaults()
 	var st Stats
-	seen := map[string]bool{} // folded name -> is a directory
-	tr := tar.NewReader(r)
+	// Names are kept as a seeded hash of their case-folded form: a word
+	// per name and implied directory, however long the names. A collision
+	// can only refuse an archive, never let a duplicate through.
+	seed := maphash.MakeSeed()
+	key := func(s string) uint64 {
+		return maphash.String(seed, strings.Map(func(r rune) rune { return unicode.ToLower(unicode.ToUpper(r)) }, s))
+	}
+	const implied, dir, file = 1, 2, 3
+	seen := map[uint64]byte{}
+	er := &endReader{r: r}
+	tr := tar.NewReader(er)
 	for {
 		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
+		if err == io.EOF && er.hit {
+			return st, errors.New("safetar: the stream ends without tar's end-of-archive marker: cut short")
+		}
+		if err == io.EOF {
 			return st, nil
 		}
 		if err != nil {
@@ -273,20 +302,59 @@ func walk(r io.Reader, lim Limits, each func(h *tar.Header, rel string, tr *tar.
 			return st, err
 		}
 		rel := strings.TrimSuffix(h.Name, "/")
-		key := strings.ToLower(rel)
-		if _, dup := seen[key]; dup {
-			return st, fmt.Errorf("safetar: entry %q: a second entry of that name (names compare without case, as on Windows)", h.Name)
-		}
-		for dir := path.Dir(key); dir != "."; dir = path.Dir(dir) {
-			if isDir, ok := seen[dir]; ok && !isDir {
-				return st, fmt.Errorf("safetar: entry %q: under %q, which is a file", h.Name, dir)
+		for i := range len(rel) {
+			if rel[i] != '/' {
+				continue
+			}
+			switch k := key(rel[:i]); seen[k] {
+			case file:
+				return st, fmt.Errorf("safetar: entry %q: under %q, which is a file", h.Name, rel[:i])
+			case 0:
+				seen[k] = implied
+				if st.Dirs++; st.Files+st.Dirs > lim.MaxEntries {
+					return st, fmt.Errorf("safetar: entry %q: more than %d entries, counting the directories it implies", h.Name, lim.MaxEntries)
+				}
 			}
 		}
-		seen[key] = h.Typeflag == tar.TypeDir
+		k := key(rel)
+		switch was := seen[k]; {
+		case was == implied && h.Typeflag == tar.TypeDir:
+			st.Dirs-- // counted when implied
+		case was != 0:
+			return st, fmt.Errorf("safetar: entry %q: a second entry of that name (names compare without case, as on Windows)", h.Name)
+		}
+		seen[k] = file
+		if h.Typeflag == tar.TypeDir {
+			seen[k] = dir
+		}
 		if err := each(h, rel, tr); err != nil {
 			return st, err
 		}
 	}
+}
+
+// endReader passes reads through, unbuffered, but holds back an io.EOF
+// that comes with data until the next Read: so hit is set only when
+// tar.Reader asked for bytes past the stream's end. An io.EOF from Next
+// without hit means it read the end-of-archive marker, and nothing after.
+type endReader struct {
+	r        io.Reader
+	eof, hit bool
+}
+
+func (e *endReader) Read(p []byte) (int, error) {
+	if e.eof {
+		e.hit = true
+		return 0, io.EOF
+	}
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.eof, e.hit = true, n == 0
+		if n > 0 {
+			err = nil
+		}
+	}
+	return n, err
 }
 
 // Check reads the whole tar in r by Unpack's rules and writes nothing:
@@ -308,14 +376,16 @@ func Check(r io.Reader, lim Limits) (Stats, error) {
 // os.Root (no entry, and no link found in dst, leads outside it): files
 // created new (a name that exists is an error) with their permission bits
 // less group and world write, owner read-write always; directories 0700
-// plus the entry's read and execute bits; missing parents made. Any
+// plus the entry's read and execute bits; missing parents made (0700);
+// files' modification times kept, directories' not. Any
 // entry CheckName, the type rule or lim refuses is an error. On an error
 // what was written stays: extract into a fresh directory and remove it.
-// Unpack reads r up to the tar's end-of-archive marker and no further.
+// Unpack reads r up to the tar's end-of-archive marker, which must be
+// there, and no further: a caller may hash or check what follows.
 func Unpack(r io.Reader, dst string, lim Limits) (Stats, error) {
 	root, err := os.OpenRoot(dst)
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, fmt.Errorf("safetar: %w", err)
 	}
 	defer root.Close()
 	return walk(r, lim, func(h *tar.Header, rel string, tr *tar.Reader) error {
@@ -340,6 +410,9 @@ func Unpack(r io.Reader, dst string, lim Limits) (Stats, error) {
 		}
 		if err == nil && n != h.Size {
 			err = io.ErrUnexpectedEOF
+		}
+		if err == nil && !h.ModTime.IsZero() {
+			err = root.Chtimes(rel, h.ModTime, h.ModTime)
 		}
 		if err != nil {
 			return fmt.Errorf("safetar: entry %q: %w", h.Name, err)
