@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -134,7 +135,11 @@ retried blindly: an existing name is refused (exit 117).`,
 				if err != nil {
 					return err
 				}
-				rec, loss, err := m.Provision(ctx, args[0], pol)
+				abs, err := filepath.Abs(pol)
+				if err != nil {
+					return err
+				}
+				rec, loss, err := m.Provision(ctx, args[0], abs)
 				printLoss(loss)
 				if err != nil {
 					return err
@@ -268,10 +273,31 @@ mock. Exit: 0 running with no check failing, 1 a check failed, 3 not running.`,
 	return c
 }
 
+// oneLine is s escaped to one line of plain text: service.Printable,
+// newlines and tabs as \n and \t, and Unicode format characters
+// (bidirectional overrides, zero-width ones) as \u{XXXX}, so that what the
+// agent wrote cannot pass for a line of corral's own.
+func oneLine(s string) string {
+	var b strings.Builder
+	for _, r := range service.Printable(s) {
+		switch {
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, `\u{%04x}`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 // printIsolationStatus writes r for a person; what the session wrote is
 // escaped (it is the agent user's).
 func printIsolationStatus(w io.Writer, r *isolation.Report) {
-	P := service.Printable
+	P := oneLine
 	fmt.Fprintf(w, "service %s: %s", r.Name, r.Phase)
 	if r.Session != nil {
 		fmt.Fprintf(w, ", %s (the session says)", P(string(r.Session.State)))
@@ -446,8 +472,8 @@ before it is taken in. The home holds the agent's own credentials: keep the
 export as you would keep those.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return errors.New("-o FILE is required")
+			if out == "" || out == "-" {
+				return errors.New("-o FILE is required (an export is written to a new file, never to standard output)")
 			}
 			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if errors.Is(err, os.ErrExist) {
@@ -565,7 +591,7 @@ Exit: 0, or 1 when something is left for you.`,
 				left := false
 				for _, a := range acts {
 					if output != "json" {
-						fmt.Printf("%s: %s: %s\n", a.Name, a.Action, service.Printable(a.Detail))
+						fmt.Printf("%s: %s: %s\n", a.Name, a.Action, oneLine(a.Detail))
 						if a.Remedy != "" {
 							fmt.Printf("  remedy: %s\n", a.Remedy)
 						}

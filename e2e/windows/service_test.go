@@ -164,6 +164,16 @@ func (sl *svcLane) newEnv(t *testing.T, name string) *svcEnv {
 	e := &svcEnv{l: sl, dir: dir, wxcd: filepath.Join(dir, "wxc")}
 	e.env = []string{"CORRAL_SERVICE_DIR=" + sl.path(filepath.Join(dir, "svc")), "CORRAL_MXC_WXC_EXEC=" + sl.path(sl.wxc),
 		"WXC_SCHEMA_DIR=" + sl.path(sl.schemas), "WXC_STATE_DIR=" + sl.path(e.wxcd)}
+	// Whatever a failed test left: each session removed (its gateway
+	// stopped first), so no supervisor outlives the test.
+	t.Cleanup(func() {
+		ents, _ := os.ReadDir(filepath.Join(dir, "svc"))
+		for _, x := range ents {
+			if x.IsDir() {
+				e.run(t, nil, "deprovision", "--force", x.Name())
+			}
+		}
+	})
 	return e
 }
 

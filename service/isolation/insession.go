@@ -331,7 +331,11 @@ func (p profileDirs) start(stage string, sums sumFlag, specB64 string, stdout io
 			if s.State == StateRunning {
 				return exitOK, nil
 			}
-			return exitNotReady, fmt.Errorf("the workload did not start: %s", s.Error)
+			why := s.Error
+			if why == "" && s.LastExit != nil {
+				why = fmt.Sprintf("it exited at once (%s), and restart %s does not start it again", s.LastExit.Reason, spec.Restart)
+			}
+			return exitNotReady, fmt.Errorf("the workload did not start: %s", why)
 		}
 		if time.Now().After(deadline) {
 			_ = json.NewEncoder(stdout).Encode(s)

@@ -275,6 +275,10 @@ func (m *Manager) attach(ctx context.Context, p Paths, rec *Record) (s *session.
 // exit code and stdout, at most maxOut bytes: the agent's output,
 // untrusted.
 func (m *Manager) inSession(ctx context.Context, s *session.Session, p Paths, bin string, args []string, maxOut int64) (int, []byte, error) {
+	// The in-session corral is the agent's to replace: one that never
+	// answers must not hold the launcher (and the session's lock).
+	ctx, cancel := context.WithTimeout(ctx, inSessionTimeout)
+	defer cancel()
 	out, err := os.CreateTemp(p.Dir, "exec-*.out")
 	if err != nil {
 		return 0, nil, err
@@ -318,6 +322,11 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// inSessionTimeout bounds one in-session command: the longest, start,
+// waits 15 s for the supervisor's first status; stop waits the stop
+// grace plus 10 s (a grace above 2 minutes is cut short here).
+const inSessionTimeout = 3 * time.Minute
 
 // maxStatus bounds an in-session status answer.
 const maxStatus = 64 << 10
@@ -418,7 +427,7 @@ func stageCorral(root *os.Root) (string, error) {
 // (which materialises them in the profile and starts the supervisor
 // detached), then readiness awaited from the host and the settle window.
 // A workload not up in time is stopped again. spec nil: the recorded one.
-func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*SessionStatus, error) {
+func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (st *SessionStatus, err error) {
 	p, rec, unlock, err := m.open(name)
 	if err != nil {
 		return nil, err
@@ -451,6 +460,12 @@ func (m *Manager) Start(ctx context.Context, name string, spec *StartSpec) (*Ses
 	if err := rec.Save(); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // nothing runs: a start that failed is not wanted running
+			rec.Desired = "stopped"
+			_ = rec.Save()
+		}
+	}()
 	dir, root, cleanup, err := stage(rec)
 	if err != nil {
 		return nil, err

@@ -480,12 +480,16 @@ func (m *Manager) Deprovision(ctx context.Context, name string, force bool) erro
 	if !force && rec.Phase == PhaseReady && !rec.LastStart.IsZero() && rec.Exported.Before(rec.LastStart) {
 		return provider.Errorf(provider.CodeStale, "service %s has state that was never exported since its last start (%s): corral service export %s -o FILE first, or --force to discard it", name, rec.LastStart.Format(time.RFC3339), name)
 	}
-	return m.deprovisionLocked(ctx, p, rec, unlock)
+	return m.deprovisionLocked(ctx, p, rec, unlock, force)
 }
 
 // deprovisionLocked removes the session under its lock, which it
 // releases (unlock) to remove the lock file last.
-func (m *Manager) deprovisionLocked(ctx context.Context, p Paths, rec *Record, unlock func()) error {
+//
+// The stop is the agent's to answer: with force (and in reconcile) one
+// that fails does not stop the removal, so that a workload cannot keep
+// its session by refusing to stop.
+func (m *Manager) deprovisionLocked(ctx context.Context, p Paths, rec *Record, unlock func(), force bool) error {
 	named := rec.Phase != PhaseProvisioning // a provision that finished named its session
 	rec.Phase = PhaseDeprovisioning
 	if err := rec.Save(); err != nil {
@@ -501,8 +505,8 @@ func (m *Manager) deprovisionLocked(ctx context.Context, p Paths, rec *Record, u
 	// none): the gateway is stopped first, and a stop that fails on a
 	// session still there stops the removal.
 	if named && rec.corral() != "" {
-		if err := m.stopLocked(ctx, p, rec); err != nil && provider.CodeOf(err) != provider.CodeNotFound {
-			return fmt.Errorf("stopping the gateway before the session is removed: %w", err)
+		if err := m.stopLocked(ctx, p, rec); err != nil && provider.CodeOf(err) != provider.CodeNotFound && !force {
+			return fmt.Errorf("stopping the gateway before the session is removed: %w (--force removes the session anyway)", err)
 		}
 	}
 	if err := m.destroy(ctx, p, rec); err != nil {
@@ -633,7 +637,7 @@ func (m *Manager) reconcileOne(ctx context.Context, name string, dryRun bool) Ac
 			a.Action = "would be " + verb
 			return a
 		}
-		if err := m.deprovisionLocked(ctx, p, rec, unlock); err != nil {
+		if err := m.deprovisionLocked(ctx, p, rec, unlock, true); err != nil {
 			a.Action, a.Detail = "failed", err.Error()
 		}
 		return a
