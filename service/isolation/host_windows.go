@@ -1,7 +1,10 @@
 package isolation
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/windows"
@@ -45,4 +48,17 @@ func lock(p Paths, wait time.Duration) (func(), error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockHeld checks that the locked file is still the one at the path: a
+// removal deletes it, and a lock on a file no longer there locks nothing.
+func lockHeld(p Paths, f *os.File) (func(), error) {
+	cur, serr := os.Stat(p.Lock())
+	held, _ := f.Stat()
+	if serr != nil || !os.SameFile(cur, held) {
+		f.Close()
+		return nil, fmt.Errorf("service %s was removed meanwhile", filepath.Base(p.Dir))
+	}
+	var once sync.Once
+	return func() { once.Do(func() { f.Close() }) }, nil // idempotent: removeDir unlocks early
 }

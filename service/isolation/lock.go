@@ -5,23 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/corral-sandbox/corral/internal/rmtree"
 )
-
-// lockHeld checks that the locked file is still the one at the path: a
-// removal deletes it, and a lock on a file no longer there locks nothing.
-func lockHeld(p Paths, f *os.File) (func(), error) {
-	cur, serr := os.Stat(p.Lock())
-	held, _ := f.Stat()
-	if serr != nil || !os.SameFile(cur, held) {
-		f.Close()
-		return nil, fmt.Errorf("service %s was removed meanwhile", filepath.Base(p.Dir))
-	}
-	var once sync.Once
-	return func() { once.Do(func() { f.Close() }) }, nil // idempotent: removeDir unlocks early
-}
 
 // removeDir removes the session directory, the lock last: Windows
 // deletes no file that is open without FILE_SHARE_DELETE, as the held
