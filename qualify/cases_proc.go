@@ -190,7 +190,7 @@ func runP09(ctx context.Context, e *Env) Result {
 	r := newResult()
 	// Proxy mode, so that an egress proxy listener exists to be cleaned up.
 	policy := e.policyFor(pol{Network: "proxy", NetRules: "  allow:\n    - {host: api.allowed.test, ports: [80]}\n"})
-	mounts := hostMountCount()
+	mounts := hostMounts()
 	for _, sg := range []struct {
 		name string
 		sig  syscall.Signal
@@ -286,8 +286,12 @@ func runP09(ctx context.Context, e *Env) Result {
 		dirs := corralCgroupDirs(run.Pid())
 		e.Check(&r, "timeout: cgroup dirs of run "+strconv.Itoa(run.Pid()), fmt.Sprint(dirs), len(dirs) == 0, "cgroup directories left behind after the timeout")
 	}
-	now := hostMountCount()
-	e.Check(&r, "host: mounts in the caller's namespace before/after", fmt.Sprintf("%d / %d", mounts, now), now <= mounts, "mounts left behind in the host's namespace")
+	if mounts != nil {
+		left := newHostMounts(mounts, 10*time.Second)
+		e.Check(&r, "host: mounts in the caller's namespace that were not there before", fmt.Sprint(left), len(left) == 0, "mounts left behind in the host's namespace: "+strings.Join(left, " "))
+	} else {
+		e.Check(&r, "host: mounts in the caller's namespace", "/proc/self/mountinfo unreadable", false, "cannot tell whether mounts were left behind")
+	}
 	return r
 }
 

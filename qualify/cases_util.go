@@ -18,11 +18,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/corral-sandbox/corral/internal/mountinfo"
 	"github.com/corral-sandbox/corral/probe"
 )
 
@@ -509,27 +511,44 @@ func (e *Env) rawCorral(ctx context.Context, r rawRun, timeout time.Duration) (O
 	return o, nil
 }
 
-// hostMountCount is the number of mounts in the host's (our) namespace,
-// leaving out the container runtime's own (its image layers and container
+// hostMounts are the mounts in the host's (our) namespace, keyed by
+// mount id and point (an id is reused once its mount is gone), leaving out the container runtime's own (its image layers and container
 // namespaces come and go with any container on the host, a docker
-// sandbox's or not).
-func hostMountCount() int {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+// sandbox's or not). nil when mountinfo cannot be read.
+func hostMounts() map[string]string {
+	es, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
-		return -1
+		return nil
 	}
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
+	m := map[string]string{}
+	for _, e := range es {
+		if mp := e.Point; strings.HasPrefix(mp, "/var/lib/docker/") || strings.HasPrefix(mp, "/run/docker/") || strings.HasPrefix(mp, "/run/containerd/") {
 			continue
 		}
-		if mp := f[4]; strings.HasPrefix(mp, "/var/lib/docker/") || strings.HasPrefix(mp, "/run/docker/") || strings.HasPrefix(mp, "/run/containerd/") {
-			continue
-		}
-		n++
+		m[strconv.Itoa(e.ID)+" "+e.Point] = e.Point
 	}
-	return n
+	return m
+}
+
+// newHostMounts are the mount points of the host's mounts that are not
+// in before, after waiting up to grace for them to go: another sandbox
+// running beside the case (a docker sandbox's grant slot is a host
+// mount while it runs) unmounts its own when it ends.
+func newHostMounts(before map[string]string, grace time.Duration) []string {
+	var added []string
+	for end := time.Now().Add(grace); ; time.Sleep(200 * time.Millisecond) {
+		added = added[:0]
+		for id, mp := range hostMounts() {
+			if _, ok := before[id]; !ok {
+				added = append(added, mp)
+			}
+		}
+		if len(added) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	sort.Strings(added)
+	return added
 }
 
 // step is one labelled probe invocation of a script.
