@@ -153,7 +153,7 @@ var standingKeys = []string{"kind", "target", "access", "approved", "by"}
 
 // yamlLine is the line yaml.v3 puts in a syntax error ("yaml: line 3:
 // did not find expected key").
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): `) })
 
 // decodeStanding parses data (yaml.v3) into its node tree doc, the grants
 // sequence in it (nil when there is none; a null "grants:" becomes an
@@ -177,7 +177,7 @@ func decodeStanding(path string, data []byte) (doc, seq *yaml.Node, es []Standin
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		msg := err.Error()
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if m := yamlLine().FindStringSubmatch(msg); m != nil {
 			return nil, nil, nil, fmt.Errorf("standing grants file %s:%s: %s (not YAML)", path, m[1], msg[len(m[0]):])
 		}
 		return nil, nil, nil, fmt.Errorf("standing grants file %s: %w", path, err)

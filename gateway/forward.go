@@ -119,7 +119,7 @@ func pump(ctx context.Context, conn net.Conn, stream *connect.BidiStream[gw.Forw
 	}
 	var nIn atomic.Int64
 	var callerDone atomic.Bool // the caller half-closed, and conn cannot
-	var sendMu sync.Mutex // the receiver's goroutine never sends; this guards the rest
+	var sendMu sync.Mutex      // the receiver's goroutine never sends; this guards the rest
 	send := func(r *gw.ForwardResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()

@@ -219,7 +219,7 @@ func (s *Server) idOf(x string) string {
 }
 
 // nameRule is RFC 1123's DNS label, lower case.
-var nameRule = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var nameRule = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // checkName refuses a sandbox name that is not a DNS label, or that has an
 // id's shape (it would shadow, or be shadowed by, an id).
@@ -227,7 +227,7 @@ func checkName(name string) error {
 	switch {
 	case name == "":
 		return nil
-	case !nameRule.MatchString(name):
+	case !nameRule().MatchString(name):
 		return fmt.Errorf("name %q: want a DNS label: 1 to 63 of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
 	case provider.IsID(name):
 		return fmt.Errorf("name %q has the shape of a sandbox id: choose another", name)

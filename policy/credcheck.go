@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sandbox/corral/egress/l7"
@@ -30,8 +31,8 @@ const (
 )
 
 var (
-	credentialNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
-	envNameRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	credentialNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`) })
+	envNameRE        = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // reservedExposeTrees are where an exposed file may not go: kernel
@@ -72,7 +73,7 @@ func (p *Policy) validateCredentials() []*Error {
 		switch {
 		case c.Name == "":
 			add(p.errNear(f+".name", "a credential needs a name", "add name: NAME (lower-case letters, digits, '-' and '_'), which findings and the gateway's --credential NAME=... use"))
-		case !credentialNameRE.MatchString(c.Name):
+		case !credentialNameRE().MatchString(c.Name):
 			add(p.errAt(f+".name", fmt.Sprintf("credential name %q is not lower-case letters, digits, '-' and '_' starting with a letter or digit", c.Name), "write a name such as openai or github-token"))
 		case len(c.Name) > MaxCredentialName:
 			add(p.errAt(f+".name", fmt.Sprintf("credential name is %d bytes long, more than %d", len(c.Name), MaxCredentialName), "write a shorter name"))
@@ -147,7 +148,7 @@ func (p *Policy) validateSource(f string, s CredentialSource) []*Error {
 		add(f+"."+given[1], fmt.Sprintf("source has both %s and %s: a credential is read from one place", given[0], given[1]), "keep one of them")
 	}
 	if slices.Contains(given, "env") {
-		if !envNameRE.MatchString(s.Env) {
+		if !envNameRE().MatchString(s.Env) {
 			add(f+".env", fmt.Sprintf("%q is not an environment variable name", s.Env), "write a name such as OPENAI_API_KEY (letters, digits and '_', not starting with a digit)")
 		}
 	}
@@ -194,7 +195,7 @@ func (p *Policy) validateExpose(f string, c Credential, envs, files map[string]i
 	if envGiven {
 		ef := f + ".env"
 		switch {
-		case !envNameRE.MatchString(x.Env):
+		case !envNameRE().MatchString(x.Env):
 			add(ef, fmt.Sprintf("%q is not an environment variable name", x.Env), "write a name such as OPENAI_API_KEY (letters, digits and '_', not starting with a digit)")
 		case x.Env == "HOME" || x.Env == "PATH":
 			add(ef, x.Env+" is the sandbox's own", "expose the placeholder under the name the workload's tool reads, such as GH_TOKEN")

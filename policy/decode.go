@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -343,7 +344,9 @@ func (d *decoder) pathRule(n *yaml.Node, r *PathRule, field string) {
 	}
 }
 
-var byteSizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i|iB|B)?|B)?$`)
+var byteSizeRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i|iB|B)?|B)?$`)
+})
 
 // ParseByteSize parses a size: a plain byte count ("512"), or a number with
 // a unit K, M, G or T, optionally followed by "i", "iB" or "B" ("256M",
@@ -351,7 +354,7 @@ var byteSizeRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:
 // M = 1024 K, and so on; "MB" also means 1024*1024. Fractions are rounded
 // down to a whole byte. Negative sizes and sizes above 2^63-1 are errors.
 func ParseByteSize(s string) (ByteSize, error) {
-	m := byteSizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	m := byteSizeRE().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("invalid size %q", s)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -41,7 +42,7 @@ func LoadFor(path string, target OS) (*Policy, error) {
 	return ParseFor(data, path, target)
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // Parse parses a policy from data (YAML or JSON). filename is used only in
 // error messages. Parse decodes strictly (unknown fields, duplicate keys and
@@ -167,7 +168,7 @@ func underBad(field string, bad map[string]bool) bool {
 func yamlError(filename string, err error) *Error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	e := &Error{File: filename, Msg: "invalid YAML: " + msg, Err: err}
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(err.Error()); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = "invalid YAML: " + m[2]
 	}

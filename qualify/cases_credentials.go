@@ -90,7 +90,7 @@ const credPrefix = "qv-"
 // form is one spelling of a secret a check looks for.
 type form struct{ name, s string }
 
-var pctHex = regexp.MustCompile(`%[0-9A-F]{2}`)
+var pctHex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`%[0-9A-F]{2}`) })
 
 // secretForms are the spellings of v the checks look for: raw; standard
 // and URL-safe base64 at each of the three alignments (the part of the
@@ -128,7 +128,7 @@ func secretForms(v string) []form {
 			fmt.Fprintf(&notAlnum, `\u%04x`, c)
 		}
 	}
-	lower := func(s string) string { return pctHex.ReplaceAllStringFunc(s, strings.ToLower) }
+	lower := func(s string) string { return pctHex().ReplaceAllStringFunc(s, strings.ToLower) }
 	for _, p := range []form{{"percent-encoded (query)", url.QueryEscape(v)}, {"percent-encoded (path)", url.PathEscape(v)}, {"percent-encoded (every byte)", every.String()}} {
 		fs = append(fs, p, form{p.name + ", lower case", lower(p.s)})
 	}
@@ -147,10 +147,10 @@ func secretForms(v string) []form {
 	return out
 }
 
-var uEsc = regexp.MustCompile(`\\u[0-9a-f]{4}`)
+var uEsc = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\\u[0-9a-f]{4}`) })
 
 func upperU(s string) string {
-	return uEsc.ReplaceAllStringFunc(s, func(m string) string { return `\u` + strings.ToUpper(m[2:]) })
+	return uEsc().ReplaceAllStringFunc(s, func(m string) string { return `\u` + strings.ToUpper(m[2:]) })
 }
 
 // secrets are a case's credential values and their spellings.
@@ -181,14 +181,14 @@ func (s *secrets) find(t string) string {
 }
 
 var (
-	jsonEsc = regexp.MustCompile(`\\(u[0-9a-fA-F]{4}|["\\/bfnrt])`)
-	pctEsc  = regexp.MustCompile(`%[0-9a-fA-F]{2}`)
-	b64Tok  = regexp.MustCompile(`[A-Za-z0-9+/_-]{16,}`)
+	jsonEsc = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\\(u[0-9a-fA-F]{4}|["\\/bfnrt])`) })
+	pctEsc  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`%[0-9a-fA-F]{2}`) })
+	b64Tok  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Za-z0-9+/_-]{16,}`) })
 )
 
 // unJSON undoes the JSON escapes in t.
 func unJSON(t string) string {
-	return jsonEsc.ReplaceAllStringFunc(t, func(m string) string {
+	return jsonEsc().ReplaceAllStringFunc(t, func(m string) string {
 		if m[1] == 'u' {
 			n, _ := strconv.ParseUint(m[2:], 16, 32)
 			return string(rune(n))
@@ -207,14 +207,14 @@ func unJSON(t string) string {
 func decodings(t string) []form {
 	j := unJSON(t)
 	pct := func(s string) string {
-		return pctEsc.ReplaceAllStringFunc(s, func(m string) string {
+		return pctEsc().ReplaceAllStringFunc(s, func(m string) string {
 			n, _ := strconv.ParseUint(m[1:], 16, 8)
 			return string([]byte{byte(n)})
 		})
 	}
 	out := []form{{"", t}, {"json-escaped", j}, {"percent-encoded", pct(t)}, {"json-escaped and percent-encoded", pct(j)}, {"percent-encoded and json-escaped", unJSON(pct(t))}}
 	for _, src := range []string{t, j} {
-		for _, tok := range b64Tok.FindAllString(src, -1) {
+		for _, tok := range b64Tok().FindAllString(src, -1) {
 			for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 				if d, err := enc.DecodeString(tok); err == nil {
 					out = append(out, form{"base64", string(d)})

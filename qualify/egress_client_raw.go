@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -329,7 +330,9 @@ func (r *FetchResult) fill(status string, h, trailer http.Header, body []byte) {
 }
 
 // tmplRe is a placeholder template: {{NAME}} or {{NAME.ENCODING}}.
-var tmplRe = regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)(?:\.([a-z0-9-]+))?\}\}`)
+var tmplRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\{\{([A-Za-z_][A-Za-z0-9_]*)(?:\.([a-z0-9-]+))?\}\}`)
+})
 
 // Expand replaces each "{{NAME}}" in s with vars[NAME] and each
 // "{{NAME.ENC}}" with an encoding of it: b64 (standard base64), pct
@@ -343,8 +346,8 @@ func Expand(s string, vars map[string]string) string {
 	if len(vars) == 0 {
 		return s
 	}
-	return tmplRe.ReplaceAllStringFunc(s, func(m string) string {
-		g := tmplRe.FindStringSubmatch(m)
+	return tmplRe().ReplaceAllStringFunc(s, func(m string) string {
+		g := tmplRe().FindStringSubmatch(m)
 		v, ok := vars[g[1]]
 		if !ok {
 			return m

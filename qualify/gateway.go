@@ -374,8 +374,8 @@ func parseGatewayFlags(flags []string) (gatewayFlags, error) {
 // sandboxID is the shape of a sandbox id (provider.NewID); failedID
 // finds it in a failed create's error ("... sandbox ID: ...").
 var (
-	sandboxID = regexp.MustCompile(`^corral-[0-9a-f]{12}$`)
-	failedID  = regexp.MustCompile(`\bsandbox (corral-[0-9a-f]{12})\b`)
+	sandboxID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^corral-[0-9a-f]{12}$`) })
+	failedID  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\bsandbox (corral-[0-9a-f]{12})\b`) })
 )
 
 // gatewayStart runs r in a sandbox of its own: created now (a refused
@@ -478,7 +478,7 @@ func (e *Env) gatewayCreate(ctx context.Context, g *gatewayProc, env []string, e
 	case errors.As(rerr, &ee):
 		o.Code = exitCode(ee.ProcessState)
 		sb.outcome = "refused: " + brief(o)
-		if m := failedID.FindStringSubmatch(o.Stderr); m != nil {
+		if m := failedID().FindStringSubmatch(o.Stderr); m != nil {
 			sb.id, sb.super = m[1], "the record of a failed create"
 			g.mu.Lock()
 			g.ids = append(g.ids, sb.id)
@@ -492,7 +492,7 @@ func (e *Env) gatewayCreate(ctx context.Context, g *gatewayProc, env []string, e
 		return nil, nil, nil, fmt.Errorf("corral sandbox create: %w", rerr)
 	}
 	id := strings.TrimSpace(o.Stdout)
-	if !sandboxID.MatchString(id) {
+	if !sandboxID().MatchString(id) {
 		sb.outcome, sb.done = "no sandbox id: "+briefOut(o), true
 		return nil, nil, nil, fmt.Errorf("corral sandbox create printed no sandbox id: %s", briefOut(o))
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -36,7 +37,12 @@ var htmlFuncs = template.FuncMap{
 	"date":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 }
 
-var htmlTmpl = template.Must(template.New("report").Funcs(htmlFuncs).Parse(`<!DOCTYPE html>
+var htmlTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(htmlFuncs).Parse(htmlReport))
+})
+
+// htmlReport is the report page's template (parsed on first use).
+const htmlReport = `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -106,7 +112,7 @@ dl { margin: .2em 0; } dt { font-weight: 600; margin-top: .4em; } dd { margin: 0
 {{end}}{{end}}
 </body>
 </html>
-`))
+`
 
 // WriteHTML writes report.html: self-contained (inline CSS, no scripts),
 // the case × provider matrix colour-coded (pass green, fail red, skipped
@@ -125,5 +131,5 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	for _, k := range slices.Sorted(maps.Keys(r.Policies)) {
 		d.Policies = append(d.Policies, htmlPolicy{Name: k, PolicyRecord: r.Policies[k]})
 	}
-	return htmlTmpl.Execute(w, d)
+	return htmlTmpl().Execute(w, d)
 }

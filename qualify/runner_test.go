@@ -470,10 +470,10 @@ func TestGatewayMapping(t *testing.T) {
 		}
 	}
 	msg := "corral: provision_failed: gateway: sandbox corral-45d6f7369318: start_failed: layer landlock: fault injected"
-	if m := failedID.FindStringSubmatch(msg); m == nil || m[1] != "corral-45d6f7369318" {
+	if m := failedID().FindStringSubmatch(msg); m == nil || m[1] != "corral-45d6f7369318" {
 		t.Errorf("failed create's id from %q: %v", msg, m)
 	}
-	if m := failedID.FindStringSubmatch(`corral: policy_rejected: gateway: provider "vmware": this gateway runs sandboxes on linux`); m != nil {
+	if m := failedID().FindStringSubmatch(`corral: policy_rejected: gateway: provider "vmware": this gateway runs sandboxes on linux`); m != nil {
 		t.Errorf("an id where there is none: %v", m)
 	}
 	if got := layerStates("corral: layer seccomp skipped fault\nlayer landlock  active  required  abi 7\nevent 1 x\n"); got["seccomp"] != "skipped" || got["landlock"] != "active" || len(got) != 2 {

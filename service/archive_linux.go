@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -52,9 +53,13 @@ type exportManifest struct {
 
 // secretName and secretContent flag files that look like credentials.
 var (
-	secretName    = regexp.MustCompile(`(?i)(^|/)(id_[a-z0-9]+|.*\.(pem|key|p12|pfx)|\.env|\.netrc|\.npmrc|\.git-credentials|credentials(\.json)?|.*token.*|.*secret.*|auth[^/]*\.json)$`)
-	secretContent = regexp.MustCompile(`(?i)"?(token|secret|password|passwd|api[_-]?key|private[_-]?key|bearer)"?\s*[:=]`)
-	cacheDir      = regexp.MustCompile(`(^|/)\.?cache(/|$)`)
+	secretName = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)(^|/)(id_[a-z0-9]+|.*\.(pem|key|p12|pfx)|\.env|\.netrc|\.npmrc|\.git-credentials|credentials(\.json)?|.*token.*|.*secret.*|auth[^/]*\.json)$`)
+	})
+	secretContent = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)"?(token|secret|password|passwd|api[_-]?key|private[_-]?key|bearer)"?\s*[:=]`)
+	})
+	cacheDir = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|/)\.?cache(/|$)`) })
 )
 
 // secretScan is the size up to which a file's content is searched for
@@ -142,7 +147,7 @@ func Export(name string, w io.Writer, version string) (secrets []string, err err
 			return err
 		}
 		// Config files are small; caches are not where secrets are kept.
-		if !cacheDir.MatchString(rel) && (secretName.MatchString(rel) || (fi.Size() <= secretScan && secretContent.Match(head.Bytes()))) {
+		if !cacheDir().MatchString(rel) && (secretName().MatchString(rel) || (fi.Size() <= secretScan && secretContent().Match(head.Bytes()))) {
 			secrets = append(secrets, h.Name)
 		}
 		return nil

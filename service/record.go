@@ -302,7 +302,7 @@ func List(base string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() && nameRE.MatchString(e.Name()) {
+		if e.IsDir() && nameRE().MatchString(e.Name()) {
 			out = append(out, e.Name())
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/internal/planted"
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -111,7 +112,9 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 		opts.Trust, opts.TrustStore = s.trust.bundle, s.trust.store
 	}
 	s.scanned = planted.Now()
+	startup.Add("supervisor", "session: egress checked")
 	sb, err := cfg.Provider.Provision(ctx, plan, opts)
+	startup.Add("supervisor", "session: provisioned")
 	cfg.step("provisioned")
 	if err != nil {
 		return nil, err
@@ -121,11 +124,13 @@ func open(ctx context.Context, cfg Config) (*Session, error) {
 		s.teardown()
 		return nil, err
 	}
+	startup.Add("supervisor", "session: started")
 	cfg.step("started")
 	if err := s.attach(); err != nil {
 		s.teardown()
 		return nil, err
 	}
+	startup.Add("supervisor", "session: egress and consent attached")
 	return s, nil
 }
 
@@ -522,7 +527,9 @@ func (s *Session) teardown() error {
 	defer cancel()
 	s.closeConsent()
 	serr := s.sb.Stop(c)
+	startup.Add("supervisor", "session: stopped")
 	derr := s.sb.Deprovision(c)
+	startup.Add("supervisor", "session: deprovisioned")
 	if s.sw != nil {
 		s.sw.Close()
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/probe"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/service/isolation"
@@ -30,6 +31,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 func main() {
+	if traceStartupRequested(os.Args[1:]) {
+		startup.Enable()
+		startup.Started("supervisor")
+		startup.Add("supervisor", "main (package initialisation done)")
+	}
 	// The sandbox init is the same binary; recognise it before anything
 	// else runs so its start-up stays minimal.
 	osEntry() // the sandbox init and helpers are this binary too

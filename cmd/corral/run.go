@@ -16,6 +16,7 @@ import (
 
 	"github.com/corral-sandbox/corral/audit"
 	"github.com/corral-sandbox/corral/internal/planted"
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/session"
@@ -27,8 +28,34 @@ func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
 
 type runOpts struct {
 	policy, provider, workdir, audit, image string
-	tty, verbose, strictTree                bool
+	tty, verbose, strictTree, traceStartup  bool
 	preserveFDs                             int
+}
+
+// traceStartupEnv, set to 1, is --trace-startup for every corral run the
+// process starts (a benchmark's, a test's).
+const traceStartupEnv = "CORRAL_TRACE_STARTUP"
+
+// traceStartupRequested reports whether args (os.Args[1:]) are a run with
+// --trace-startup among its flags, or traceStartupEnv is 1: main decides
+// before cobra parses anything, so package initialisation and parsing
+// are phases of the trace too.
+func traceStartupRequested(args []string) bool {
+	if os.Getenv(traceStartupEnv) == "1" {
+		return true
+	}
+	if len(args) == 0 || args[0] != "run" {
+		return false
+	}
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "--trace-startup" || a == "--trace-startup=true" {
+			return true
+		}
+	}
+	return false
 }
 
 func newRunCmd() *cobra.Command {
@@ -81,11 +108,16 @@ files that would run code outside the sandbox (they are always reported).`,
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print the layers in force and the loss report to stderr")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass N extra fds (3..3+N-1) to the command")
+	f.BoolVar(&o.traceStartup, "trace-startup", false, "print where the run's time went, phase by phase, in each of corral's processes, to stderr when it ends (also "+traceStartupEnv+"=1)")
 	f.BoolVar(&o.strictTree, "strict-tree", false, "exit 116 when the command left files in a read-write tree that would make a host tool run code (a nested repository, a shell rc file, IDE or agent configuration), and move each aside to NAME"+planted.QuarantineSuffix)
 	return c
 }
 
 func runMain(o runOpts, args []string) error {
+	startup.Add("supervisor", "command line parsed")
+	if startup.Enabled() {
+		defer startup.Write(os.Stderr)
+	}
 	// Nothing but fds 0-2 (and those asked for) may reach the sandbox.
 	// The preserved ones are taken now, before corral opens anything that
 	// could take a number the caller left free.
@@ -98,6 +130,7 @@ func runMain(o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	startup.Add("supervisor", "policy loaded")
 	if o.image != "" { // part of the policy, so its hash names the image run
 		pol.Docker = &policy.Docker{Image: o.image}
 		if err := pol.Validate(); err != nil {
@@ -108,7 +141,9 @@ func runMain(o runOpts, args []string) error {
 	if err != nil {
 		return err
 	}
+	startup.Add("supervisor", "policy resolved")
 	prov, plan, err := selectProvider(o.provider, res)
+	startup.Add("supervisor", "provider selected, policy mapped to a plan")
 	if plan != nil && err == nil {
 		for _, l := range plan.Loss {
 			if l.Severity == provider.SeverityWarning || (o.verbose && l.Severity == provider.SeverityInfo) {
@@ -201,11 +236,13 @@ func runMain(o runOpts, args []string) error {
 		}
 		if err == nil {
 			st, err = opened.Exec(ctx, session.Exec{ExecSpec: spec, UID: -1, Killed: killed})
+			startup.Add("supervisor", "workload done")
 			stopConsent()
 		}
 		if cerr := opened.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
+		startup.Add("supervisor", "session closed")
 		if res.Network == policy.NetworkProxy {
 			if o.verbose {
 				opened.EgressSummary(os.Stderr)
@@ -223,6 +260,7 @@ func runMain(o runOpts, args []string) error {
 	found := 0
 	if opened != nil {
 		found = len(opened.CheckPlanted(os.Stderr, o.strictTree)) // strict: the run fails, and nothing it planted stays armed
+		startup.Add("supervisor", "planted-file check")
 	}
 	if err != nil {
 		if by != "" {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sandbox/corral/consent"
@@ -31,22 +32,26 @@ const maxDecided = 20
 var (
 	pageJS  = mustRead("assets/page.js")
 	pageCSS = mustRead("assets/page.css")
-	pageTpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
-		"short": func(d string) string {
-			d = strings.TrimPrefix(d, "sha256:")
-			if len(d) > 12 {
-				return d[:12]
-			}
-			return d
-		},
-		"rfc": func(t time.Time) string {
-			if t.IsZero() {
-				return ""
-			}
-			return t.UTC().Format(time.RFC3339Nano)
-		},
-		"holder": holderText,
-	}).ParseFS(assets, "assets/page.html"))
+	// Parsed on first use: package initialisation is every corral
+	// process's start-up, the sandbox init's too.
+	pageTpl = sync.OnceValue(func() *template.Template {
+		return template.Must(template.New("page.html").Funcs(template.FuncMap{
+			"short": func(d string) string {
+				d = strings.TrimPrefix(d, "sha256:")
+				if len(d) > 12 {
+					return d[:12]
+				}
+				return d
+			},
+			"rfc": func(t time.Time) string {
+				if t.IsZero() {
+					return ""
+				}
+				return t.UTC().Format(time.RFC3339Nano)
+			},
+			"holder": holderText,
+		}).ParseFS(assets, "assets/page.html"))
+	})
 )
 
 func mustRead(name string) string {
@@ -158,7 +163,7 @@ func (h *handler) page(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("part") == "live" { // the script's refresh
 		tpl = "live"
 	}
-	if err := pageTpl.ExecuteTemplate(&buf, tpl, v); err != nil {
+	if err := pageTpl().ExecuteTemplate(&buf, tpl, v); err != nil {
 		http.Error(w, "rendering the page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -148,7 +148,7 @@ func TestHostRefusesFrames(t *testing.T) {
 	done := make(chan res, 1)
 	go func() { conn, err := c.DialPort(ctxT(t), 80); done <- res{conn, err} }()
 	o := f.next()
-	if o.T != tOpen || o.Port != 80 || !nonceRE.MatchString(o.Nonce) {
+	if o.T != tOpen || o.Port != 80 || !nonceRE().MatchString(o.Nonce) {
 		t.Fatalf("the host's open: %+v", o)
 	}
 	other := strings.Repeat("0", 32)

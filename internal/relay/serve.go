@@ -91,7 +91,7 @@ type rconn struct {
 	closing
 }
 
-var nonceRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var nonceRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{32}$`) })
 
 // handle acts on one frame from the host; an error ends the channel.
 func (s *server) handle(f *frame) error {
@@ -345,7 +345,7 @@ func (s *server) open(f *frame) {
 		_ = s.report(f.ID, "open: "+msg) // a closed frame would end the stream using the id
 		return
 	}
-	if !nonceRE.MatchString(f.Nonce) {
+	if !nonceRE().MatchString(f.Nonce) {
 		refuse("the nonce is not 32 lower-case hex digits")
 		return
 	}

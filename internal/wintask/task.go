@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -281,12 +282,12 @@ func ComposeArgs(args []string) string {
 }
 
 // nameRE is a corral service name.
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`) })
 
 // validName: name is a corral service name, which the task's name and the
 // definition's file name are made of.
 func validName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !nameRE().MatchString(name) {
 		return fmt.Errorf("service name %q is not [a-z][a-z0-9-]{0,23}", name)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -26,7 +27,7 @@ type Removed struct {
 }
 
 // sandboxID is the shape of the ids Provision makes.
-var sandboxID = regexp.MustCompile(`^corral-[0-9a-f]{12}$`)
+var sandboxID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^corral-[0-9a-f]{12}$`) })
 
 // Sweep removes Corral's containers whose supervisor is gone — its pid is
 // not running, or runs a process with another start time, or the machine
@@ -53,7 +54,7 @@ func (p *Provider) Sweep(ctx context.Context) ([]Removed, error) {
 	seen := map[string]bool{}
 	for _, c := range list.Items {
 		id := c.Labels[LabelSandbox]
-		if !sandboxID.MatchString(id) || !slices.Contains(c.Names, "/"+id) || c.Labels[LabelVersion] != labelSchemeVer {
+		if !sandboxID().MatchString(id) || !slices.Contains(c.Names, "/"+id) || c.Labels[LabelVersion] != labelSchemeVer {
 			continue // not a container Corral made
 		}
 		if c.Labels[LabelManaged] != "" {
@@ -81,7 +82,7 @@ func (p *Provider) Sweep(ctx context.Context) ([]Removed, error) {
 	ents, _ := os.ReadDir(base)
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !sandboxID.MatchString(id) || seen[id] {
+		if !e.IsDir() || !sandboxID().MatchString(id) || seen[id] {
 			continue
 		}
 		dir := filepath.Join(base, id)

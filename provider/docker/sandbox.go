@@ -153,7 +153,7 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	_, _ = p.Sweep(ctx) // best effort: leftovers of killed runs
 	id := provider.NewID()
 	if opts.ID != "" {
-		if !sandboxID.MatchString(opts.ID) {
+		if !sandboxID().MatchString(opts.ID) {
 			return nil, provider.Errorf(provider.CodeInternal, "docker: sandbox id %q is not of NewID's shape", opts.ID)
 		}
 		id = opts.ID
@@ -930,7 +930,7 @@ func (p *Provider) Recover(ctx context.Context, _ *provider.Plan, saved []byte) 
 		return nil, provider.Wrap(provider.CodeInternal, "docker: recover state (not the state this provider gave: nothing is known of the sandbox)", err)
 	}
 	id := ps.ID
-	if !sandboxID.MatchString(id) {
+	if !sandboxID().MatchString(id) {
 		return nil, provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
 	}
 	state := filepath.Join(managedBase(), id)
@@ -1043,7 +1043,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if h.err != nil {
 		return provider.Wrap(provider.CodeUnavailable, "docker", h.err)
 	}
-	if !sandboxID.MatchString(id) {
+	if !sandboxID().MatchString(id) {
 		return provider.Errorf(provider.CodeNotFound, "docker: %q is not a sandbox id", id)
 	}
 	state := filepath.Join(managedBase(), id)
@@ -1084,7 +1084,7 @@ func (p *Provider) Managed(ctx context.Context, manager string) ([]string, error
 	}
 	var ids []string
 	for _, c := range list.Items {
-		if id := c.Labels[LabelSandbox]; sandboxID.MatchString(id) && slices.Contains(c.Names, "/"+id) {
+		if id := c.Labels[LabelSandbox]; sandboxID().MatchString(id) && slices.Contains(c.Names, "/"+id) {
 			ids = append(ids, id)
 		}
 	}

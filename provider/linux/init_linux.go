@@ -19,6 +19,7 @@ import (
 
 	"github.com/corral-sandbox/corral/internal/landlock"
 	"github.com/corral-sandbox/corral/internal/seccomp"
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -56,6 +57,8 @@ func (e *layerErr) Error() string { return fmt.Sprintf("layer %s: %v", e.layer, 
 // readiness, then runs exec requests, reaps zombies and forwards signals.
 // It never returns.
 func InitMain() {
+	entered := startup.Now()
+	sinceExec := startup.SinceProcessStart()
 	unix.CloseOnExec(ctlFD)
 	// Nothing else init inherited may reach the workload: a fork racing in
 	// the supervisor can hand init fds opened without O_CLOEXEC (Go's own
@@ -74,6 +77,14 @@ func InitMain() {
 	if err := json.Unmarshal(buf[:n], &spec); err != nil {
 		send(ctl, initMsg{Error: "init: bad spec: " + err.Error()})
 		os.Exit(1)
+	}
+	if spec.Trace {
+		startup.Enable()
+		startup.Merge([]startup.Mark{
+			{Proc: "init", Phase: "process started (exec)", At: entered - int64(sinceExec)},
+			{Proc: "init", Phase: "main (package initialisation done)", At: entered},
+		})
+		startup.Add("init", "spec received")
 	}
 	var idfds, taskfds []int
 	for _, m := range spec.Mounts {
@@ -94,6 +105,8 @@ func InitMain() {
 		os.Exit(1)
 	}
 	ready.Ready = true
+	startup.Add("init", "every layer applied")
+	ready.Trace = startup.Take()
 	if spec.serves() {
 		go socketFactory(socketsFD)
 	}
@@ -161,6 +174,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err := apply(spec, policy.LayerCgroups, &m.Skipped, func() error { return joinCgroup(taskfds) }); err != nil {
 			return m, err
 		}
+		startup.Add("init", "cgroup v1 joined")
 	}
 	if err := apply(spec, policy.LayerNamespaces, &m.Skipped, func() error {
 		if spec.Hostname != "" {
@@ -195,6 +209,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	}); err != nil {
 		return m, err
 	}
+	startup.Add("init", "namespaces: hostname, loopback, listeners")
 	if err := apply(spec, policy.LayerMounts, &m.Skipped, func() error {
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("make / private: %w", err)
@@ -211,6 +226,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 	}); err != nil {
 		return m, err
 	}
+	startup.Add("init", "mount tree built, root pivoted")
 	if err := setRlimits(spec); err != nil {
 		return m, &layerErr{policy.LayerCgroups, err}
 	}
@@ -222,6 +238,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		}); err != nil {
 			return m, err
 		}
+		startup.Add("init", "landlock applied")
 	}
 	// no_new_privs on every thread whatever happens to seccomp: nothing
 	// inside may gain privileges through exec.
@@ -238,6 +255,7 @@ func setup(spec *InitSpec, idfds, taskfds []int) (initMsg, error) {
 		if err := apply(spec, policy.LayerSeccomp, &m.Skipped, install); err != nil {
 			return m, err
 		}
+		startup.Add("init", "capabilities dropped, seccomp installed")
 	}
 	// Not dumpable: the workload (same uid) cannot read init's memory,
 	// environ or fds through /proc/1.
@@ -415,6 +433,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		send(ctl, initMsg{Error: "init: bad exec request: " + err.Error(), Exited: true, Code: 127})
 		os.Exit(1)
 	}
+	startup.Add("init", "exec request received")
 	fds := rightsOf(oob[:oobn])
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
@@ -464,6 +483,7 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		send(ctl, initMsg{Error: fmt.Sprintf("exec %s: %v", req.Args[0], err), Exited: true, Code: code})
 		os.Exit(0)
 	}
+	startup.Add("init", "workload forked and exec'd")
 	send(ctl, initMsg{PID: pid})
 	if req.Ack {
 		// The supervisor looks up the workload's host pid before it can be
@@ -575,7 +595,10 @@ func signalGroup(pid int, sig syscall.Signal) {
 // the kernel kill every remaining process of the namespace: nothing the
 // workload started outlives it.
 func exitWith(ctl int, ws unix.WaitStatus) {
-	send(ctl, exitMsg(ws))
+	startup.Add("init", "workload reaped")
+	m := exitMsg(ws)
+	m.Trace = startup.Take()
+	send(ctl, m)
 	os.Exit(0)
 }
 

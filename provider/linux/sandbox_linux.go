@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/placeholder"
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 	"github.com/corral-sandbox/corral/provider/linux/cgroup"
@@ -155,10 +156,12 @@ func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error
 				}
 				lim := plan.Policy.Limits
 				sb.cg, sb.cgErr = cgroup.New(sb.id, cgroup.Limits{MemoryBytes: int64(lim.Memory), Pids: lim.Pids, CPUCores: lim.CPU})
+				startup.Add("supervisor", "linux: cgroup made (in the background)")
 			}()
 			// Then, off the critical path, remove what SIGKILLed runs
 			// left behind.
 			_, _ = cgroup.Sweep()
+			startup.Add("supervisor", "linux: stale cgroups swept (in the background)")
 		}()
 	}
 	return sb, nil
@@ -284,9 +287,11 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			unix.Close(fd)
 		}
 	}()
+	startup.Add("supervisor", "linux: id-mapped mounts opened")
 	if err := <-started; err != nil {
 		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
 	}
+	startup.Add("supervisor", "linux: init cloned")
 	s.initPID = s.cmd.Process.Pid
 	if ferr != nil {
 		return ferr
@@ -295,6 +300,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if len(idfds) > 0 {
 		rights = unix.UnixRights(idfds...)
 	}
+	s.spec.Trace = startup.Enabled()
 	b, _ := json.Marshal(s.spec)
 	// Env is not serialised in the spec's JSON; it is sent with each exec.
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, rights, nil, 0); err != nil {
@@ -304,6 +310,8 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if err != nil {
 		return provider.Wrap(provider.CodeStartFailed, "init", err)
 	}
+	startup.Merge(m.Trace)
+	startup.Add("supervisor", "linux: init's ready message received")
 	if !m.Ready {
 		return &provider.Error{Code: provider.CodeStartFailed, Layer: m.Layer, Msg: m.Error}
 	}
@@ -328,6 +336,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if err := s.verify(); err != nil {
 		return err
 	}
+	startup.Add("supervisor", "linux: layers verified from outside")
 	return s.verifySlots()
 }
 
@@ -840,6 +849,8 @@ func runExec(ctx context.Context, ch execChannel, t0 time.Time) (provider.ExitSt
 				}
 			}
 			if m.Exited {
+				startup.Merge(m.Trace)
+				startup.Add("supervisor", "linux: workload's exit received")
 				if ttyDone != nil {
 					select { // let the last output reach the caller
 					case <-ttyDone:
@@ -984,10 +995,12 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 		s.sockets = nil
 	}
 	s.sockMu.Unlock()
+	startup.Add("supervisor", "linux: init reaped")
 	if s.cg != nil {
 		if err := s.cg.Kill(); err != nil {
 			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
 		}
+		startup.Add("supervisor", "linux: cgroup killed")
 	}
 	return nil
 }
@@ -998,6 +1011,7 @@ func (s *Sandbox) Stop(ctx context.Context) error {
 func (s *Sandbox) Deprovision(ctx context.Context) error {
 	if s.swept != nil {
 		<-s.swept
+		startup.Add("supervisor", "linux: waited for the sweep")
 	}
 	if s.exited == nil || isClosed(s.exited) {
 		s.placeholders.Release()
@@ -1013,6 +1027,7 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 			return provider.LayerError(provider.CodeStopFailed, "cgroups", err)
 		}
 		s.cg = nil
+		startup.Add("supervisor", "linux: cgroup removed")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/corral-sandbox/corral/internal/landlock"
+	"github.com/corral-sandbox/corral/internal/startup"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -81,6 +82,8 @@ type LandlockSpec = landlock.Spec
 // InitSpec is everything the in-sandbox init needs; the supervisor sends it
 // over the control socket. It is also the linux provider's Plan.Details.
 type InitSpec struct {
+	// Trace asks init for its start-up marks (corral run --trace-startup).
+	Trace    bool   `json:"trace,omitempty"`
 	UID      int    `json:"uid"` // workload uid, same inside and outside
 	GID      int    `json:"gid"`
 	Hostname string `json:"hostname"`
@@ -161,8 +164,11 @@ type initMsg struct {
 	// variables name first.
 	Trust []string `json:"trust,omitempty"`
 	Store []string `json:"store,omitempty"`
-	fd    int      // the first fd received with the message (the pty master, the egress listener)
-	fds   []int    // every fd received with it: with Ready, the egress listener (ProxyPort) then the consent one (ConsentPort)
+	// Trace is init's start-up marks (InitSpec.Trace): with Ready those
+	// up to it, with Exited those after.
+	Trace []startup.Mark `json:"trace,omitempty"`
+	fd    int            // the first fd received with the message (the pty master, the egress listener)
+	fds   []int          // every fd received with it: with Ready, the egress listener (ProxyPort) then the consent one (ConsentPort)
 }
 
 // slots reports whether the spec plans grant slots (MountGrants).

@@ -96,7 +96,7 @@ func (e *OrphanError) Unwrap() error {
 // *OrphanError; a provision of another live process under way, CodeStale.
 // A process_container record: destroyContainer.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
-	if !localIDPattern.MatchString(id) {
+	if !localIDPattern().MatchString(id) {
 		return nil
 	}
 	st := p.store()

@@ -75,7 +75,7 @@ type Record struct {
 // localIDPattern is what newLocalID makes, or a caller's
 // ProvisionOptions.ID (provider.NewID's shape); anything else is refused
 // before it becomes a path.
-var localIDPattern = regexp.MustCompile(`^(mxc-[0-9a-f]{16}|corral-[0-9a-f]{12})$`)
+var localIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(mxc-[0-9a-f]{16}|corral-[0-9a-f]{12})$`) })
 
 func newLocalID() string {
 	var b [8]byte
@@ -118,7 +118,7 @@ func (s store) write(rec *Record) error {
 }
 
 func (s store) read(id string) (*Record, error) {
-	if !localIDPattern.MatchString(id) {
+	if !localIDPattern().MatchString(id) {
 		return nil, provider.Errorf(provider.CodeNotFound, "%q is not an mxc sandbox id", id)
 	}
 	b, err := os.ReadFile(s.path(id))
@@ -156,7 +156,7 @@ func (s store) list() ([]*Record, error) {
 	var out []*Record
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !localIDPattern.MatchString(id) {
+		if !ok || !localIDPattern().MatchString(id) {
 			continue
 		}
 		rec, err := s.read(id)

@@ -1,0 +1,41 @@
+package startup
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Marks are recorded only once enabled, printed in time order with
+// times since the first and since the one before, and Take hands over
+// and forgets them.
+func TestMarks(t *testing.T) {
+	Add("supervisor", "before Enable")
+	if len(Take()) != 0 {
+		t.Fatal("a mark was kept before Enable")
+	}
+	Enable()
+	if d := SinceProcessStart(); d <= 0 || d > time.Hour {
+		t.Fatalf("SinceProcessStart = %v", d)
+	}
+	Add("supervisor", "first")
+	Merge([]Mark{{Proc: "init", Phase: "earlier", At: Now() - int64(time.Millisecond)}})
+	Add("supervisor", "last")
+	var b strings.Builder
+	Write(&b)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want a header and 3 marks:\n%s", b.String())
+	}
+	for i, want := range []string{"init        earlier", "supervisor  first", "supervisor  last"} {
+		if !strings.HasSuffix(lines[i+1], want) {
+			t.Errorf("line %d: %q, want it to end %q", i+1, lines[i+1], want)
+		}
+	}
+	if !strings.Contains(lines[1], "    0.000 (  +0.000)") || !strings.Contains(lines[3], "    1.0") {
+		t.Errorf("times are not since the first mark:\n%s", b.String())
+	}
+	if ms := Take(); len(ms) != 3 || len(Take()) != 0 {
+		t.Fatalf("Take: %d marks, then not empty", len(ms))
+	}
+}
