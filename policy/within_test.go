@@ -3,6 +3,7 @@ package policy
 import (
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +68,25 @@ func TestCoveringRoot(t *testing.T) {
 	if r.Visible(native("/home/u/.ssh")) || !r.Visible(native("/home/uv")) {
 		t.Error("the deny of /home/u must cover /home/u/.ssh and only that tree")
 	}
+}
+
+// withinByRel is Within's rule as filepath.Rel decides it, for every
+// path: the fast path for clean absolute ones must agree.
+func withinByRel(path, dir string) bool {
+	if path == "" || dir == "" {
+		return false
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+func FuzzWithin(f *testing.F) {
+	for _, s := range [][2]string{{"/a/b", "/a"}, {"/ab", "/a"}, {"/a/..b", "/a"}, {"/a", "/"}, {"/", "/a"}, {"/a/./b", "/a"}, {"/a/../b", "/a"}, {"//a", "/a"}, {"/a/", "/a"}, {"a", "/"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, path, dir string) {
+		if got, want := Within(path, dir), withinByRel(path, dir); got != want {
+			t.Fatalf("Within(%q, %q) = %v, filepath.Rel says %v", path, dir, got, want)
+		}
+	})
 }

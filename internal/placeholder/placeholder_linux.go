@@ -247,8 +247,10 @@ func (h held) release() {
 	if err := unix.Fstatat(h.parent, filepath.Base(h.path), &now, unix.AT_SYMLINK_NOFOLLOW); err != nil || now.Ino != h.ino || now.Dev != h.dev {
 		return
 	}
-	if !empty(h.fd, h.dir) {
-		return // someone put something there: theirs now
+	// Someone put something there: theirs now. A directory is left by
+	// rmdir itself when not empty (ENOTEMPTY, rmdir(2)).
+	if !h.dir && !empty(h.fd, false) {
+		return
 	}
 	flags := 0
 	if h.dir {

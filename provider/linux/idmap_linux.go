@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sandbox/corral/internal/startup"
 )
 
 // HoldArg is argv[1] that makes the corral binary block on stdin: the
@@ -41,8 +43,21 @@ func swapMap(w int) []syscall.SysProcIDMap {
 // idmapUserns returns an fd of a user namespace with swapMap(uid) and
 // swapMap(gid). A child created in it holds it just long enough: Start
 // returns once the maps are written and the child has exec'd, the fd is
-// opened, and the child is killed and reaped in the background.
+// opened, and the child is killed and reaped in the background. The
+// child is traced (PTRACE_TRACEME), so it stops at its exec before it
+// runs an instruction (ptrace(2): a SIGTRAP after a successful execve):
+// a holder that ran would be one more Go runtime starting beside init's.
+// Where ptrace is refused (Yama's ptrace_scope 3, a seccomp filter) the
+// holder runs, blocked on its stdin (HoldMain).
 func idmapUserns(uid, gid int) (int, error) {
+	fd, err := idmapHolder(uid, gid, true)
+	if err != nil {
+		fd, err = idmapHolder(uid, gid, false)
+	}
+	return fd, err
+}
+
+func idmapHolder(uid, gid int, traced bool) (int, error) {
 	cmd := exec.Command("/proc/self/exe", HoldArg)
 	cmd.Args[0] = "corral-idmap"
 	cmd.Env = []string{}
@@ -51,19 +66,41 @@ func idmapUserns(uid, gid int) (int, error) {
 		UidMappings: swapMap(uid),
 		GidMappings: swapMap(gid),
 		Pdeathsig:   syscall.SIGKILL,
+		Ptrace:      traced,
 	}
-	if _, err := cmd.StdinPipe(); err != nil { // blocks HoldMain until killed
-		return -1, err
+	if !traced {
+		if _, err := cmd.StdinPipe(); err != nil { // blocks HoldMain until killed
+			return -1, err
+		}
 	}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("idmap user namespace: %w", err)
 	}
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	_ = cmd.Process.Kill()
-	go func() { _ = cmd.Wait() }()
+	if traced {
+		// Wait would return at the child's trace stop; reap its exit.
+		go func() {
+			pid := cmd.Process.Pid
+			for {
+				var ws unix.WaitStatus
+				_, err := unix.Wait4(pid, &ws, 0, nil)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil || ws.Exited() || ws.Signaled() {
+					break
+				}
+			}
+			_ = cmd.Process.Release()
+		}()
+	} else {
+		go func() { _ = cmd.Wait() }()
+	}
 	if err != nil {
 		return -1, fmt.Errorf("idmap user namespace: %w", err)
 	}
+	startup.Add("supervisor", "linux: idmap user namespace made")
 	return fd, nil
 }
 

@@ -423,18 +423,9 @@ func dropCapabilities() error {
 // serve runs exec requests until the workload exits (one-shot) or the
 // supervisor closes the control socket.
 func serve(ctl int, buf []byte, spec *InitSpec) {
-	oob := make([]byte, unix.CmsgSpace(253*4))
-	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil || n == 0 {
-		os.Exit(1) // supervisor gone: dying as PID 1 kills the namespace
-	}
-	var req execRequest
-	if err := json.Unmarshal(buf[:n], &req); err != nil {
-		send(ctl, initMsg{Error: "init: bad exec request: " + err.Error(), Exited: true, Code: 127})
-		os.Exit(1)
-	}
-	startup.Add("init", "exec request received")
-	fds := rightsOf(oob[:oobn])
+	// Signal handling first, while the supervisor verifies the layers
+	// and before it sends the request: it is most of init's part of an
+	// exec's start. A signal meanwhile waits in sigs for the workload.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
 	chld := make(chan os.Signal, 1)
@@ -447,11 +438,25 @@ func serve(ctl int, buf []byte, spec *InitSpec) {
 		send(ctl, initMsg{Error: "init: fault signals: " + err.Error(), Exited: true, Code: 127})
 		os.Exit(1)
 	}
+	startup.Add("init", "signal handling set up")
+	oob := make([]byte, unix.CmsgSpace(253*4))
+	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || n == 0 {
+		os.Exit(1) // supervisor gone: dying as PID 1 kills the namespace
+	}
+	var req execRequest
+	if err := json.Unmarshal(buf[:n], &req); err != nil {
+		send(ctl, initMsg{Error: "init: bad exec request: " + err.Error(), Exited: true, Code: 127})
+		os.Exit(1)
+	}
+	startup.Add("init", "exec request received")
+	fds := rightsOf(oob[:oobn])
 	path, err := lookPath(req.Args[0], req.Env)
 	if err != nil {
 		send(ctl, initMsg{Error: err.Error(), Exited: true, Code: 127})
 		os.Exit(0)
 	}
+	startup.Add("init", "command found on PATH")
 	if req.TTY {
 		master, slave, err := openPTY(req.Rows, req.Cols)
 		if err != nil {

@@ -71,6 +71,8 @@ type Sandbox struct {
 	sockets *os.File // InitSpec.serves: init's socket factory (socketFactory)
 
 	placeholders *placeholder.Set // absent protected names, held from Provision to Deprovision
+	phDone       chan struct{}    // closed when placeholders are taken (or failed: phErr)
+	phErr        error
 
 	stateDir  string // a per-run sandbox's state directory, holding its trust and credential files; removed by Deprovision
 	slotDir   string // where the slot holder mounts its slot (slot/, stage/ below it): the sandbox's state directory
@@ -131,17 +133,25 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 	return sb, nil
 }
 
-// newSandbox is sandbox id for plan, its placeholders taken and its
-// cgroup (named id) being made.
+// newSandbox is sandbox id for plan, its placeholders and its cgroup
+// (named id) being made.
 func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error) {
 	sb := &Sandbox{id: id, plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
-	// Before init is cloned: its mount tree binds them read-only.
-	if ph, err := placeholder.Acquire(plan.Policy); err != nil {
-		return nil, provider.LayerError(provider.CodeProvisionFailed, "mounts", err)
-	} else {
+	// Taken while init is cloned and starts; Start waits for them
+	// (placeholdersReady) before init, which binds them read-only, gets
+	// its spec.
+	sb.phDone = make(chan struct{})
+	go func() {
+		defer close(sb.phDone)
+		ph, err := placeholder.Acquire(plan.Policy)
+		if err != nil {
+			sb.phErr = provider.LayerError(provider.CodeProvisionFailed, "mounts", err)
+			return
+		}
 		sb.placeholders = ph
-	}
+		startup.Add("supervisor", "linux: placeholders taken (in the background)")
+	}()
 	if spec.Cgroup {
 		// Created in the background while init is cloned and starts;
 		// Start waits for it (cgroupReady) before anything can run.
@@ -168,6 +178,12 @@ func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error
 }
 
 func (s *Sandbox) ID() string { return s.id }
+
+// placeholdersReady waits for the placeholders newSandbox takes.
+func (s *Sandbox) placeholdersReady() error {
+	<-s.phDone
+	return s.phErr
+}
 
 // cgroupReady waits for the cgroup Provision started. A failure is fatal
 // when the layer is required; when it is optional the layer is skipped.
@@ -269,6 +285,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	started := make(chan error, 1)
 	// Pdeathsig fires when the thread that forked exits, so that thread
 	// stays locked until init is gone.
+	startup.Add("supervisor", "linux: init's clone set up")
 	go func() {
 		runtime.LockOSThread()
 		if err := s.cmd.Start(); err != nil {
@@ -276,6 +293,7 @@ func (s *Sandbox) Start(ctx context.Context) error {
 			close(s.exited)
 			return
 		}
+		startup.Add("supervisor", "linux: init cloned and exec'd")
 		started <- nil
 		_ = s.cmd.Wait()
 		close(s.exited)
@@ -291,7 +309,6 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	if err := <-started; err != nil {
 		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
 	}
-	startup.Add("supervisor", "linux: init cloned")
 	s.initPID = s.cmd.Process.Pid
 	if ferr != nil {
 		return ferr
@@ -299,6 +316,9 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	var rights []byte
 	if len(idfds) > 0 {
 		rights = unix.UnixRights(idfds...)
+	}
+	if err := s.placeholdersReady(); err != nil {
+		return err
 	}
 	s.spec.Trace = startup.Enabled()
 	b, _ := json.Marshal(s.spec)
@@ -1013,9 +1033,17 @@ func (s *Sandbox) Deprovision(ctx context.Context) error {
 		<-s.swept
 		startup.Add("supervisor", "linux: waited for the sweep")
 	}
-	if s.exited == nil || isClosed(s.exited) {
-		s.placeholders.Release()
-	}
+	// The placeholders go while the cgroup is removed: neither needs
+	// the other, and both are a run's last wait.
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		if s.placeholdersReady() == nil && (s.exited == nil || isClosed(s.exited)) {
+			s.placeholders.Release()
+			startup.Add("supervisor", "linux: placeholders released")
+		}
+	}()
+	defer func() { <-released }()
 	if s.stateDir != "" {
 		if err := os.RemoveAll(s.stateDir); err != nil {
 			return provider.Wrap(provider.CodeStopFailed, "linux: sandbox "+s.id, err)
