@@ -93,6 +93,10 @@ func InitMain() {
 		}
 	}
 	taskfds = fds
+	signals := make(chan execSignals, 1)
+	if !spec.Persistent {
+		go func() { signals <- catchSignals() }()
+	}
 	ready, err := setup(&spec, idfds, taskfds)
 	if err != nil {
 		var le *layerErr
@@ -126,7 +130,31 @@ func InitMain() {
 	if spec.Persistent {
 		servePersistent(ctl, buf)
 	}
-	serve(ctl, buf, &spec)
+	serve(ctl, buf, &spec, signals)
+}
+
+// execSignals is the signal handling of a one-shot sandbox's init: the
+// signals it forwards to the workload (sigs) and SIGCHLD (chld).
+type execSignals struct {
+	sigs, chld chan os.Signal
+	err        error
+}
+
+// catchSignals sets up execSignals: run beside the layers' setup (on
+// another thread; dispositions are the process's), as it is most of
+// init's part of an exec's start. A signal that comes before the
+// workload waits in sigs for it.
+func catchSignals() execSignals {
+	sg := execSignals{sigs: make(chan os.Signal, 16), chld: make(chan os.Signal, 1)}
+	signal.Notify(sg.sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
+	signal.Notify(sg.chld, unix.SIGCHLD)
+	// Signals that would make the Go runtime crash init when they come
+	// from kill(2) (the workload shares init's uid): caught and dropped.
+	// Real faults still crash, as the runtime handles them synchronously.
+	dropSignals()
+	sg.err = defaultFaultSignals() // as servePersistent: a workload's SI_QUEUE fault signal must not crash init
+	startup.Add("init", "signal handling set up (in the background)")
+	return sg
 }
 
 func send(fd int, m initMsg) {
@@ -422,23 +450,13 @@ func dropCapabilities() error {
 
 // serve runs exec requests until the workload exits (one-shot) or the
 // supervisor closes the control socket.
-func serve(ctl int, buf []byte, spec *InitSpec) {
-	// Signal handling first, while the supervisor verifies the layers
-	// and before it sends the request: it is most of init's part of an
-	// exec's start. A signal meanwhile waits in sigs for the workload.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT)
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
-	// Signals that would make the Go runtime crash init when they come
-	// from kill(2) (the workload shares init's uid): caught and dropped.
-	// Real faults still crash, as the runtime handles them synchronously.
-	dropSignals()
-	if err := defaultFaultSignals(); err != nil { // as servePersistent: a workload's SI_QUEUE fault signal must not crash init
-		send(ctl, initMsg{Error: "init: fault signals: " + err.Error(), Exited: true, Code: 127})
+func serve(ctl int, buf []byte, spec *InitSpec, signals <-chan execSignals) {
+	sg := <-signals
+	if sg.err != nil {
+		send(ctl, initMsg{Error: "init: fault signals: " + sg.err.Error(), Exited: true, Code: 127})
 		os.Exit(1)
 	}
-	startup.Add("init", "signal handling set up")
+	sigs, chld := sg.sigs, sg.chld
 	oob := make([]byte, unix.CmsgSpace(253*4))
 	n, oobn, _, _, err := unix.Recvmsg(ctl, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
