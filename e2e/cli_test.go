@@ -185,7 +185,7 @@ func TestCLITraceStartup(t *testing.T) {
 	// Causal order across the two processes holds only on one clock:
 	// init gets its spec after the clone, and the supervisor hears of
 	// the workload's exit after init reaped it.
-	for _, c := range [][2]string{{"supervisor: linux: init cloned", "init: spec received"}, {"init: workload reaped", "supervisor: linux: workload's exit received"}} {
+	for _, c := range [][2]string{{"supervisor: linux: init cloned and exec'd", "init: spec received"}, {"init: workload reaped", "supervisor: linux: workload's exit received"}} {
 		a, okA := at[c[0]]
 		b, okB := at[c[1]]
 		if !okA || !okB || a > b {

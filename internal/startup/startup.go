@@ -71,10 +71,13 @@ func Started(proc string) {
 	mu.Unlock()
 }
 
-// Merge adds marks another process sent.
+// Merge adds marks another process sent (nothing unless enabled: a
+// process that never asked keeps none).
 func Merge(ms []Mark) {
 	mu.Lock()
-	marks = append(marks, ms...)
+	if on {
+		marks = append(marks, ms...)
+	}
 	mu.Unlock()
 }
 

@@ -139,9 +139,10 @@ func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error
 	sb := &Sandbox{id: id, plan: plan, spec: spec}
 	sb.layers = append([]provider.LayerStatus(nil), plan.Layers...)
 	// Taken while init is cloned and starts; Start waits for them
-	// (placeholdersReady) before init, which binds them read-only, gets
-	// its spec.
+	// (placeholdersReady) before it clones the binds it sends init, which
+	// binds them read-only.
 	sb.phDone = make(chan struct{})
+	go initExe() // the init's memfd, once per process, before Start needs it
 	go func() {
 		defer close(sb.phDone)
 		ph, err := placeholder.Acquire(plan.Policy)
@@ -274,8 +275,14 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		defer theirs.Close()
 		extra = append(extra, theirs)
 	}
+	initPath, why := initExe()
+	if why == "" {
+		startup.Add("supervisor", "linux: the embedded init is ready")
+	} else {
+		startup.Add("supervisor", "linux: init is corral's own binary: "+why)
+	}
 	s.cmd = &exec.Cmd{
-		Path:        "/proc/self/exe",
+		Path:        initPath,
 		Args:        []string{"corral-init", InitArg},
 		Env:         []string{},
 		ExtraFiles:  extra,
@@ -316,9 +323,6 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	var rights []byte
 	if len(idfds) > 0 {
 		rights = unix.UnixRights(idfds...)
-	}
-	if err := s.placeholdersReady(); err != nil {
-		return err
 	}
 	s.spec.Trace = startup.Enabled()
 	b, _ := json.Marshal(s.spec)
@@ -405,6 +409,10 @@ func (s *Sandbox) initFDs(uid, gid int) ([]int, error) {
 			return nil, provider.LayerError(provider.CodeStartFailed, "mounts", err)
 		}
 		defer unix.Close(slot)
+	}
+	// A placeholder may be one of the binds cloned here.
+	if err := s.placeholdersReady(); err != nil {
+		return nil, err
 	}
 	fds, err := preClones(s.spec.Mounts, uid, gid, slot)
 	if err != nil {

@@ -1,0 +1,62 @@
+//go:build linux
+
+package linux
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestEmbeddedInitCurrent: the embedded init was built from the sources
+// as they are (gen_init.sh --check), so no sandbox runs an init older
+// than the code beside it.
+func TestEmbeddedInitCurrent(t *testing.T) {
+	if embeddedInit == "" {
+		t.Skip("no embedded init: go generate ./provider/linux builds one")
+	}
+	if out, err := exec.Command("sh", "gen_init.sh", "--check").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+// TestInitRunsEmbedded: with an embedded init, a sandbox's pid 1 is that
+// program, run from its sealed memfd, not corral's binary; and the
+// memfd cannot be changed.
+func TestInitRunsEmbedded(t *testing.T) {
+	if embeddedInit == "" {
+		t.Skip("no embedded init: go generate ./provider/linux builds one")
+	}
+	if os.Geteuid() != 0 || testing.Short() {
+		t.Skip("runs a real sandbox as root")
+	}
+	path, why := initExe()
+	if why != "" {
+		t.Fatalf("init is corral's own binary: %s", why)
+	}
+	// Sealed: not even this process can change it (checked while no
+	// init runs it, which would refuse a writer anyway: ETXTBSY).
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		_, werr := f.Write([]byte("x"))
+		f.Close()
+		if werr == nil {
+			t.Fatal("the init's memfd took a write")
+		}
+	}
+	needPureGo(t)
+	wd, home := workdirs(t, 65534)
+	sb, sh := startShell(t, consentPlan(t, wd, home, false, nil))
+	if out := sh.must(t, "echo ok"); !strings.Contains(out, "ok") {
+		t.Fatalf("the shell inside said %q", out)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", sb.InitPID()))
+	if err != nil || !strings.HasPrefix(exe, "/memfd:corral-init") {
+		t.Fatalf("init's executable is %q (%v), want the memfd corral-init", exe, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || string(b) != embeddedInit {
+		t.Fatalf("the memfd does not hold the embedded init (%d bytes, %v)", len(b), err)
+	}
+}
