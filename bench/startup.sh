@@ -89,7 +89,7 @@ chmod 755 "$tmp"
 cleanup() { rm -rf "$tmp"; }
 trap cleanup EXIT
 log "building corral into $tmp"
-(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/corral" ./cmd/corral)
+(cd "$repo" && CGO_ENABLED=0 go generate ./provider/linux && CGO_ENABLED=0 go build -o "$tmp/corral" ./cmd/corral)
 corral=$tmp/corral
 base=()
 if [ -n "${BASE_REV:-}" ]; then
