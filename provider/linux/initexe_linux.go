@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,29 +23,45 @@ import (
 // ./provider/linux` embedded it (initbin_linux.go); empty otherwise.
 var embeddedInit string
 
-// initExe is the path Start executes as a sandbox's init, and why when
-// it is corral's own binary: the embedded init, copied once per process
-// into a sealed memfd (memfd_create(2), fcntl F_ADD_SEALS) and run
-// through /proc/self/fd; or /proc/self/exe, the same InitMain in the
-// whole binary, when nothing is embedded, in a build with test hooks
-// (their init must be this binary: testhook_corraltest.go), or when the
-// kernel will not execute a memfd (vm.memfd_noexec 2).
-var initExe = sync.OnceValues(func() (string, string) {
+// initExe is the embedded init as a file for Start to pass to init's
+// clone and execute there (through /proc/self/fd: see initCmd), copied
+// once per process into a sealed memfd (memfd_create(2), fcntl
+// F_ADD_SEALS); or nil and why init is corral's own binary
+// (/proc/self/exe, the same InitMain): nothing is embedded, a build with
+// test hooks (their init must be this binary: testhook_corraltest.go),
+// or the kernel will not execute a memfd (vm.memfd_noexec 2).
+var initExe = sync.OnceValues(func() (*os.File, string) {
 	switch {
 	case embeddedInit == "":
-		return "/proc/self/exe", "no embedded init (go generate ./provider/linux builds one)"
+		return nil, "no embedded init (go generate ./provider/linux builds one)"
 	case testHooks:
-		return "/proc/self/exe", "a build with test hooks runs its own init"
+		return nil, "a build with test hooks runs its own init"
 	}
 	if b, err := os.ReadFile("/proc/sys/vm/memfd_noexec"); err == nil && strings.TrimSpace(string(b)) == "2" {
-		return "/proc/self/exe", "vm.memfd_noexec is 2: no memfd may be executed"
+		return nil, "vm.memfd_noexec is 2: no memfd may be executed"
 	}
 	fd, err := sealedInit()
 	if err != nil {
-		return "/proc/self/exe", "embedded init: " + err.Error()
+		return nil, "embedded init: " + err.Error()
 	}
-	return "/proc/self/fd/" + strconv.Itoa(fd), ""
+	return os.NewFile(uintptr(fd), "corral-init"), "" // kept for the process's life
 })
+
+// initCmd sets cmd (its ExtraFiles chosen) to execute the sandbox init:
+// the embedded one passed as the last of the files, at the fd the child
+// has it at when it calls execve (Go's fork moves the files to 3, 4, ...
+// first, and a number of this process's own could have been taken by one
+// of them), or /proc/self/exe. why is "" for the embedded init.
+func initCmd(cmd *exec.Cmd) (why string) {
+	f, why := initExe()
+	if f == nil {
+		cmd.Path = "/proc/self/exe"
+		return why
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	cmd.Path = "/proc/self/fd/" + strconv.Itoa(2+len(cmd.ExtraFiles))
+	return ""
+}
 
 // mfdExec is MFD_EXEC (Linux 6.3, include/uapi/linux/memfd.h): an
 // executable memfd where vm.memfd_noexec would make it not so.

@@ -32,10 +32,11 @@ func TestInitRunsEmbedded(t *testing.T) {
 	if os.Geteuid() != 0 || testing.Short() {
 		t.Skip("runs a real sandbox as root")
 	}
-	path, why := initExe()
-	if why != "" {
+	f, why := initExe()
+	if f == nil {
 		t.Fatalf("init is corral's own binary: %s", why)
 	}
+	path := fmt.Sprintf("/proc/self/fd/%d", f.Fd())
 	// Sealed: not even this process can change it (checked while no
 	// init runs it, which would refuse a writer anyway: ETXTBSY).
 	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {

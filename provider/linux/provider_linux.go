@@ -102,6 +102,7 @@ func probeSeccomp() bool {
 
 // Probe reports what this host offers the provider.
 func (p *Provider) Probe(ctx context.Context) provider.HostReport {
+	go initExe() // the sandbox init's memfd, made while a run parses its policy
 	h := p.facts()
 	r := provider.HostReport{Provider: Name, Available: true, Facts: map[string]string{
 		"kernel":       h.kernel,

@@ -275,18 +275,16 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		defer theirs.Close()
 		extra = append(extra, theirs)
 	}
-	initPath, why := initExe()
-	if why == "" {
-		startup.Add("supervisor", "linux: the embedded init is ready")
-	} else {
-		startup.Add("supervisor", "linux: init is corral's own binary: "+why)
-	}
 	s.cmd = &exec.Cmd{
-		Path:        initPath,
 		Args:        []string{"corral-init", InitArg},
 		Env:         []string{},
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
+	}
+	if why := initCmd(s.cmd); why == "" {
+		startup.Add("supervisor", "linux: the embedded init is ready")
+	} else {
+		startup.Add("supervisor", "linux: init is corral's own binary: "+why)
 	}
 	s.exited = make(chan struct{})
 	started := make(chan error, 1)
@@ -313,8 +311,12 @@ func (s *Sandbox) Start(ctx context.Context) error {
 		}
 	}()
 	startup.Add("supervisor", "linux: id-mapped mounts opened")
-	if err := <-started; err != nil {
-		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", err))
+	serr := <-started
+	// Init has its own copies now: with ours closed, an init that dies
+	// before its ready message is EOF to recv, not a wait for ctx.
+	child.Close()
+	if serr != nil {
+		return provider.LayerError(provider.CodeStartFailed, "namespaces", fmt.Errorf("clone: %w", serr))
 	}
 	s.initPID = s.cmd.Process.Pid
 	if ferr != nil {
@@ -328,11 +330,11 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	b, _ := json.Marshal(s.spec)
 	// Env is not serialised in the spec's JSON; it is sent with each exec.
 	if err := unix.Sendmsg(int(s.ctl.Fd()), b, rights, nil, 0); err != nil {
-		return provider.Wrap(provider.CodeStartFailed, "send spec", err)
+		return s.initErr("send spec", err)
 	}
 	m, err := s.recv(ctx)
 	if err != nil {
-		return provider.Wrap(provider.CodeStartFailed, "init", err)
+		return s.initErr("init", err)
 	}
 	startup.Merge(m.Trace)
 	startup.Add("supervisor", "linux: init's ready message received")
@@ -362,6 +364,17 @@ func (s *Sandbox) Start(ctx context.Context) error {
 	}
 	startup.Add("supervisor", "linux: layers verified from outside")
 	return s.verifySlots()
+}
+
+// initErr is a failure to talk to init while it starts: that it exited
+// first, when it did (and how), since that is the cause.
+func (s *Sandbox) initErr(what string, err error) error {
+	select {
+	case <-s.exited:
+		return provider.Errorf(provider.CodeStartFailed, "init exited before it reported ready (%v): %s: %v", s.cmd.ProcessState, what, err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	return provider.Wrap(provider.CodeStartFailed, what, err)
 }
 
 // listeners takes the listeners init made (its ready message's fds, in
