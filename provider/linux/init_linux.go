@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,8 +74,8 @@ func InitMain() {
 		os.Exit(1)
 	}
 	fds := rightsOf(oob[:oobn])
-	var spec InitSpec
-	if err := json.Unmarshal(buf[:n], &spec); err != nil {
+	spec, err := decodeSpec(buf[:n])
+	if err != nil {
 		send(ctl, initMsg{Error: "init: bad spec: " + err.Error()})
 		os.Exit(1)
 	}
@@ -155,6 +156,20 @@ func catchSignals() execSignals {
 	sg.err = defaultFaultSignals() // as servePersistent: a workload's SI_QUEUE fault signal must not crash init
 	startup.Add("init", "signal handling set up (in the background)")
 	return sg
+}
+
+// decodeSpec reads the supervisor's spec, refusing a field this init does
+// not know: an embedded init older than the supervisor's code (built
+// before a change, never regenerated) fails closed rather than ignore
+// what it was asked to apply.
+func decodeSpec(b []byte) (InitSpec, error) {
+	var spec InitSpec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return spec, fmt.Errorf("%w (an init older than this corral? go generate ./provider/linux builds the current one)", err)
+	}
+	return spec, nil
 }
 
 func send(fd int, m initMsg) {

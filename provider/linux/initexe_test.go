@@ -3,6 +3,7 @@
 package linux
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,5 +60,21 @@ func TestInitRunsEmbedded(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || string(b) != embeddedInit {
 		t.Fatalf("the memfd does not hold the embedded init (%d bytes, %v)", len(b), err)
+	}
+}
+
+// An init older than its supervisor refuses a spec field it does not
+// know instead of ignoring it.
+func TestDecodeSpecRefusesUnknown(t *testing.T) {
+	b, err := json.Marshal(&InitSpec{UID: 65534, Hostname: "corral"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := decodeSpec(b); err != nil || s.UID != 65534 || s.Hostname != "corral" {
+		t.Fatalf("a current spec: %+v, %v", s, err)
+	}
+	newer := append(b[:len(b)-1:len(b)-1], []byte(`,"a_layer_added_later":true}`)...)
+	if _, err := decodeSpec(newer); err == nil || !strings.Contains(err.Error(), "a_layer_added_later") {
+		t.Fatalf("a spec with a field this init does not know: %v, want it refused", err)
 	}
 }
