@@ -512,7 +512,8 @@ func (e *Env) rawCorral(ctx context.Context, r rawRun, timeout time.Duration) (O
 }
 
 // hostMounts are the mounts in the host's (our) namespace, keyed by
-// mount id and point (an id is reused once its mount is gone), leaving out the container runtime's own (its image layers and container
+// mount id and point (an id is reused once its mount is gone), leaving
+// out the container runtime's own (its image layers and container
 // namespaces come and go with any container on the host, a docker
 // sandbox's or not). nil when mountinfo cannot be read.
 func hostMounts() map[string]string {

@@ -33,8 +33,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func main() {
 	if traceStartupRequested(os.Args[1:]) {
 		startup.Enable()
-		startup.Started("supervisor")
-		startup.Add("supervisor", "main (package initialisation done)")
+		startup.Begin("supervisor", startup.Enter())
 	}
 	// The sandbox init is the same binary; recognise it before anything
 	// else runs so its start-up stays minimal.

@@ -28,7 +28,7 @@ func asErr[T any](err error, target *T) bool { return errors.As(err, target) }
 
 type runOpts struct {
 	policy, provider, workdir, audit, image string
-	tty, verbose, strictTree, traceStartup  bool
+	tty, verbose, strictTree                bool
 	preserveFDs                             int
 }
 
@@ -108,7 +108,8 @@ files that would run code outside the sandbox (they are always reported).`,
 	f.BoolVarP(&o.tty, "tty", "t", false, "give the command a terminal owned by corral")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "print the layers in force and the loss report to stderr")
 	f.IntVar(&o.preserveFDs, "preserve-fds", 0, "pass N extra fds (3..3+N-1) to the command")
-	f.BoolVar(&o.traceStartup, "trace-startup", false, "print where the run's time went, phase by phase, in each of corral's processes, to stderr when it ends (also "+traceStartupEnv+"=1)")
+	// Decided in main (traceStartupRequested), before cobra parses.
+	f.Bool("trace-startup", false, "print where the run's time went, phase by phase, in each of corral's processes, to stderr when it ends (also "+traceStartupEnv+"=1)")
 	f.BoolVar(&o.strictTree, "strict-tree", false, "exit 116 when the command left files in a read-write tree that would make a host tool run code (a nested repository, a shell rc file, IDE or agent configuration), and move each aside to NAME"+planted.QuarantineSuffix)
 	return c
 }

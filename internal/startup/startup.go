@@ -58,16 +58,29 @@ func Add(proc, phase string) {
 	mu.Unlock()
 }
 
-// Started marks the start of this process: the monotonic clock minus
-// how long the Go runtime has run, so the runtime's and the packages'
-// initialisation (before main) is a phase of its own.
-func Started(proc string) {
+// Entry is when a process's main began: taken first thing (it costs two
+// clock reads), recorded with Begin once the process knows it traces.
+type Entry struct {
+	at  int64     // CLOCK_MONOTONIC, ns
+	now time.Time // the same moment with Go's monotonic reading
+}
+
+// Enter is the Entry of now.
+func Enter() Entry { return Entry{at: Now(), now: time.Now()} }
+
+// Begin marks, for proc, the end of its start (exec, the Go runtime's
+// and the packages' initialisation) and the start of its main, at e.
+// The first is e less Go's monotonic reading of e, which the time
+// package documents (Time.String: "m=±<value>") as counted from its own
+// initialisation, early in the process's, after the runtime's start.
+func Begin(proc string, e Entry) {
 	if !Enabled() {
 		return
 	}
-	at := Now() - int64(SinceProcessStart())
 	mu.Lock()
-	marks = append(marks, Mark{Proc: proc, Phase: "process started (exec)", At: at})
+	marks = append(marks,
+		Mark{Proc: proc, Phase: "process started (exec)", At: e.at - int64(sinceTimeInit(e.now))},
+		Mark{Proc: proc, Phase: "main (package initialisation done)", At: e.at})
 	mu.Unlock()
 }
 
@@ -91,11 +104,10 @@ func Take() []Mark {
 	return ms
 }
 
-// SinceProcessStart is how long the Go runtime of this process has run:
-// the monotonic reading of time.Now, which the time package documents
-// (Time.String: "m=±<value>") as relative to the process's start.
-func SinceProcessStart() time.Duration {
-	s := time.Now().String()
+// sinceTimeInit is t's monotonic reading: the time since the time
+// package was initialised (0 when t has none).
+func sinceTimeInit(t time.Time) time.Duration {
+	s := t.String()
 	i := strings.LastIndex(s, " m=")
 	if i < 0 {
 		return 0

@@ -16,8 +16,8 @@ func TestMarks(t *testing.T) {
 		t.Fatal("a mark was kept before Enable")
 	}
 	Enable()
-	if d := SinceProcessStart(); d <= 0 || d > time.Hour {
-		t.Fatalf("SinceProcessStart = %v", d)
+	if d := sinceTimeInit(time.Now()); d <= 0 || d > time.Hour {
+		t.Fatalf("sinceTimeInit = %v", d)
 	}
 	Add("supervisor", "first")
 	Merge([]Mark{{Proc: "init", Phase: "earlier", At: Now() - int64(time.Millisecond)}})
@@ -38,5 +38,23 @@ func TestMarks(t *testing.T) {
 	}
 	if ms := Take(); len(ms) != 3 || len(Take()) != 0 {
 		t.Fatalf("Take: %d marks, then not empty", len(ms))
+	}
+}
+
+// Begin records a process's start before its main, the main at the
+// entry taken, and nothing unless enabled.
+func TestBegin(t *testing.T) {
+	Take()
+	e := Enter()
+	Begin("init", e)
+	ms := Take()
+	if !Enabled() && len(ms) != 0 {
+		t.Fatalf("marks while disabled: %v", ms)
+	}
+	Enable()
+	Begin("init", e)
+	ms = Take()
+	if len(ms) != 2 || ms[1].At != e.at || ms[0].At >= ms[1].At || ms[0].Phase != "process started (exec)" {
+		t.Fatalf("Begin: %+v (entry at %d)", ms, e.at)
 	}
 }

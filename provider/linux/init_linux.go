@@ -58,8 +58,7 @@ func (e *layerErr) Error() string { return fmt.Sprintf("layer %s: %v", e.layer, 
 // readiness, then runs exec requests, reaps zombies and forwards signals.
 // It never returns.
 func InitMain() {
-	entered := startup.Now()
-	sinceExec := startup.SinceProcessStart()
+	entered := startup.Enter() // recorded once the spec says to trace
 	unix.CloseOnExec(ctlFD)
 	// Nothing else init inherited may reach the workload: a fork racing in
 	// the supervisor can hand init fds opened without O_CLOEXEC (Go's own
@@ -81,10 +80,7 @@ func InitMain() {
 	}
 	if spec.Trace {
 		startup.Enable()
-		startup.Merge([]startup.Mark{
-			{Proc: "init", Phase: "process started (exec)", At: entered - int64(sinceExec)},
-			{Proc: "init", Phase: "main (package initialisation done)", At: entered},
-		})
+		startup.Begin("init", entered)
 		startup.Add("init", "spec received")
 	}
 	var idfds, taskfds []int

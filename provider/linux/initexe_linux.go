@@ -100,32 +100,22 @@ func sealedInit() (int, error) {
 // fd: by sendfile(2) from the binary's file at the offset the mapping
 // holding it has (/proc/self/maps), so that the page cache is copied and
 // this process touches none of the pages (each one it read would count
-// in its RSS); by write(2) if that fails.
+// in its RSS); what sendfile did not copy, by write(2).
 func copyEmbedded(fd int, data string) error {
-	addr := uintptr(unsafe.Pointer(unsafe.StringData(data)))
-	if off, ok := fileOffset(addr, len(data)); ok {
+	b := unsafe.Slice(unsafe.StringData(data), len(data))
+	if off, ok := fileOffset(uintptr(unsafe.Pointer(&b[0])), len(b)); ok {
 		if exe, err := unix.Open("/proc/self/exe", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
 			defer unix.Close(exe)
-			n := 0
-			for n < len(data) {
-				w, err := unix.Sendfile(fd, exe, &off, len(data)-n)
+			for len(b) > 0 { // sendfile advances fd's offset, as write does
+				w, err := unix.Sendfile(fd, exe, &off, len(b))
 				if err != nil || w == 0 {
 					break
 				}
-				n += w
-			}
-			if n == len(data) {
-				return nil
-			}
-			if err := unix.Ftruncate(fd, 0); err != nil {
-				return err
-			}
-			if _, err := unix.Seek(fd, 0, 0); err != nil {
-				return err
+				b = b[w:]
 			}
 		}
 	}
-	for b := unsafe.Slice(unsafe.StringData(data), len(data)); len(b) > 0; {
+	for len(b) > 0 {
 		w, err := unix.Write(fd, b)
 		if err != nil {
 			return fmt.Errorf("write the embedded init: %w", err)

@@ -142,7 +142,6 @@ func newSandbox(plan *provider.Plan, spec *InitSpec, id string) (*Sandbox, error
 	// (placeholdersReady) before it clones the binds it sends init, which
 	// binds them read-only.
 	sb.phDone = make(chan struct{})
-	go initExe() // the init's memfd, once per process, before Start needs it
 	go func() {
 		defer close(sb.phDone)
 		ph, err := placeholder.Acquire(plan.Policy)
