@@ -9,9 +9,9 @@ import (
 )
 
 // OCSF constants for the User Access Management class
-// (schema.ocsf.io/1.3.0/classes/user_access, class_uid 3005, category 3
+// (schema.ocsf.io/1.8.0/classes/user_access, class_uid 3005, category 3
 // "Identity & Access Management"; events/iam/user_access.json of
-// ocsf-schema 1.3.0). The schema's words: "User Access Management events
+// ocsf-schema 1.8.0). The schema's words: "User Access Management events
 // report management updates to a user's privileges", activities 1
 // "Assign Privileges" ("Assign privileges to a user.") and 2 "Revoke
 // Privileges" ("Revoke privileges from a user."), the required
@@ -38,7 +38,7 @@ import (
 // managed objects, not privileges; Device Config State Change (5019,
 // OpenShell's choice) reports "state changes that impact the security of
 // the device", not an access given to someone. (Schema 1.9.0 deprecates
-// 3005 for User Management; Corral writes 1.3.0, SchemaVersion.) What
+// 3005 for User Management; Corral writes 1.8.0, SchemaVersion.) What
 // OCSF has no attribute for — the request's digest, the requester
 // process (an IAM event has no process object besides the actor, which
 // is the approver), the scope, the ceiling entry, the mount ids, the
@@ -57,7 +57,7 @@ const (
 	consentUserTypeCaption = "Sandbox workload"
 )
 
-// ConsentActivity is an OCSF 1.3.0 User Access Management event (class
+// ConsentActivity is an OCSF User Access Management event (class
 // 3005) for one consent transition.
 type ConsentActivity struct {
 	Classification
@@ -71,11 +71,11 @@ type ConsentActivity struct {
 	// workload's own steps.
 	Actor *ConsentActor `json:"actor,omitempty"`
 	// User is who the privileges are for: the sandbox's workload.
-	User       ConsentUser     `json:"user"`
-	Privileges []string        `json:"privileges"`
-	Resource   ConsentResource `json:"resource"`
-	Device     Device          `json:"device"`
-	Unmapped   ConsentUnmapped `json:"unmapped"`
+	User       ConsentUser       `json:"user"`
+	Privileges []string          `json:"privileges"`
+	Resources  []ConsentResource `json:"resources"` // one
+	Device     Device            `json:"device"`
+	Unmapped   ConsentUnmapped   `json:"unmapped"`
 }
 
 // OCSFClassUID implements Event.
@@ -228,10 +228,10 @@ func Consent(run RunInfo, e consent.Event) ConsentActivity {
 	ev := ConsentActivity{
 		Classification: classify(t, ConsentClassUID, ConsentClassName, IAMCategory, IAMCatName, act, actName),
 		StatusID:       status, Status: statusName, StatusDetail: x.Detail,
-		Metadata:   newMetadata(run),
+		Metadata:   newMetadata(run, hostProfile...),
 		User:       ConsentUser{Name: "sandbox " + run.SandboxID + " workload", TypeID: consentUserTypeOther, Type: consentUserTypeCaption},
 		Privileges: []string{consentPrivilege(x)},
-		Resource:   ConsentResource{Name: x.Target, Type: consentResourceType(x.Kind), UID: firstOf(x.Grant, x.Request)},
+		Resources:  []ConsentResource{{Name: x.Target, Type: consentResourceType(x.Kind), UID: firstOf(x.Grant, x.Request)}},
 		Device:     device(),
 		Unmapped:   ConsentUnmapped{SandboxID: run.SandboxID, PolicyHash: run.PolicyHash, Provider: run.Provider, Consent: x},
 	}

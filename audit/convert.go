@@ -20,7 +20,7 @@ func EgressOf(d egress.Decision) EgressDecision {
 	if d.Addr.IsValid() {
 		ip = d.Addr.Addr().String()
 	}
-	return EgressDecision{Time: d.Time, Allowed: d.Allowed, Method: d.Method, Host: d.Host, Port: d.Port, IP: ip,
+	return EgressDecision{Time: d.Time, Allowed: d.Allowed, Failed: d.Allowed && d.Reason != "" && !d.Local, Method: d.Method, Host: d.Host, Port: d.Port, IP: ip,
 		URL: d.URL, Status: d.Status, Rule: d.Rule, Reason: d.Reason, Hint: d.Hint,
 		Inspected: d.Inspected, Proto: d.Proto, BytesOut: d.BytesOut, BytesIn: d.BytesIn, Credentials: d.Credentials}
 }

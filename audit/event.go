@@ -2,13 +2,20 @@
 // lifecycle (Process Activity) and the egress proxy's decisions (HTTP
 // Activity, http.go).
 //
-// Each event is one JSON object on its own line, shaped after the OCSF 1.3.0
-// "Process Activity" class (class_uid 1007, category_uid 1 "System Activity";
-// https://schema.ocsf.io/1.3.0/classes/process_activity). Corral emits a
-// Launch (activity_id 1) event when the workload starts and a Terminate
-// (activity_id 2) event when it ends; type_uid = class_uid*100 + activity_id.
-// Corral-specific data (policy hash, provider, enforcement layers, kill
-// details) lives under the OCSF "unmapped" object.
+// Each event is one JSON object on its own line, valid for the OCSF schema
+// version it declares (SchemaVersion, metadata.version), as the OCSF
+// Server's validator decides (internal/ocsfcheck checks every event the
+// tests produce against the official compiled schema). The run's
+// lifecycle is the "Process Activity" class (class_uid 1007, category_uid
+// 1 "System Activity"; https://schema.ocsf.io/1.8.0/classes/process_activity):
+// a Launch (activity_id 1) event when the workload starts, or one with
+// status Failure when it never did, and a Terminate (activity_id 2) event
+// when it ends; type_uid = class_uid*100 + activity_id. An attribute that
+// an OCSF profile adds (device outside System Activity: host; action and
+// disposition: security_control) comes with that profile named in
+// metadata.profiles. Corral-specific data (policy hash, provider,
+// enforcement layers, kill details) lives under the OCSF "unmapped"
+// object. docs/audit.md is the catalogue of events.
 package audit
 
 import (
@@ -25,7 +32,7 @@ import (
 
 // OCSF constants for the Process Activity class (schema.ocsf.io, class 1007).
 const (
-	SchemaVersion = "1.3.0" // metadata.version
+	SchemaVersion = "1.8.0" // metadata.version
 
 	ClassUID     = 1007
 	ClassName    = "Process Activity"
@@ -52,7 +59,7 @@ type Event interface {
 	OCSFClassUID() int
 }
 
-// ProcessActivity is an OCSF 1.3.0 Process Activity event (class_uid 1007).
+// ProcessActivity is an OCSF Process Activity event (class_uid 1007).
 // Build it with Launch or Terminate; fields may be adjusted before Emit.
 type ProcessActivity struct {
 	Classification
@@ -66,7 +73,8 @@ type ProcessActivity struct {
 	Process  Process  `json:"process"`
 	Device   Device   `json:"device"`
 
-	// ExitCode is set on Terminate events only.
+	// ExitCode is set on Terminate events of a process that exited (one
+	// a signal ended has none: unmapped.signal names the signal).
 	ExitCode *int `json:"exit_code,omitempty"`
 
 	Unmapped Unmapped `json:"unmapped"`
@@ -94,21 +102,31 @@ type Classification struct {
 // classify fills the base attributes of an event of class (classUID,
 // className) in category (catUID, catName) at t; type_uid is
 // class_uid*100 + activity_id and type_name "class: activity", as the OCSF
-// schema defines them.
+// schema defines them. For activity 99 (Other), actName is the source's
+// own name of the activity (the schema: activity_name then "contains a
+// data source specific value"), and type_name is the type's caption,
+// "class: Other" (except for Base Event, whose type_uid is then 99 itself,
+// whose caption the validator expects the source's name instead of).
 func classify(t time.Time, classUID int, className string, catUID int, catName string, act int, actName string) Classification {
+	typeName := className + ": " + actName
+	if act == ActivityOther && classUID != BaseClassUID {
+		typeName = className + ": Other"
+	}
 	return Classification{
 		Time: t.UnixMilli(), ClassUID: classUID, ClassName: className,
 		CategoryUID: catUID, CategoryName: catName, ActivityID: act, ActivityName: actName,
-		TypeUID: classUID*100 + act, TypeName: className + ": " + actName,
+		TypeUID: classUID*100 + act, TypeName: typeName,
 	}
 }
 
 // Metadata is the OCSF metadata object.
 type Metadata struct {
-	Version        string  `json:"version"`
-	Product        Product `json:"product"`
-	UID            string  `json:"uid"`                       // unique per event (UUID v4)
-	CorrelationUID string  `json:"correlation_uid,omitempty"` // the sandbox/run id
+	Version string `json:"version"`
+	// Profiles are the OCSF profiles whose attributes the event carries.
+	Profiles       []string `json:"profiles,omitempty"`
+	Product        Product  `json:"product"`
+	UID            string   `json:"uid"`                       // unique per event (UUID v4)
+	CorrelationUID string   `json:"correlation_uid,omitempty"` // the sandbox/run id
 }
 
 // Product is the OCSF product object.
@@ -241,11 +259,16 @@ func NotLaunched(run RunInfo, workload Proc, reason string) ProcessActivity {
 // Terminate builds the Process Activity: Terminate event (type_uid 100702).
 // A clean exit (code 0, no signal) is Success/Informational; a non-zero exit
 // or signal death is Failure/Informational; a kill by Corral is
-// Failure/Medium with unmapped.killed=true and unmapped.reason set.
+// Failure/Medium with unmapped.killed=true and unmapped.reason set. A
+// process a signal ended has no exit_code (OCSF: "the exit code reported
+// by a process when it terminates"; such a process reports none, whatever
+// corral itself then exits with), only unmapped.signal.
 func Terminate(run RunInfo, workload Proc, exit Exit) ProcessActivity {
 	e := base(run, workload, ActivityTerminate, "Terminate")
 	code := exit.Code
-	e.ExitCode = &code
+	if exit.Signal == "" {
+		e.ExitCode = &code
+	}
 	killed := exit.Killed || exit.TimedOut
 	timedOut := exit.TimedOut
 	ms := exit.Duration.Milliseconds()
@@ -305,10 +328,16 @@ func base(run RunInfo, workload Proc, activityID int, activityName string) Proce
 	return e
 }
 
-// newMetadata is the OCSF metadata of one new event of run.
-func newMetadata(run RunInfo) Metadata {
+// hostProfile is metadata.profiles of an event whose device is the host
+// profile's (every class outside System Activity and Findings).
+var hostProfile = []string{"host"}
+
+// newMetadata is the OCSF metadata of one new event of run, which carries
+// the attributes of profiles.
+func newMetadata(run RunInfo, profiles ...string) Metadata {
 	return Metadata{
 		Version:        SchemaVersion,
+		Profiles:       profiles,
 		Product:        Product{Name: ProductName, VendorName: VendorName, Version: run.Version},
 		UID:            newUUID(),
 		CorrelationUID: run.SandboxID,

@@ -8,7 +8,7 @@ import (
 )
 
 // OCSF constants for the Detection Finding class
-// (schema.ocsf.io/1.3.0/classes/detection_finding, class 2004, category 2
+// (schema.ocsf.io/1.8.0/classes/detection_finding, class 2004, category 2
 // "Findings"). Corral reports each file a workload planted for later (a
 // repository in a subdirectory, a shell rc file, an IDE task) as one
 // finding with activity Create and status New.
@@ -24,7 +24,7 @@ const (
 	findingResourceType = "File"
 )
 
-// DetectionFinding is an OCSF 1.3.0 Detection Finding event (class 2004).
+// DetectionFinding is an OCSF Detection Finding event (class 2004).
 type DetectionFinding struct {
 	Classification
 	StatusID    int             `json:"status_id"`

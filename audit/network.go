@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// OCSF constants for the Network Activity class (schema.ocsf.io/1.3.0/
+// OCSF constants for the Network Activity class (schema.ocsf.io/1.8.0/
 // classes/network_activity, class 4001, category 4 "Network Activity"):
 // a connection a person forwarded into a sandbox (corral sandbox forward)
 // is one Open and one Close event, or one Refuse when nothing listened.
@@ -18,7 +18,7 @@ const (
 	DirectionInbound = 1
 )
 
-// NetworkActivity is an OCSF 1.3.0 Network Activity event (class_uid 4001).
+// NetworkActivity is an OCSF Network Activity event (class_uid 4001).
 type NetworkActivity struct {
 	Classification
 	StatusID       int            `json:"status_id"`
@@ -27,7 +27,7 @@ type NetworkActivity struct {
 	Message        string         `json:"message,omitempty"`
 	Metadata       Metadata       `json:"metadata"`
 	ConnectionInfo ConnectionInfo `json:"connection_info"`
-	SrcEndpoint    Endpoint       `json:"src_endpoint"`
+	SrcEndpoint    *Endpoint      `json:"src_endpoint,omitempty"` // nil: the peer is not known
 	DstEndpoint    Endpoint       `json:"dst_endpoint"`
 	Traffic        *Traffic       `json:"traffic,omitempty"`
 	Device         Device         `json:"device"`
@@ -100,7 +100,7 @@ func forwardEvent(run RunInfo, f Forward, act int, actName string) NetworkActivi
 	e := NetworkActivity{
 		Classification: classify(time.Now(), NetworkClassUID, NetworkClassName, NetworkCategory, NetworkCatName, act, actName),
 		StatusID:       StatusSuccess, Status: "Success",
-		Metadata:       newMetadata(run),
+		Metadata:       newMetadata(run, hostProfile...),
 		ConnectionInfo: ConnectionInfo{UID: f.UID, ProtocolName: "tcp", DirectionID: DirectionInbound, Direction: "Inbound"},
 		SrcEndpoint:    peerEndpoint(f.Peer),
 		DstEndpoint:    Endpoint{IP: "127.0.0.1", Port: f.Port},
@@ -112,10 +112,13 @@ func forwardEvent(run RunInfo, f Forward, act int, actName string) NetworkActivi
 }
 
 // peerEndpoint is the endpoint of address peer ("IP:PORT"; anything else
-// is kept as a hostname).
-func peerEndpoint(peer string) Endpoint {
+// is kept as a hostname; nil when empty).
+func peerEndpoint(peer string) *Endpoint {
 	if ap, err := netip.ParseAddrPort(peer); err == nil {
-		return Endpoint{IP: ap.Addr().String(), Port: int(ap.Port())}
+		return &Endpoint{IP: ap.Addr().String(), Port: int(ap.Port())}
 	}
-	return Endpoint{Hostname: peer}
+	if peer == "" {
+		return nil
+	}
+	return &Endpoint{Hostname: peer}
 }

@@ -107,6 +107,7 @@ func TestGatewayAuditMatchesRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("corral sandbox audit: %v", err)
 		}
+		checkAudit(t, "corral sandbox audit audited", data)
 		got := auditKinds(t, string(data))
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("gateway audit classes %v, corral run's %v", got, want)

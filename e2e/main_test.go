@@ -433,6 +433,11 @@ func corral(t *testing.T, r run) result {
 	if ctx.Err() != nil {
 		t.Fatalf("corral %v did not finish within %s\n%s", r.args, r.timeout, res)
 	}
+	for i, f := range r.flags {
+		if f == "--audit" && i+1 < len(r.flags) {
+			checkAuditFile(t, r.flags[i+1])
+		}
+	}
 	return res
 }
 

@@ -90,3 +90,59 @@ func TestAuditLog(t *testing.T) {
 		}
 	})
 }
+
+// The audit records what happened to the workload, not corral's own exit
+// status: a workload the timeout killed has no exit_code (a signal ended
+// it, named in unmapped.signal), though corral exits 124; a command that
+// was never found is one Launch with status Failure, not a Terminate of
+// pid 0. Both logs are valid OCSF (corral checks every --audit file).
+func TestAuditKilledAndNotFound(t *testing.T) {
+	eachIdent(t, func(t *testing.T, id *ident) {
+		wd := mkdir(t, id, "audit-ends")
+		logs := mkdir(t, id, "audit-ends-logs")
+		type ev struct {
+			ActivityID int  `json:"activity_id"`
+			StatusID   int  `json:"status_id"`
+			ExitCode   *int `json:"exit_code"`
+			Process    struct {
+				PID int `json:"pid"`
+			} `json:"process"`
+			StatusDetail string `json:"status_detail"`
+			Unmapped     struct {
+				Signal   string `json:"signal"`
+				TimedOut *bool  `json:"timed_out"`
+			} `json:"unmapped"`
+		}
+		events := func(path string) []ev {
+			var out []ev
+			for _, line := range strings.Split(strings.TrimSpace(readFile(t, path)), "\n") {
+				var e ev
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("%s: %v: %s", path, err, line)
+				}
+				out = append(out, e)
+			}
+			return out
+		}
+
+		timeoutLog := filepath.Join(logs, "timeout.jsonl")
+		pol := writePolicy(t, id, policy{Limits: "timeout: 1s"})
+		res := corral(t, run{id: id, policy: pol, workdir: wd, flags: []string{"--audit", timeoutLog}, args: []string{"sleep", "30"}})
+		assertCode(t, res, 124)
+		evs := events(timeoutLog)
+		if len(evs) != 2 || evs[0].ActivityID != 1 || evs[1].ActivityID != 2 {
+			t.Fatalf("timeout: want a Launch and a Terminate, got %+v", evs)
+		}
+		if term := evs[1]; term.ExitCode != nil || term.Unmapped.Signal != "SIGKILL" || term.Unmapped.TimedOut == nil || !*term.Unmapped.TimedOut {
+			t.Errorf("timeout's Terminate: exit_code %v, signal %q, timed_out %v; want no exit_code, SIGKILL, true", term.ExitCode, term.Unmapped.Signal, term.Unmapped.TimedOut)
+		}
+
+		missingLog := filepath.Join(logs, "missing.jsonl")
+		res = corral(t, run{id: id, policy: writePolicy(t, id, policy{}), workdir: wd, flags: []string{"--audit", missingLog}, args: []string{"no-such-command-here"}})
+		assertCode(t, res, 127)
+		evs = events(missingLog)
+		if len(evs) != 1 || evs[0].ActivityID != 1 || evs[0].StatusID != 2 || !strings.Contains(evs[0].StatusDetail, "no-such-command-here") {
+			t.Errorf("a command not found: want one Launch with status Failure naming it, got %+v", evs)
+		}
+	})
+}

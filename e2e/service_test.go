@@ -236,6 +236,11 @@ func TestServiceLifecycle(t *testing.T) {
 		}
 		st, _ = s.status(t, name)
 		s.must(t, "service", "stop", name)
+		// Its audit log: a Launch and a Terminate per start (three: the
+		// first, after the crash, after the restart), all valid OCSF.
+		if n := checkAudit(t, "the session's audit.jsonl", []byte(readFile(t, filepath.Join(s.dir, name, "log", "audit.jsonl")))); n < 6 {
+			t.Errorf("the session's audit log has %d events, want a Launch and a Terminate for each of 3 starts", n)
+		}
 		if _, r := s.status(t, name); r.code != 3 {
 			t.Errorf("status of a stopped service: exit %d, want 3\n%s", r.code, r)
 		}

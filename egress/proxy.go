@@ -65,7 +65,7 @@ type Decision struct {
 	Reason  string         // why denied (or why an allowed request failed)
 	Hint    string         // the policy line that would allow it
 	URL     string         // request URL without query string and userinfo ("" for CONNECT)
-	Status  int            // HTTP status returned to the client; 0 when a tunnel was closed after 200
+	Status  int            // HTTP status returned to the client (a tunnel closed after its 200: 200)
 	// Inspected: a request read inside a terminated TLS connection, or
 	// the CONNECT that was terminated.
 	Inspected bool
@@ -793,7 +793,7 @@ func (s *session) connect(r *request, t target, rules admitted, d *Decision) {
 	s.raw.SetReadDeadline(time.Now().Add(p.cfg.HeaderTimeout))
 	res, err := sniff(s.br)
 	closeTunnel := func(reason, hint string) {
-		d.Allowed, d.Status, d.Reason, d.Hint = false, 0, reason, hint
+		d.Allowed, d.Status, d.Reason, d.Hint = false, 200, reason, hint
 		p.log(d)
 	}
 	if err != nil {
@@ -848,7 +848,7 @@ func (s *session) connect(r *request, t target, rules admitted, d *Decision) {
 
 	up, ap, err := p.dial(addrs, t.port)
 	if err != nil {
-		d.Status, d.Reason = 0, "dial failed after 200: "+err.Error()
+		d.Status, d.Reason = 200, "dial failed after 200: "+err.Error()
 		p.log(d)
 		return
 	}

@@ -314,7 +314,7 @@ func TestP24SNIMustMatchConnectHost(t *testing.T) {
 		"SNI evil.test does not match CONNECT host 127.0.0.2",
 	}
 	for i, d := range ds {
-		if d.Allowed || d.Status != 0 || d.Reason != wantReasons[i] || d.Addr.IsValid() {
+		if d.Allowed || d.Status != 200 || d.Reason != wantReasons[i] || d.Addr.IsValid() {
 			t.Errorf("decision %d: %+v", i, d)
 		}
 	}

@@ -416,7 +416,8 @@ type Exec struct {
 }
 
 // Exec runs e in the sandbox and waits for it, recording its Launch (with
-// its host pid) and Terminate. The policy's timeout is the provider's to
+// its host pid) and Terminate, or, for a process that never started (its
+// command was not found), a Launch with status Failure. The policy's timeout is the provider's to
 // enforce; ctx ending kills the process (CodeTimeout error).
 func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error) {
 	uid := e.UID
@@ -437,6 +438,11 @@ func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error)
 		}
 	}
 	st, err := s.sb.Exec(ctx, spec)
+	if err != nil && wl.PID == 0 { // never started (the command was not found): no Launch, so no Terminate
+		s.cfg.Log.Emit(audit.NotLaunched(s.info, wl, err.Error()))
+		s.cfg.Log.Flush()
+		return st, err
+	}
 	ex := audit.Exit{Code: st.Code, Signal: st.Signal, TimedOut: st.TimedOut, Duration: st.Duration, Reason: st.Reason}
 	if e.Killed != nil {
 		if why := e.Killed(); why != "" {
@@ -447,7 +453,7 @@ func (s *Session) Exec(ctx context.Context, e Exec) (provider.ExitStatus, error)
 		ex.Killed, ex.Reason = true, "ended by its caller: "+ctx.Err().Error()
 	}
 	if ex.Reason == "" && err != nil {
-		ex.Reason = err.Error() // e.g. the command was not found (and no Launch)
+		ex.Reason = err.Error()
 	}
 	s.cfg.Log.Emit(audit.Terminate(s.info, wl, ex))
 	s.cfg.Log.Flush()
