@@ -198,3 +198,53 @@ func TestCLITraceStartup(t *testing.T) {
 		}
 	}
 }
+
+// policy import writes a policy that corral then runs, with the loss
+// report on stderr; a loss that would loosen the source's rules is exit
+// 122 with nothing written, unless --accept-loss; a source that does not
+// parse is 122 naming its line; an unknown --from is a usage error (2).
+func TestCLIPolicyImport(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "srt.json")
+	write := func(s string) {
+		if err := os.WriteFile(src, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"filesystem": {"denyRead": ["~/.ssh"], "allowWrite": ["."], "denyWrite": [".env"]},
+ "network": {"allowedDomains": ["example.test:443"], "deniedDomains": []}}`)
+	out := filepath.Join(dir, "policy.yaml")
+	_, stderr, code := cli(t, "policy", "import", "--from", "srt", src, "-o", out)
+	if code != 0 || !strings.Contains(stderr, "warning srt.json:1 filesystem:") {
+		t.Fatalf("import: exit %d\n%s", code, stderr)
+	}
+	vout, verr, code := cli(t, "policy", "validate", out)
+	if code != 0 {
+		t.Fatalf("the imported policy: exit %d\n%s%s", code, vout, verr)
+	}
+	root := rootIdent(t)
+	wd := mkdir(t, root, "import-wd")
+	writeFile(t, root, filepath.Join(wd, ".env"), "SECRET=1\n", 0o644)
+	res := corral(t, run{id: root, policy: out, workdir: wd, args: sh("echo changed > .env || echo refused")})
+	if !strings.Contains(res.stdout, "refused") {
+		t.Errorf("the imported denyWrite .env did not hold:\n%s", res)
+	}
+
+	write(`{"filesystem": {"denyRead": ["**/.env"], "allowWrite": ["."]}, "network": {"allowedDomains": []}}`)
+	loose := filepath.Join(dir, "loose.yaml")
+	_, stderr, code = cli(t, "policy", "import", "--from", "srt", src, "-o", loose)
+	if code != 122 || !strings.Contains(stderr, "error   srt.json:1 filesystem.denyRead[0]") || exists(loose) {
+		t.Errorf("a glob deny: exit %d, written %v\n%s", code, exists(loose), stderr)
+	}
+	if _, stderr, code = cli(t, "policy", "import", "--from", "srt", "--accept-loss", src, "-o", loose); code != 0 || !exists(loose) {
+		t.Errorf("--accept-loss: exit %d\n%s", code, stderr)
+	}
+
+	write("{\n  \"filesystem\": {\n    \"denyRead\": [\"a\",\n")
+	if _, stderr, code = cli(t, "policy", "import", "--from", "srt", src); code != 122 || !strings.Contains(stderr, src+":") {
+		t.Errorf("a broken source: exit %d\n%s", code, stderr)
+	}
+	if _, stderr, code = cli(t, "policy", "import", "--from", "bwrap", src); code != 2 || !strings.Contains(stderr, "unknown source") {
+		t.Errorf("--from bwrap: exit %d\n%s", code, stderr)
+	}
+}

@@ -66,6 +66,7 @@ Exit 0 when valid, 122 when not.`,
 	validate.Flags().StringVar(&vprov, "provider", "auto", "provider that must be able to enforce it")
 	validate.Flags().StringVar(&vos, "os", "", "the OS the policy's paths are written for: linux or windows (default: this host's)")
 	c.AddCommand(validate)
+	c.AddCommand(newPolicyImportCmd())
 	var dos string
 	def := &cobra.Command{
 		Use:   "default",

@@ -1,0 +1,370 @@
+// Package policyimport translates another sandbox's configuration into a
+// Corral policy (version 1) and a loss report of what did not carry over.
+//
+// Sources (Source): srt (Anthropic sandbox-runtime settings JSON), codex
+// (an OpenAI Codex CLI config.toml), openshell (an NVIDIA OpenShell
+// sandbox policy YAML) and openclaw (an OpenClaw configuration's sandbox
+// settings, JSON5). Each importer starts from Corral's built-in default
+// policy — system directories read-only, the working directory
+// read-write with the protected names read-only, no network, scrubbed
+// environment, limits, every layer required — and adds what the source
+// grants and denies. The YAML it writes names, in a comment beside each
+// entry, the source file, line and key it came from; it always parses
+// as a valid policy (Import checks it with policy.Parse).
+//
+// The loss report (Result.Losses) says what did not map and why, each
+// with the source line:
+//   - info: carried over with a difference that keeps Corral at least as
+//     strict (a path already unreachable, a default Corral already has);
+//   - warning: Corral is stricter than the source (a read the source
+//     allowed, a port, a per-binary rule applied to every binary): the
+//     workload may need an entry added;
+//   - error: Corral would allow what the source denies (a glob deny,
+//     a rule Corral cannot express). HasErrors reports them; `corral
+//     policy import` then writes nothing unless told to accept them.
+package policyimport
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// Source is a configuration format Import reads.
+type Source string
+
+// The sources.
+const (
+	SRT       Source = "srt"
+	Codex     Source = "codex"
+	OpenShell Source = "openshell"
+	OpenClaw  Source = "openclaw"
+)
+
+// Sources are the formats Import reads, in the order the CLI lists them.
+var Sources = []Source{SRT}
+
+// Severity of a Loss.
+type Severity string
+
+// The severities (see the package doc).
+const (
+	Info    Severity = "info"
+	Warning Severity = "warning"
+	Error   Severity = "error"
+)
+
+// Loss is one thing that did not carry over exactly: Key is the source's
+// key path ("filesystem.denyRead[2]"), Line its line in the source (0:
+// not known), Message what happened and what to do.
+type Loss struct {
+	Severity Severity `json:"severity"`
+	Key      string   `json:"key"`
+	Line     int      `json:"line,omitempty"`
+	Message  string   `json:"message"`
+}
+
+// Result is an imported policy: YAML, a policy file, and its loss report.
+type Result struct {
+	YAML   []byte `json:"-"`
+	Losses []Loss `json:"losses"`
+}
+
+// HasErrors reports whether a loss makes the policy looser than the source.
+func (r *Result) HasErrors() bool {
+	for _, l := range r.Losses {
+		if l.Severity == Error {
+			return true
+		}
+	}
+	return false
+}
+
+// Import translates data, the contents of the file named file (used in
+// comments and errors), from src. An error is a source that does not
+// parse (with file:line:col where known) or an unknown src.
+func Import(src Source, file string, data []byte) (*Result, error) {
+	b := newBuilder(src, file)
+	var err error
+	switch src {
+	case SRT:
+		err = importSRT(b, data)
+	default:
+		return nil, fmt.Errorf("unknown source %q (want one of %s)", src, sourceList())
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := b.yaml()
+	if _, perr := policy.Parse(out, file+" (imported)"); perr != nil {
+		return nil, fmt.Errorf("internal error: the imported policy does not parse: %v\n%s", perr, out)
+	}
+	sort.SliceStable(b.losses, func(i, j int) bool { return b.losses[i].Line < b.losses[j].Line })
+	return &Result{YAML: out, Losses: b.losses}, nil
+}
+
+func sourceList() string {
+	s := make([]string, len(Sources))
+	for i, x := range Sources {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// entry is one list item of the output with where it came from.
+type entry struct {
+	value    string // YAML scalar or flow mapping, written as is
+	from     string // "file:line key", the comment; "" for Corral's own
+	optional bool
+}
+
+// builder accumulates the output policy, starting from Corral's default.
+type builder struct {
+	src  Source
+	file string
+
+	readOnly, readWrite, deny, protected []entry
+	includeWorkdir                       *entry // nil: true (default)
+	netMode                              entry
+	allow, denyHosts, allowPrivate       []entry
+	unixSockets                          *entry
+	envPass                              []entry
+	envSet                               []entry // "KEY: value"
+	limits                               map[string]entry
+	comments                             []string // header lines
+	losses                               []Loss
+}
+
+func newBuilder(src Source, file string) *builder {
+	b := &builder{src: src, file: file, limits: map[string]entry{}}
+	d := policy.Default()
+	for _, r := range d.Filesystem.ReadOnly {
+		b.readOnly = append(b.readOnly, entry{value: quote(r.Path), optional: r.Optional})
+	}
+	for _, r := range d.Filesystem.Deny {
+		b.deny = append(b.deny, entry{value: quote(r.Path), optional: r.Optional})
+	}
+	for _, p := range policy.DefaultProtected {
+		b.protected = append(b.protected, entry{value: quote(p)})
+	}
+	b.netMode = entry{value: string(policy.NetworkNone)}
+	for _, e := range policy.DefaultEnvPass {
+		b.envPass = append(b.envPass, entry{value: quote(e)})
+	}
+	return b
+}
+
+// at is the comment naming the source line and key.
+func (b *builder) at(line int, key string) string {
+	if line > 0 {
+		return fmt.Sprintf("%s %s:%d %s", b.src, path.Base(b.file), line, key)
+	}
+	return fmt.Sprintf("%s %s %s", b.src, path.Base(b.file), key)
+}
+
+func (b *builder) loss(sev Severity, line int, key, f string, a ...any) {
+	b.losses = append(b.losses, Loss{Severity: sev, Key: key, Line: line, Message: fmt.Sprintf(f, a...)})
+}
+
+// addPath adds p (a Corral path) to list unless it is there already.
+func addPath(list *[]entry, p string, optional bool, from string) {
+	v := quote(p)
+	for i, e := range *list {
+		if e.value == v {
+			if (*list)[i].from == "" {
+				(*list)[i].from = from
+			}
+			return
+		}
+	}
+	*list = append(*list, entry{value: v, optional: optional, from: from})
+}
+
+func (b *builder) setNetwork(mode policy.NetworkMode, from string) {
+	b.netMode = entry{value: string(mode), from: from}
+}
+
+func (b *builder) addEndpoint(list *[]entry, host string, ports []int, extra, from string) {
+	v := "host: " + quote(host)
+	if len(ports) > 0 {
+		ps := make([]string, len(ports))
+		for i, p := range ports {
+			ps[i] = strconv.Itoa(p)
+		}
+		v += ", ports: [" + strings.Join(ps, ", ") + "]"
+	}
+	if extra != "" {
+		v += ", " + extra
+	}
+	for _, e := range *list {
+		if e.value == "{"+v+"}" {
+			return
+		}
+	}
+	*list = append(*list, entry{value: "{" + v + "}", from: from})
+}
+
+// quote is s as a YAML double-quoted scalar (JSON string syntax, which
+// YAML accepts).
+func quote(s string) string { return strconv.Quote(s) }
+
+// yaml writes the policy file.
+func (b *builder) yaml() []byte {
+	var w strings.Builder
+	fmt.Fprintf(&w, "# Corral policy imported from %s (%s) by `corral policy import`.\n", path.Base(b.file), b.src)
+	w.WriteString("# It starts from Corral's built-in default (corral policy default); each\n")
+	w.WriteString("# entry that came from the source names its line. Check it with\n")
+	w.WriteString("# `corral policy validate FILE` and `corral policy explain FILE`.\n")
+	for _, c := range b.comments {
+		w.WriteString("# " + c + "\n")
+	}
+	w.WriteString("version: 1\nfilesystem:\n")
+	list := func(indent, key string, es []entry) {
+		if len(es) == 0 {
+			fmt.Fprintf(&w, "%s%s: []\n", indent, key)
+			return
+		}
+		fmt.Fprintf(&w, "%s%s:\n", indent, key)
+		for _, e := range es {
+			v := e.value
+			if e.optional {
+				v = "{path: " + v + ", optional: true}"
+			}
+			fmt.Fprintf(&w, "%s  - %s%s\n", indent, v, comment(e.from))
+		}
+	}
+	list("  ", "read_only", b.readOnly)
+	list("  ", "read_write", b.readWrite)
+	list("  ", "deny", b.deny)
+	if b.includeWorkdir != nil {
+		fmt.Fprintf(&w, "  include_workdir: %s%s\n", b.includeWorkdir.value, comment(b.includeWorkdir.from))
+	} else {
+		w.WriteString("  include_workdir: true\n")
+	}
+	list("  ", "protected", b.protected)
+	fmt.Fprintf(&w, "network:\n  mode: %s%s\n", b.netMode.value, comment(b.netMode.from))
+	if b.netMode.value == string(policy.NetworkProxy) {
+		list("  ", "allow", b.allow)
+		if len(b.denyHosts) > 0 {
+			list("  ", "deny", b.denyHosts)
+		}
+		if len(b.allowPrivate) > 0 {
+			list("  ", "allow_private", b.allowPrivate)
+		}
+	}
+	if b.unixSockets != nil {
+		fmt.Fprintf(&w, "  unix_sockets: %s%s\n", b.unixSockets.value, comment(b.unixSockets.from))
+	}
+	w.WriteString("process:\n  env:\n")
+	list("    ", "pass", b.envPass)
+	if len(b.envSet) > 0 {
+		w.WriteString("    set:\n")
+		for _, e := range b.envSet {
+			fmt.Fprintf(&w, "      %s%s\n", e.value, comment(e.from))
+		}
+	}
+	if len(b.limits) > 0 {
+		w.WriteString("  limits:\n")
+		keys := make([]string, 0, len(b.limits))
+		for k := range b.limits {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&w, "    %s: %s%s\n", k, b.limits[k].value, comment(b.limits[k].from))
+		}
+	}
+	return []byte(w.String())
+}
+
+func comment(from string) string {
+	if from == "" {
+		return ""
+	}
+	return "  # " + strings.ReplaceAll(from, "\n", " ")
+}
+
+// hasGlob reports whether p has a glob metacharacter.
+func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[{") }
+
+// corralPath is p, a path as the source writes it relative to the
+// working directory (".", "src/", "./x", "~/x", "/abs"), as a Corral
+// policy path ("{workdir}", "{workdir}/src", "~/x", "/abs"); ok is false
+// for what has no Corral form (a glob, "..", an empty path).
+func corralPath(p string) (string, bool) {
+	p = strings.TrimSpace(p)
+	if p == "" || hasGlob(p) {
+		return "", false
+	}
+	switch {
+	case p == "~" || strings.HasPrefix(p, "~/"):
+		c := path.Clean(p)
+		return c, !strings.Contains(c, "..")
+	case strings.HasPrefix(p, "/"):
+		c := path.Clean(p)
+		return c, true
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", false
+	}
+	if c == "." {
+		return "{workdir}", true
+	}
+	return "{workdir}/" + c, true
+}
+
+// systemRoots are the directories Corral's default grants read-only.
+func systemRoots() []string {
+	var out []string
+	for _, r := range policy.Default().Filesystem.ReadOnly {
+		out = append(out, r.Path)
+	}
+	return out
+}
+
+// under reports whether p is at or under root (both clean, slash paths).
+func under(p, root string) bool {
+	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+}
+
+// reachable reports whether a read of Corral path p is possible under the
+// policy built so far: under a system directory, the working directory or
+// a read-only or read-write entry.
+func (b *builder) reachable(p string) bool {
+	if under(p, "{workdir}") {
+		return b.includeWorkdir == nil || b.includeWorkdir.value == "true"
+	}
+	roots := systemRoots()
+	for _, e := range append(append([]entry{}, b.readOnly...), b.readWrite...) {
+		if s, err := strconv.Unquote(e.value); err == nil {
+			roots = append(roots, s)
+		}
+	}
+	for _, r := range roots {
+		if under(p, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// isRefusedRW reports whether Corral refuses p read-write (docs/policy.md:
+// the root, the home itself, /tmp, system trees): the importer then
+// leaves it out with a loss instead of writing a policy that fails.
+func isRefusedRW(p string) bool {
+	switch p {
+	case "/", "~", "/home", "/root", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media":
+		return true
+	}
+	for _, r := range []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/var/spool", "/var/cache", "/var/log"} {
+		if under(p, r) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,167 @@
+package policyimport
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/corral-sandbox/corral/policy"
+)
+
+// imported is the import of testdata/NAME from src, parsed back and
+// resolved for a fresh working directory (so it is a policy corral runs).
+func imported(t *testing.T, src Source, name string) (*Result, *policy.Policy) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import(src, file, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse(res.YAML, name+".yaml")
+	if err != nil {
+		t.Fatalf("the imported policy does not parse: %v\n%s", err, res.YAML)
+	}
+	home := t.TempDir()
+	wd := filepath.Join(home, "project")
+	if err := os.Mkdir(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Resolve(policy.Context{Home: home, Workdir: wd}); err != nil {
+		t.Fatalf("the imported policy does not resolve: %v\n%s", err, res.YAML)
+	}
+	return res, p
+}
+
+// wantLosses checks res's loss report is exactly want: "severity key"
+// entries, in the report's order (by source line).
+func wantLosses(t *testing.T, res *Result, want ...string) {
+	t.Helper()
+	var got []string
+	for _, l := range res.Losses {
+		got = append(got, string(l.Severity)+" "+l.Key)
+		if l.Line == 0 || l.Message == "" {
+			t.Errorf("loss %+v: no line or no message", l)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("losses:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func paths(rs []policy.PathRule) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Path)
+	}
+	return out
+}
+
+func hosts(es []policy.Endpoint) []string {
+	var out []string
+	for _, e := range es {
+		s := e.Host
+		for _, p := range e.Ports {
+			s += ":" + strconv.Itoa(p)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// wantIn fails unless every one of want is in got.
+func wantIn(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("%s %q: want %q in it", what, got, w)
+		}
+	}
+}
+
+// wantOut fails if one of bad is in got.
+func wantOut(t *testing.T, what string, got []string, bad ...string) {
+	t.Helper()
+	for _, b := range bad {
+		if slices.Contains(got, b) {
+			t.Errorf("%s %q: %q must not be in it", what, got, b)
+		}
+	}
+}
+
+func TestSRT(t *testing.T) {
+	res, p := imported(t, SRT, "srt/settings.json")
+	wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "{workdir}/src", "{workdir}/test", "~/.cache/npm")
+	wantOut(t, "read_write", paths(p.Filesystem.ReadWrite), "/tmp")
+	wantIn(t, "deny", paths(p.Filesystem.Deny), "/etc/ssl/private", "{workdir}/secrets", "/etc/shadow")
+	wantOut(t, "deny", paths(p.Filesystem.Deny), "~/.ssh") // not granted at all
+	wantIn(t, "protected", p.Filesystem.Protected, ".env", "config/production.json", ".git", ".bashrc")
+	if p.Network.Mode != policy.NetworkProxy {
+		t.Errorf("network mode %q, want proxy", p.Network.Mode)
+	}
+	wantIn(t, "allow", hosts(p.Network.Allow), "github.com", "**.githubusercontent.com", "registry.npmjs.org:443")
+	wantIn(t, "allow_private", hosts(p.Network.AllowPrivate), "127.0.0.1:3000")
+	wantIn(t, "deny", hosts(p.Network.Deny), "malicious.com")
+	wantOut(t, "env pass", p.Process.Env.Pass, "TERM")
+	wantIn(t, "env pass", p.Process.Env.Pass, "PATH")
+	if !strings.Contains(string(res.YAML), `{host: "registry.npmjs.org", ports: [443]}  # srt settings.json:6 network.allowedDomains[2]`) {
+		t.Errorf("no comment naming the source line of registry.npmjs.org:\n%s", res.YAML)
+	}
+	wantLosses(t, res,
+		"warning network.allowedDomains",
+		"info network.deniedDomains[1]",
+		"info network.deniedDomainReasons",
+		"info network.allowUnixSockets",
+		"warning filesystem",
+		"info filesystem.denyRead[0]",
+		"error filesystem.denyRead[2]",
+		"info filesystem.allowWrite[3]",
+		"info filesystem.allowWrite[5]",
+		"error filesystem.denyWrite[2]",
+		"info credentials.files[0]",
+		"warning credentials.envVars[0]",
+		"info credentials.envVars[1]",
+	)
+	if !res.HasErrors() {
+		t.Error("HasErrors is false with two error losses")
+	}
+}
+
+// TestSRTDefaults: the settings srt's README starts from (network off,
+// writes to the working directory) are Corral's default, with nothing
+// lost but the note that srt reads everywhere.
+func TestSRTDefaults(t *testing.T) {
+	res, p := imported(t, SRT, "srt/minimal.json")
+	if p.Network.Mode != policy.NetworkNone || len(p.Filesystem.ReadWrite) != 0 {
+		t.Errorf("network %q, read_write %v: want none and nothing beyond the workdir", p.Network.Mode, p.Filesystem.ReadWrite)
+	}
+	wantLosses(t, res, "warning filesystem", "info filesystem.denyRead[0]")
+	if res.HasErrors() {
+		t.Error("HasErrors")
+	}
+}
+
+func TestImportErrors(t *testing.T) {
+	if _, err := Import("bwrap", "x", nil); err == nil || !strings.Contains(err.Error(), "unknown source") {
+		t.Errorf("unknown source: %v", err)
+	}
+	for _, c := range []struct {
+		src  Source
+		data string
+		want string
+	}{
+		{SRT, "{\n  \"filesystem\": [1,\n", "f.json:"},
+		{SRT, "[1, 2]", "f.json:1:1: the top level is not a mapping"},
+	} {
+		_, err := Import(c.src, "f.json", []byte(c.data))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: %v, want %q", c.src, c.data, err, c.want)
+		}
+	}
+}
