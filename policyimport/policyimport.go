@@ -46,7 +46,7 @@ const (
 )
 
 // Sources are the formats Import reads, in the order the CLI lists them.
-var Sources = []Source{SRT}
+var Sources = []Source{SRT, Codex}
 
 // Severity of a Loss.
 type Severity string
@@ -93,6 +93,8 @@ func Import(src Source, file string, data []byte) (*Result, error) {
 	switch src {
 	case SRT:
 		err = importSRT(b, data)
+	case Codex:
+		err = importCodex(b, data)
 	default:
 		return nil, fmt.Errorf("unknown source %q (want one of %s)", src, sourceList())
 	}
