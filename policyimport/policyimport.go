@@ -46,7 +46,7 @@ const (
 )
 
 // Sources are the formats Import reads, in the order the CLI lists them.
-var Sources = []Source{SRT, Codex}
+var Sources = []Source{SRT, Codex, OpenShell}
 
 // Severity of a Loss.
 type Severity string
@@ -95,6 +95,8 @@ func Import(src Source, file string, data []byte) (*Result, error) {
 		err = importSRT(b, data)
 	case Codex:
 		err = importCodex(b, data)
+	case OpenShell:
+		err = importOpenShell(b, data)
 	default:
 		return nil, fmt.Errorf("unknown source %q (want one of %s)", src, sourceList())
 	}
@@ -186,7 +188,12 @@ func addPath(list *[]entry, p string, optional bool, from string) {
 	*list = append(*list, entry{value: v, optional: optional, from: from})
 }
 
+// setNetwork sets the network mode; the comment names the first source
+// line that asked for it.
 func (b *builder) setNetwork(mode policy.NetworkMode, from string) {
+	if b.netMode.value == string(mode) && b.netMode.from != "" {
+		return
+	}
 	b.netMode = entry{value: string(mode), from: from}
 }
 

@@ -263,3 +263,100 @@ mode = "limited"
 	}
 	wantIn(t, "read_only", paths(p.Filesystem.ReadOnly), "/srv/data")
 }
+
+// endpoint is the allow entry for host (nil when none).
+func endpoint(p *policy.Policy, host string) *policy.Endpoint {
+	for i, e := range p.Network.Allow {
+		if e.Host == host {
+			return &p.Network.Allow[i]
+		}
+	}
+	return nil
+}
+
+// TestOpenShellDefault: filesystem lists, presets as access, and every
+// binary-scoped entry an error (Corral's rules bind every process).
+func TestOpenShellDefault(t *testing.T) {
+	res, p := imported(t, OpenShell, "openshell/01-default-like.yaml")
+	wantIn(t, "read_only", paths(p.Filesystem.ReadOnly), "/app", "/var/log")
+	wantOut(t, "read_only", paths(p.Filesystem.ReadOnly), "/proc", "/dev/urandom")
+	wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "/sandbox")
+	wantOut(t, "read_write", paths(p.Filesystem.ReadWrite), "/tmp", "/dev/null")
+	if e := endpoint(p, "api.github.com"); e == nil || e.Access != "read-only" || !slices.Equal(e.Ports, []int{443}) {
+		t.Errorf("api.github.com: %+v, want access read-only on 443", e)
+	}
+	if e := endpoint(p, "pypi.org"); e == nil || e.HasL7() {
+		t.Errorf("pypi.org: %+v, want a passthrough entry", e)
+	}
+	wantLosses(t, res,
+		"info filesystem_policy",
+		"info filesystem_policy.read_only[2]",
+		"info filesystem_policy.read_only[3]",
+		"info filesystem_policy.read_write[1]",
+		"info filesystem_policy.read_write[2]",
+		"info landlock",
+		"info process",
+		"error network_policies.claude_code.binaries",
+		"error network_policies.github_rest_api.binaries",
+		"error network_policies.pypi.binaries",
+		"error network_policies.npm_registry.binaries",
+		"warning network_policies.npm_registry.endpoints[0]",
+		"warning network_policies.npm_registry.endpoints[0].allow_encoded_slash",
+	)
+}
+
+// TestOpenShellL7: REST rules with query matchers, an endpoint path
+// selector with a preset as rules on that path, deny rules, a GraphQL
+// endpoint left out, allowed_ips as allow_private, a TCP endpoint.
+func TestOpenShellL7(t *testing.T) {
+	res, p := imported(t, OpenShell, "openshell/02-l7-rules.yaml")
+	gh := endpoint(p, "github.com")
+	if gh == nil || len(gh.Rules) != 2 || gh.Rules[0].Method != "GET" || !slices.Equal(gh.Rules[0].Query["service"], policy.Globs{"git-upload-pack"}) {
+		t.Errorf("github.com: %+v", gh)
+	}
+	api := endpoint(p, "api.github.com")
+	if api == nil || len(api.Rules) != 6 || api.Rules[0].Path != "/repos/**" || len(api.DenyRules) != 2 || api.Access != "" {
+		t.Errorf("api.github.com: %+v, want the read-write methods on /repos/** and two deny rules", api)
+	}
+	wantIn(t, "allow_private", hosts(p.Network.AllowPrivate), "10.20.0.0/16:443:8443")
+	wantIn(t, "allow", hosts(p.Network.Allow), "db.example.internal:5432", "*.svc.example.internal:443:8443")
+	wantLosses(t, res,
+		"info filesystem_policy",
+		"info filesystem_policy.read_only[3]",
+		"info filesystem_policy.read_only[4]",
+		"info filesystem_policy.read_write[1]",
+		"info filesystem_policy.read_write[2]",
+		"info landlock",
+		"info process",
+		"error network_policies.git_smart_http_readonly.binaries",
+		"error network_policies.github_api_rw_guarded.binaries",
+		"warning network_policies.github_api_rw_guarded.endpoints[1]",
+		"error network_policies.internal_services.binaries",
+		"warning network_policies.internal_services.endpoints[0]",
+		"error network_policies.postgres.binaries",
+		"warning network_policies.postgres.endpoints[0]",
+	)
+}
+
+// TestOpenShellUnmapped: MCP and WebSocket rules leave their endpoints
+// out, credential fields and middlewares are reported, tls: skip is
+// passthrough.
+func TestOpenShellUnmapped(t *testing.T) {
+	res, p := imported(t, OpenShell, "openshell/03-mcp-credentials-middleware.yaml")
+	if e := endpoint(p, "mtls.partner.example"); e == nil || e.TLS != policy.TLSPassthrough {
+		t.Errorf("mtls.partner.example: %+v, want tls passthrough", e)
+	}
+	var kinds []string
+	for _, l := range res.Losses {
+		if l.Severity == Warning {
+			kinds = append(kinds, l.Key)
+		}
+	}
+	wantIn(t, "warnings", kinds, "network_policies.mcp_tools.endpoints[0]", "network_policies.realtime.endpoints[0]",
+		"network_policies.gcs.endpoints[0].credential_binding", "network_middlewares")
+	for _, e := range p.Network.Allow {
+		if strings.Contains(e.Host, "mcp") || strings.Contains(e.Host, "realtime") {
+			t.Errorf("%s allowed though its rules were not imported", e.Host)
+		}
+	}
+}
