@@ -46,7 +46,7 @@ const (
 )
 
 // Sources are the formats Import reads, in the order the CLI lists them.
-var Sources = []Source{SRT, Codex, OpenShell}
+var Sources = []Source{SRT, Codex, OpenShell, OpenClaw}
 
 // Severity of a Loss.
 type Severity string
@@ -97,6 +97,8 @@ func Import(src Source, file string, data []byte) (*Result, error) {
 		err = importCodex(b, data)
 	case OpenShell:
 		err = importOpenShell(b, data)
+	case OpenClaw:
+		err = importOpenClaw(b, data)
 	default:
 		return nil, fmt.Errorf("unknown source %q (want one of %s)", src, sourceList())
 	}

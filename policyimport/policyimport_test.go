@@ -360,3 +360,64 @@ func TestOpenShellUnmapped(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenClaw(t *testing.T) {
+	res, p := imported(t, OpenClaw, "openclaw/01-single-agent-locked-down.json5")
+	wantIn(t, "read_only", paths(p.Filesystem.ReadOnly), "/srv/openclaw/reference")
+	wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "/srv/openclaw/out", "/srv/openclaw/cache")
+	l := p.Process.Limits
+	if !*p.Filesystem.IncludeWorkdir || p.Network.Mode != policy.NetworkNone || l.Memory != 2<<30 || l.Pids != 256 || l.CPU != 2 || l.Nofile != 4096 {
+		t.Errorf("workdir %v, network %q, limits %+v", *p.Filesystem.IncludeWorkdir, p.Network.Mode, l)
+	}
+	if len(p.Process.Env.Pass) != 0 || p.Process.Env.Set["PIP_INDEX_URL"] != "https://pypi.internal.example/simple" {
+		t.Errorf("env %+v: want nothing passed, docker.env set", p.Process.Env)
+	}
+	if res.HasErrors() {
+		t.Errorf("errors: %v", res.Losses)
+	}
+}
+
+// TestOpenClawAgents: the default agent's own sandbox (main, off) wins
+// over the defaults, other agents' are reported, elevated exec warned
+// about, the legacy agents.list read too.
+func TestOpenClawAgents(t *testing.T) {
+	res, p := imported(t, OpenClaw, "openclaw/02-multi-agent-overrides.json5")
+	if *p.Filesystem.IncludeWorkdir || p.Process.Limits.Memory != 1<<30 {
+		t.Errorf("workdir %v, memory %d: want none (the default) and 1G", *p.Filesystem.IncludeWorkdir, p.Process.Limits.Memory)
+	}
+	wantLosses(t, res,
+		"info agents.defaults.sandbox.docker.env",
+		"info agents.defaults.sandbox.workspaceAccess",
+		"info agents.defaults.sandbox.docker.binds[0]",
+		"warning agents.entries.main.sandbox.mode",
+		"info agents.entries.research.sandbox",
+		"info agents.entries.family.sandbox",
+		"info tools.sandbox.tools",
+		"warning tools.elevated",
+	)
+	res, _ = imported(t, OpenClaw, "openclaw/03-legacy-agents-list.json5")
+	var keys []string
+	for _, l := range res.Losses {
+		keys = append(keys, l.Key)
+	}
+	wantIn(t, "losses", keys, "agents.list[1].sandbox", "agents.list[0].sandbox.mode")
+}
+
+func TestJSON5(t *testing.T) {
+	src := "{\n  // a comment\n  a: 'it''s',\n  \"b\": [1, 2,],\n  /* two\n  lines */ c: {d: true,},\n}\n"
+	src = strings.Replace(src, "'it''s'", `'it\'s'`, 1)
+	js, err := json5ToJSON([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := parseTree("x.json5", js)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	if str(get(root, "a")) != "it's" || len(items(get(root, "b"))) != 2 || str(get(get(root, "c"), "d")) != "true" {
+		t.Errorf("decoded wrong:\n%s", js)
+	}
+	if line(get(root, "c")) != 6 || line(get(root, "b")) != 4 {
+		t.Errorf("lines: c %d (want 6), b %d (want 4)\n%s", line(get(root, "c")), line(get(root, "b")), js)
+	}
+}
