@@ -231,7 +231,7 @@ func (b *builder) yaml() []byte {
 	w.WriteString("# entry that came from the source names its line. Check it with\n")
 	w.WriteString("# `corral policy validate FILE` and `corral policy explain FILE`.\n")
 	for _, c := range b.comments {
-		w.WriteString("# " + c + "\n")
+		w.WriteString("# " + clean(c) + "\n")
 	}
 	w.WriteString("version: 1\nfilesystem:\n")
 	list := func(indent, key string, es []entry) {
@@ -296,7 +296,18 @@ func comment(from string) string {
 	if from == "" {
 		return ""
 	}
-	return "  # " + strings.ReplaceAll(from, "\n", " ")
+	return "  # " + clean(from)
+}
+
+// clean is s with every control or line-breaking character a space: a
+// source's keys are its author's, and a line break would end the comment.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // hasGlob reports whether p has a glob metacharacter.

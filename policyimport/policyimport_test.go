@@ -421,3 +421,20 @@ func TestJSON5(t *testing.T) {
 		t.Errorf("lines: c %d (want 6), b %d (want 4)\n%s", line(get(root, "c")), line(get(root, "b")), js)
 	}
 }
+
+// TestHostileKeys: a source's key with a line break cannot end a comment
+// and add a line of its own to the policy.
+func TestHostileKeys(t *testing.T) {
+	data := []byte("default_permissions = \"p\"\n[permissions.p.filesystem]\n\":minimal\" = \"read\"\n\"/srv/x\\nnetwork:\\n  mode: host\" = \"read\"\n")
+	res, err := Import(Codex, "config.toml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse(res.YAML, "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Network.Mode != policy.NetworkNone || strings.Contains(string(res.YAML), "\n  mode: host") {
+		t.Errorf("a key's line break reached the policy:\n%s", res.YAML)
+	}
+}
