@@ -27,6 +27,7 @@ package policyimport
 import (
 	"fmt"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,7 +107,8 @@ func Import(src Source, file string, data []byte) (*Result, error) {
 		return nil, err
 	}
 	out := b.yaml()
-	if _, perr := policy.Parse(out, file+" (imported)"); perr != nil {
+	// Every source is a Linux sandbox's: the policy is for Linux, on any host.
+	if _, perr := policy.ParseFor(out, file+" (imported)", policy.OSLinux); perr != nil {
 		return nil, fmt.Errorf("internal error: the imported policy does not parse: %v\n%s", perr, out)
 	}
 	sort.SliceStable(b.losses, func(i, j int) bool { return b.losses[i].Line < b.losses[j].Line })
@@ -167,9 +169,9 @@ func newBuilder(src Source, file string) *builder {
 // at is the comment naming the source line and key.
 func (b *builder) at(line int, key string) string {
 	if line > 0 {
-		return fmt.Sprintf("%s %s:%d %s", b.src, path.Base(b.file), line, key)
+		return fmt.Sprintf("%s %s:%d %s", b.src, filepath.Base(b.file), line, key)
 	}
-	return fmt.Sprintf("%s %s %s", b.src, path.Base(b.file), key)
+	return fmt.Sprintf("%s %s %s", b.src, filepath.Base(b.file), key)
 }
 
 func (b *builder) loss(sev Severity, line int, key, f string, a ...any) {
@@ -226,7 +228,7 @@ func quote(s string) string { return strconv.Quote(s) }
 // yaml writes the policy file.
 func (b *builder) yaml() []byte {
 	var w strings.Builder
-	fmt.Fprintf(&w, "# Corral policy imported from %s (%s) by `corral policy import`.\n", path.Base(b.file), b.src)
+	fmt.Fprintf(&w, "# Corral policy imported from %s (%s) by `corral policy import`.\n", filepath.Base(b.file), b.src)
 	w.WriteString("# It starts from Corral's built-in default (corral policy default); each\n")
 	w.WriteString("# entry that came from the source names its line. Check it with\n")
 	w.WriteString("# `corral policy validate FILE` and `corral policy explain FILE`.\n")
