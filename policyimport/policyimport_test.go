@@ -103,8 +103,9 @@ func TestSRT(t *testing.T) {
 	res, p := imported(t, SRT, "srt/settings.json")
 	wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "{workdir}/src", "{workdir}/test", "~/.cache/npm")
 	wantOut(t, "read_write", paths(p.Filesystem.ReadWrite), "/tmp")
-	wantIn(t, "deny", paths(p.Filesystem.Deny), "/etc/ssl/private", "{workdir}/secrets", "/etc/shadow")
-	wantOut(t, "deny", paths(p.Filesystem.Deny), "~/.ssh") // not granted at all
+	// Absolute and ~ paths are denied even where Corral seems not to
+	// grant them: the working directory may be among them.
+	wantIn(t, "deny", paths(p.Filesystem.Deny), "/etc/ssl/private", "{workdir}/secrets", "/etc/shadow", "~/.ssh", "~/.aws/credentials")
 	wantIn(t, "protected", p.Filesystem.Protected, ".env", "config/production.json", ".git", ".bashrc")
 	if p.Network.Mode != policy.NetworkProxy {
 		t.Errorf("network mode %q, want proxy", p.Network.Mode)
@@ -123,12 +124,10 @@ func TestSRT(t *testing.T) {
 		"info network.deniedDomainReasons",
 		"info network.allowUnixSockets",
 		"warning filesystem",
-		"info filesystem.denyRead[0]",
 		"error filesystem.denyRead[2]",
 		"info filesystem.allowWrite[3]",
 		"info filesystem.allowWrite[5]",
 		"error filesystem.denyWrite[2]",
-		"info credentials.files[0]",
 		"warning credentials.envVars[0]",
 		"info credentials.envVars[1]",
 	)
@@ -145,7 +144,7 @@ func TestSRTDefaults(t *testing.T) {
 	if p.Network.Mode != policy.NetworkNone || len(p.Filesystem.ReadWrite) != 0 {
 		t.Errorf("network %q, read_write %v: want none and nothing beyond the workdir", p.Network.Mode, p.Filesystem.ReadWrite)
 	}
-	wantLosses(t, res, "warning filesystem", "info filesystem.denyRead[0]")
+	wantLosses(t, res, "warning filesystem")
 	if res.HasErrors() {
 		t.Error("HasErrors")
 	}
@@ -220,7 +219,7 @@ func TestCodexPermissions(t *testing.T) {
 	res, p := imported(t, Codex, "codex/permissions.toml")
 	wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "/home/dev/.npm", "/home/dev/project", "/home/dev/libs/common")
 	wantIn(t, "deny", paths(p.Filesystem.Deny), "{workdir}/secrets", "/home/dev/project/secrets", "/home/dev/libs/common/secrets")
-	wantOut(t, "deny", paths(p.Filesystem.Deny), "/home/dev/.ssh") // never granted
+	wantIn(t, "deny", paths(p.Filesystem.Deny), "/home/dev/.ssh")
 	if p.Network.Mode != policy.NetworkProxy {
 		t.Fatalf("network %q, want proxy (features.network_proxy with domains)", p.Network.Mode)
 	}
@@ -231,7 +230,6 @@ func TestCodexPermissions(t *testing.T) {
 		"warning permissions.project-edit",
 		"info shell_environment_policy.inherit",
 		"info permissions.project-edit.filesystem.:tmpdir",
-		"info permissions.project-edit.filesystem./home/dev/.ssh",
 		"error permissions.project-edit.filesystem.:workspace_roots.**/*.env",
 		"error permissions.project-edit.filesystem.:workspace_roots.**/*.env",
 		"error permissions.project-edit.filesystem.:workspace_roots.**/*.env",
@@ -441,4 +439,22 @@ func TestHostileKeys(t *testing.T) {
 	if p.Network.Mode != policy.NetworkNone || strings.Contains(string(res.YAML), "\n  mode: host") {
 		t.Errorf("a key's line break reached the policy:\n%s", res.YAML)
 	}
+}
+
+// TestAbsoluteDenyInWorkdir: an absolute deny is kept though the path
+// looks ungranted (it may be the working directory's), and a pattern
+// rooted at / is an error (it can match under granted directories).
+func TestAbsoluteDenyInWorkdir(t *testing.T) {
+	data := []byte(`{"filesystem": {"denyRead": ["/srv/proj/.env", "/**/*.key"], "denyWrite": ["/srv/proj/sub"], "allowWrite": ["."]}}`)
+	res, err := Import(SRT, "s.json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.ParseFor(res.YAML, "x.yaml", policy.OSLinux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "deny", paths(p.Filesystem.Deny), "/srv/proj/.env")
+	wantIn(t, "protected", p.Filesystem.Protected, "/srv/proj/sub")
+	wantLosses(t, res, "warning filesystem", "error filesystem.denyRead[1]")
 }

@@ -98,11 +98,13 @@ func srtFilesystem(b *builder, fs *yaml.Node) {
 		p, ok := corralPath(raw)
 		switch {
 		case !ok:
-			if root := literalRoot(raw); root != "" && b.writable(root) {
-				b.loss(Error, line(n), key, "Corral cannot protect by pattern: files matching %q stay writable in %s; add each as filesystem.protected", raw, root)
+			if root := literalRoot(raw); root == "" || b.writable(root) || !strings.HasPrefix(root, "{workdir}") {
+				b.loss(Error, line(n), key, "Corral cannot protect by pattern: files matching %q stay writable where Corral grants writes; add each as filesystem.protected", raw)
 			} else {
 				b.loss(Info, line(n), key, "nothing to do: %q is outside every read-write directory", raw)
 			}
+		case !strings.HasPrefix(p, "{workdir}"):
+			addPath(&b.protected, p, false, b.at(line(n), key)) // it may be inside the working directory
 		case !b.writable(p):
 			b.loss(Info, line(n), key, "already read-only: %s is not in a read-write directory", p)
 		default:
@@ -126,11 +128,18 @@ func (b *builder) denyPath(n *yaml.Node, key, p, raw string) {
 	cp, ok := corralPath(p)
 	switch {
 	case !ok:
-		if root := literalRoot(raw); root != "" && b.reachable(root) {
-			b.loss(Error, line(n), key, "Corral cannot deny by pattern: files matching %q stay readable in %s; add each as filesystem.deny", raw, root)
+		// A pattern may match under the working directory, which an
+		// absolute or ~ pattern can name too: only a relative pattern
+		// outside every grant is known to match nothing granted.
+		if root := literalRoot(raw); root == "" || b.reachable(root) || !strings.HasPrefix(root, "{workdir}") {
+			b.loss(Error, line(n), key, "Corral cannot deny by pattern: files matching %q stay readable where Corral grants them; add each as filesystem.deny", raw)
 		} else {
 			b.loss(Info, line(n), key, "already unreadable: nothing Corral grants matches %q", raw)
 		}
+	case !strings.HasPrefix(cp, "{workdir}"):
+		// An absolute or ~ path may be inside the working directory, known
+		// only when corral runs: deny it whether or not it looks granted.
+		addPath(&b.deny, cp, true, b.at(line(n), key))
 	case !b.reachable(cp):
 		b.loss(Info, line(n), key, "already unreadable: Corral does not grant %s", cp)
 	default:
