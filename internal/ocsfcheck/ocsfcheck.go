@@ -13,7 +13,9 @@
 // are errors. Warnings, as in the validator: an enum's sibling caption
 // that does not match, a string its type's regex does not match, a
 // deprecated class, object or attribute, an event version earlier than
-// the schema's. Not checked: observables (Corral writes none).
+// the schema's (an earlier 0.x or pre-release one is an error). A null
+// is a missing value, as in the validator. Not checked: observables
+// (Corral writes none).
 //
 // Schema is the embedded OCSF 1.8.0 (see README.md for its provenance).
 package ocsfcheck
@@ -173,12 +175,8 @@ func (s *Schema) Validate(event []byte) Report {
 				}
 			}
 		}
-		if ver, ok := md["version"].(string); ok && ver != s.Version {
-			if less(ver, s.Version) {
-				v.warn("version_earlier", "metadata.version", "event version %q is earlier than schema version %q", ver, s.Version)
-			} else {
-				v.err("version_incompatible_later", "metadata.version", "event version %q is later than schema version %q", ver, s.Version)
-			}
+		if ver, ok := md["version"].(string); ok {
+			v.version(ver, s.Version)
 		}
 	}
 	v.object(ev, "", class)
@@ -464,22 +462,41 @@ func integer(val any, lo, hi int64) (int64, bool) {
 	return i, err == nil && i >= lo && i <= hi
 }
 
-// less reports whether version a is before b (major.minor.patch; a
-// pre-release suffix sorts before its release).
-func less(a, b string) bool {
-	pa, pb := strings.SplitN(a, "-", 2), strings.SplitN(b, "-", 2)
-	na, nb := strings.Split(pa[0], "."), strings.Split(pb[0], ".")
-	for i := 0; i < 3; i++ {
-		x, y := 0, 0
-		if i < len(na) {
-			x, _ = strconv.Atoi(na[i])
-		}
-		if i < len(nb) {
-			y, _ = strconv.Atoi(nb[i])
-		}
+// semver is the OCSF Server's version syntax (lib/schema/utils.ex
+// @version_regex): major.minor.patch with an optional pre-release.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-(.+))?$`)
+
+// version checks the event's metadata.version ev against the schema's
+// sv as validate_version does: equal passes; later is an error; earlier
+// is an error for an initial-development (0.x) or pre-release version,
+// which promise no compatibility, and otherwise a warning. A malformed
+// version is left to the attribute's type check, as there.
+func (v *validator) version(ev, sv string) {
+	e, s := semver.FindStringSubmatch(ev), semver.FindStringSubmatch(sv)
+	if e == nil || s == nil || ev == sv {
+		return
+	}
+	switch {
+	case !earlier(e, s):
+		v.err("version_incompatible_later", "metadata.version", "event version %q is later than schema version %q", ev, sv)
+	case e[1] == "0":
+		v.err("version_incompatible_initial_development", "metadata.version", "event version %q is an initial development version, incompatible with schema version %q", ev, sv)
+	case e[4] != "":
+		v.err("version_incompatible_prerelease", "metadata.version", "event version %q is a pre-release, incompatible with schema version %q", ev, sv)
+	default:
+		v.warn("version_earlier", "metadata.version", "event version %q is earlier than schema version %q", ev, sv)
+	}
+}
+
+// earlier reports whether parsed version a sorts before b (semver's
+// precedence: numbers, then a pre-release before its release).
+func earlier(a, b []string) bool {
+	for i := 1; i <= 3; i++ {
+		x, _ := strconv.Atoi(a[i])
+		y, _ := strconv.Atoi(b[i])
 		if x != y {
 			return x < y
 		}
 	}
-	return len(pa) > len(pb)
+	return a[4] != "" && (b[4] == "" || a[4] < b[4])
 }

@@ -96,6 +96,12 @@ func TestFinds(t *testing.T) {
 		{"constraint_failed", "dst_endpoint", false, func(m map[string]any) { m["dst_endpoint"] = map[string]any{"port": 80} }},
 		{"version_incompatible_later", "metadata.version", false, func(m map[string]any) { obj(m, "metadata")["version"] = "1.9.0" }},
 		{"version_earlier", "metadata.version", true, func(m map[string]any) { obj(m, "metadata")["version"] = "1.3.0" }},
+		{"version_incompatible_later", "metadata.version", false, func(m map[string]any) { obj(m, "metadata")["version"] = "1.10.0" }},
+		{"version_incompatible_initial_development", "metadata.version", false, func(m map[string]any) { obj(m, "metadata")["version"] = "0.9.0" }},
+		{"version_incompatible_prerelease", "metadata.version", false, func(m map[string]any) { obj(m, "metadata")["version"] = "1.8.0-rc.1" }},
+		{"version_incompatible_prerelease", "metadata.version", false, func(m map[string]any) { obj(m, "metadata")["version"] = "1.7.0-dev" }},
+		// A null is a missing value, as validate_attribute treats nil.
+		{"attribute_required_missing", "activity_id", false, func(m map[string]any) { m["activity_id"] = nil }},
 		{"class_uid_unknown", "class_uid", false, func(m map[string]any) { m["class_uid"] = 4999 }},
 	} {
 		t.Run(c.kind+"/"+c.path, func(t *testing.T) {
