@@ -214,7 +214,7 @@ func TestCLIPolicyImport(t *testing.T) {
 	write(`{"filesystem": {"denyRead": ["~/.ssh"], "allowWrite": ["."], "denyWrite": [".env"]},
  "network": {"allowedDomains": ["example.test:443"], "deniedDomains": []}}`)
 	out := filepath.Join(dir, "policy.yaml")
-	_, stderr, code := cli(t, "policy", "import", "--from", "srt", src, "-o", out)
+	_, stderr, code := cli(t, "policy", "import", "--from", "srt", src, "--out", out)
 	if code != 0 || !strings.Contains(stderr, "warning srt.json:1 filesystem:") {
 		t.Fatalf("import: exit %d\n%s", code, stderr)
 	}
@@ -232,11 +232,11 @@ func TestCLIPolicyImport(t *testing.T) {
 
 	write(`{"filesystem": {"denyRead": ["**/.env"], "allowWrite": ["."]}, "network": {"allowedDomains": []}}`)
 	loose := filepath.Join(dir, "loose.yaml")
-	_, stderr, code = cli(t, "policy", "import", "--from", "srt", src, "-o", loose)
+	_, stderr, code = cli(t, "policy", "import", "--from", "srt", src, "--out", loose)
 	if code != 122 || !strings.Contains(stderr, "error   srt.json:1 filesystem.denyRead[0]") || exists(loose) {
 		t.Errorf("a glob deny: exit %d, written %v\n%s", code, exists(loose), stderr)
 	}
-	if _, stderr, code = cli(t, "policy", "import", "--from", "srt", "--accept-loss", src, "-o", loose); code != 0 || !exists(loose) {
+	if _, stderr, code = cli(t, "policy", "import", "--from", "srt", "--accept-loss", src, "--out", loose); code != 0 || !exists(loose) {
 		t.Errorf("--accept-loss: exit %d\n%s", code, stderr)
 	}
 

@@ -136,7 +136,7 @@ func TestOpenClawService(t *testing.T) {
 
 	// Export (the token is called out), deprovision, nothing left.
 	export := filepath.Join(mkdir(t, id, "openclaw-export"), "claw.tar.zst")
-	r = s.must(t, "service", "export", name, "-o", export)
+	r = s.must(t, "service", "export", name, "--out", export)
 	if !strings.Contains(r.stderr, "home/.openclaw/openclaw.json") {
 		t.Errorf("the export did not call out the config with the token: %s", r.stderr)
 	}

@@ -262,7 +262,7 @@ func TestServiceLifecycle(t *testing.T) {
 			t.Fatalf("deprovision before an export: %s", r)
 		}
 		export := filepath.Join(mkdir(t, id, "export"), name+".tar.zst")
-		r = s.must(t, "service", "export", name, "-o", export)
+		r = s.must(t, "service", "export", name, "--out", export)
 		if !strings.Contains(r.stderr, "home/.config/gw/auth-token.json") {
 			t.Errorf("the export did not call out the token file: %s", r)
 		}

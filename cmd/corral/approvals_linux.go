@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,7 +32,7 @@ type approvalsFlags struct {
 	run         int
 	svc, socket string
 	gw          gatewayFlags
-	output      string
+	output      outputFormat
 	sandbox     string
 }
 
@@ -54,7 +53,7 @@ the gateway's web page); otherwise it is denied at once ("no approver").
 
 Exit status: 0; 117 (stale) when a decision was refused (already decided by
 someone else, the request changed since it was shown, the grant could not be
-put in force); 118 for an unknown id; 1 for a bad argument.`,
+put in force); 118 for an unknown id; 2 for a bad argument.`,
 	}
 	pf := c.PersistentFlags()
 	pf.IntVar(&f.run, "run", 0, "the pid of a corral run in progress")
@@ -63,7 +62,7 @@ put in force); 118 for an unknown id; 1 for a bad argument.`,
 	pf.StringVar(&f.sandbox, "sandbox", "", "only this sandbox's requests and grants (gateway)")
 	pf.StringVar(&f.gw.addr, "gateway", "", "gateway address: unix:PATH or http://IP:PORT (env CORRAL_GATEWAY)")
 	pf.StringVar(&f.gw.tokenFile, "token-file", "", "bearer token file (TCP gateways)")
-	pf.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	outputFlag(c, &f.output, true)
 
 	var all bool
 	list := &cobra.Command{Use: "list", Short: "List pending requests (--all: decided ones too)", Args: cobra.NoArgs,
@@ -181,8 +180,8 @@ put in force); 118 for an unknown id; 1 for a bad argument.`,
 			defer stop()
 			w := cmd.OutOrStdout()
 			err = cl.Watch(ctx, func(e consent.Event) {
-				if f.output == "json" {
-					_ = printJSON(w, e)
+				if f.output.data() {
+					_ = f.output.write(w, e)
 					return
 				}
 				printEvent(w, e)
@@ -196,7 +195,7 @@ put in force); 118 for an unknown id; 1 for a bad argument.`,
 	return c
 }
 
-// usageErr is a bad argument: exit status 1 (docs/exit-codes.md).
+// usageErr is a bad argument: exit status 2 (docs/exit-codes.md).
 func usageErr(format string, a ...any) error { return fmt.Errorf(format, a...) }
 
 // decisionErr is a refused decision or revocation: already decided, the
@@ -250,9 +249,6 @@ func (f *approvalsFlags) decide(cmd *cobra.Command, id, digest string, d consent
 
 // client connects to the approvals API the flags name.
 func (f *approvalsFlags) client() (*consent.Client, error) {
-	if f.output != "text" && f.output != "json" {
-		return nil, usageErr("unknown output format %q: use text or json", f.output)
-	}
 	n := 0
 	for _, set := range []bool{f.run != 0, f.svc != "", f.socket != "", f.gw.addr != ""} {
 		if set {
@@ -324,8 +320,8 @@ func liveRuns() []int {
 }
 
 func (f *approvalsFlags) print(w io.Writer, v any, text func(io.Writer)) error {
-	if f.output == "json" {
-		return printJSON(w, v)
+	if f.output.data() {
+		return f.output.write(w, v)
 	}
 	text(w)
 	return nil
@@ -404,13 +400,6 @@ func printEvent(w io.Writer, e consent.Event) {
 	default:
 		fmt.Fprintf(w, "%s %s\n", t, e.Activity)
 	}
-}
-
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // shown is s as a terminal may print it: as it is when every rune is

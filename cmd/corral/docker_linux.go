@@ -47,11 +47,11 @@ container could not be removed.`,
 			if err != nil {
 				return &provider.Error{Code: provider.CodeUnavailable, Msg: err.Error()}
 			}
-			if output == "json" {
+			if output.data() {
 				if removed == nil {
 					removed = []docker.Removed{}
 				}
-				if err := writeJSON(removed); err != nil {
+				if err := output.write(os.Stdout, removed); err != nil {
 					return err
 				}
 			}
@@ -60,7 +60,7 @@ container could not be removed.`,
 				if r.Error != "" {
 					failed++
 				}
-				if output == "json" {
+				if output.data() {
 					continue
 				}
 				if r.Error != "" {
@@ -69,7 +69,7 @@ container could not be removed.`,
 					fmt.Printf("%s  %.12s  removed (%s; %s)\n", r.Sandbox, r.ID, r.State, r.Reason)
 				}
 			}
-			if output != "json" && len(removed) == 0 {
+			if !output.data() && len(removed) == 0 {
 				fmt.Println("nothing to remove")
 			}
 			if failed > 0 {
@@ -92,7 +92,11 @@ func newImageCmd() *cobra.Command {
 and /etc/group with root and nobody — from this host's Debian busybox-static
 package and import it into the Docker daemon. Nothing is pulled from a
 registry. Corral's own binary is not in the image: the docker provider mounts
-it into every container.`,
+it into every container.
+
+Exit status: 0 when the image is built; 2 when it is not (busybox-static
+is not installed, the Docker daemon cannot be reached: the message says
+which and how to fix it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

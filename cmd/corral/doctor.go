@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/corral-sandbox/corral/internal/hostpkg"
 	"github.com/corral-sandbox/corral/policy"
 	"github.com/corral-sandbox/corral/provider"
 )
@@ -48,7 +50,11 @@ fetch/WebSocket, Go's net/http, java, cargo) in a real sandbox of --provider
 origin (h2 and http/1.1, an SSE stream, a WebSocket echo, git smart HTTP, a
 cargo sparse registry), and a table per client: trusted, h2, SSE, WebSocket,
 each yes, no or n.a. with the reason. A client that does not trust the
-sandbox's CA is a no. Exit 0 when no verdict is no, 1 when one is.`,
+sandbox's CA is a no.
+
+Exit status: 0 when some provider can enforce the default policy, 121
+(unavailable) when none can; with --egress 0 when no verdict is no, 1 when
+one is; 2 for a bad flag.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if egress {
@@ -102,8 +108,9 @@ sandbox's CA is a no. Exit 0 when no verdict is no, 1 when one is.`,
 				}
 				rep.Providers = append(rep.Providers, dp)
 			}
-			if output == "json" {
-				if err := writeJSON(rep); err != nil {
+			packageFixes(&rep, hostpkg.Host())
+			if output.data() {
+				if err := output.write(os.Stdout, rep); err != nil {
 					return err
 				}
 			} else {
@@ -119,6 +126,43 @@ sandbox's CA is a no. Exit 0 when no verdict is no, 1 when one is.`,
 	c.Flags().BoolVar(&egress, "egress", false, "run the trust self-test of inspected egress (each client on this host, in a real sandbox, through the inspecting proxy)")
 	c.Flags().StringVar(&egressProv, "provider", "linux", "with --egress: the provider whose sandboxes run the clients")
 	return c
+}
+
+// packageFixes puts first, for a provider that lacks software this host's
+// package manager m installs, the command that installs it; and names in
+// rep.Host how corral itself was installed (installedBy).
+func packageFixes(rep *doctorReport, m hostpkg.Manager) {
+	rep.Host["installed_by"] = installedBy()
+	for i := range rep.Providers {
+		dp := &rep.Providers[i]
+		if dp.Provider != "docker" || dp.Available {
+			continue
+		}
+		if _, err := exec.LookPath("dockerd"); err == nil {
+			continue // installed; the provider's own fix says how to reach it
+		}
+		if cmd := m.Command(hostpkg.Docker); cmd != "" {
+			dp.Fixes = append([]string{"install Docker Engine: " + cmd + ", then start it (systemctl start docker)"}, dp.Fixes...)
+		}
+	}
+}
+
+// installedBy says which package manager installed this corral: "dpkg
+// (package corral)" when dpkg's file list of the package corral names this
+// executable, else "not a package (a build)".
+func installedBy() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	if b, err := os.ReadFile("/var/lib/dpkg/info/corral.list"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if line == exe {
+				return "dpkg (package corral: apt-get install --reinstall corral repairs it)"
+			}
+		}
+	}
+	return "not a package (a build)"
 }
 
 func printDoctor(rep doctorReport) {

@@ -109,8 +109,8 @@ func runDoctorEgress(ctx context.Context, prov string, output outputFormat) erro
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		if err := writeJSON(rep); err != nil {
+	if output.data() {
+		if err := output.write(os.Stdout, rep); err != nil {
 			return err
 		}
 	} else {

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -302,7 +300,7 @@ func readToken(r io.Reader, name, ifEmpty string) (string, error) {
 // gatewayFlags are the flags every `corral sandbox` command shares.
 type gatewayFlags struct {
 	addr, tokenFile, caFile string
-	output                  string
+	output                  outputFormat
 }
 
 func (f *gatewayFlags) add(c *cobra.Command) {
@@ -313,13 +311,10 @@ func (f *gatewayFlags) add(c *cobra.Command) {
 	c.PersistentFlags().StringVar(&f.addr, "gateway", def, "gateway address: "+peerhttp.LocalForm+", http://IP:PORT or https://HOST:PORT (env CORRAL_GATEWAY)")
 	c.PersistentFlags().StringVar(&f.tokenFile, "token-file", "", "bearer token file (TCP gateways)")
 	c.PersistentFlags().StringVar(&f.caFile, "ca-file", "", "PEM certificates to trust for an https:// gateway")
-	c.PersistentFlags().StringVarP(&f.output, "output", "o", "text", "output format: text, json or yaml")
+	outputFlag(c, &f.output, true)
 }
 
 func (f *gatewayFlags) client() (clientT, error) {
-	if f.output != "text" && f.output != "json" && f.output != "yaml" {
-		return nil, fmt.Errorf("unknown output format %q: use text, json or yaml", f.output)
-	}
 	tok := ""
 	if f.tokenFile != "" {
 		var err error
@@ -390,26 +385,12 @@ func apiErrIn(err error, path string) error {
 
 // show prints m as json or yaml, or calls text.
 func (f *gatewayFlags) show(m proto.Message, text func(io.Writer)) error {
-	switch f.output {
-	case "json", "yaml":
+	if f.output.data() {
 		b, err := protojson.MarshalOptions{Indent: "  ", EmitUnpopulated: true}.Marshal(m)
 		if err != nil {
 			return err
 		}
-		if f.output == "json" {
-			fmt.Println(string(b))
-			return nil
-		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		out, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		fmt.Print(string(out))
-		return nil
+		return f.output.writeJSON(os.Stdout, b)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	text(tw)
@@ -428,8 +409,10 @@ func newSandboxCmd() *cobra.Command {
 	var f gatewayFlags
 	c := &cobra.Command{Use: "sandbox", Short: "Manage long-lived sandboxes through a corral gateway",
 		Long: `Create, list, inspect, run commands in, stop and delete sandboxes that a
-corral gateway manages (corral gateway serve). Exit statuses: exec exits with
-the command's; otherwise 0, 117 stale (another change came first), 118 no
+corral gateway manages (corral gateway serve). Every command takes a
+sandbox's name (create --name) where it takes its ID.
+
+Exit status: exec exits with the command's; otherwise 0, 117 stale (another change came first), 118 no
 such sandbox, 121 gateway unreachable or refused, 122 policy rejected, 123
 the sandbox could not be made.`}
 	f.add(c)
@@ -880,6 +863,11 @@ func policyGatewayCmds() []*cobra.Command {
 		}}
 	for _, c := range []*cobra.Command{get, set, history} {
 		f.add(c)
+		c.Long = c.Short + ` (corral sandbox's gateway, --gateway).
+
+Exit status: 0; 118 no such sandbox or revision; 121 the gateway cannot be
+reached or refused the token; 122 (set) the policy is invalid or cannot be
+enforced; 117 (set) another change came first; 2 for a bad argument.`
 	}
 	return []*cobra.Command{get, set, history}
 }

@@ -15,6 +15,7 @@ func newPolicyCmd() *cobra.Command {
 	c := &cobra.Command{Use: "policy", Short: "Validate, explain and describe policies"}
 	var syntaxOnly bool
 	var vworkdir, vprov, vos string
+	var vout outputFormat
 	validate := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a policy file and that it can be enforced here; errors carry file:line:column and the field path",
@@ -26,41 +27,40 @@ for the working directory, and that a provider can enforce it here.
 host: off Windows its paths are resolved lexically (existence, links and
 8.3 names are the Windows host's to check) and mapped by the mxc provider,
 whose executor need not be present.
-Exit 0 when valid, 122 when not.`,
+-o json or yaml prints the result as data, errors included: valid, the
+policy's os, version and hash, the workdir and provider it was checked for,
+and each error's file, line, column, field, message and hint.
+
+Exit status: 0 when valid; 122 when not (the policy's errors, or no
+provider can enforce it here); 121 when --provider names one this build
+lacks; 2 for a bad flag.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, err := policy.ParseOS(vos)
-			if err != nil {
+			res, err := validatePolicy(args[0], vos, vworkdir, vprov, syntaxOnly)
+			if res == nil {
 				return err
 			}
-			p, err := policy.LoadFor(args[0], target)
-			if err != nil {
-				return err
-			}
-			if syntaxOnly {
-				fmt.Printf("%s: syntax valid (%s policy version %d, %s); host checks not run\n", args[0], p.OS(), p.Version, policy.Hash(p))
-				return nil
-			}
-			r, err := resolvePolicy(p, vworkdir)
-			if err != nil {
-				return err
-			}
-			if r.Lexical != "" {
-				prov, _, err := explainProvider(vprov, r)
-				if err != nil {
-					return err
+			if vout.data() {
+				if werr := vout.write(os.Stdout, res); werr != nil {
+					return werr
 				}
-				fmt.Printf("%s: valid (%s policy version %d, %s) for workdir %s; mapped by the %s provider with no error (%s)\n", args[0], p.OS(), p.Version, r.Hash, r.Workdir, prov, r.Lexical)
-				return nil
+				return err // said on stderr too, with its exit status
 			}
-			prov, _, err := selectProvider(vprov, r)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s: valid (policy version %d, %s); enforceable here by the %s provider for workdir %s\n", args[0], p.Version, r.Hash, prov.Name(), r.Workdir)
+			switch {
+			case syntaxOnly:
+				fmt.Printf("%s: syntax valid (%s policy version %d, %s); host checks not run\n", res.File, res.OS, res.Version, res.Hash)
+			case res.Lexical != "":
+				fmt.Printf("%s: valid (%s policy version %d, %s) for workdir %s; mapped by the %s provider with no error (%s)\n", res.File, res.OS, res.Version, res.Hash, res.Workdir, res.Provider, res.Lexical)
+			default:
+				fmt.Printf("%s: valid (policy version %d, %s); enforceable here by the %s provider for workdir %s\n", res.File, res.Version, res.Hash, res.Provider, res.Workdir)
+			}
 			return nil
 		},
 	}
+	outputFlag(validate, &vout)
 	validate.Flags().BoolVar(&syntaxOnly, "syntax-only", false, "check syntax and fields only, not this host")
 	validate.Flags().StringVarP(&vworkdir, "workdir", "C", "", "working directory to resolve against (default: the current one; for --os windows off Windows: ~\\work)")
 	validate.Flags().StringVar(&vprov, "provider", "auto", "provider that must be able to enforce it")
@@ -71,7 +71,11 @@ Exit 0 when valid, 122 when not.`,
 	def := &cobra.Command{
 		Use:   "default",
 		Short: "Print the built-in default policy as a commented policy file",
-		Args:  cobra.NoArgs,
+		Long: `Print the built-in default policy (what corral run enforces without
+--policy) as a commented policy file, for --os linux or windows.
+
+Exit status: 0; 2 for a bad flag.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := policy.ParseOS(dos)
 			if err != nil {
@@ -86,7 +90,11 @@ Exit 0 when valid, 122 when not.`,
 	c.AddCommand(&cobra.Command{
 		Use:   "schema",
 		Short: "Print the policy's JSON Schema (for editor completion and checks)",
-		Args:  cobra.NoArgs,
+		Long: `Print the policy file's JSON Schema (draft 2020-12), for editors'
+completion and checks.
+
+Exit status: 0.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, err := os.Stdout.Write(policy.Schema())
 			return err
@@ -103,7 +111,12 @@ directory. With --provider NAME the plan is shown even when that provider
 is not available on this host (its absence is a host fact in the output):
 --provider mxc explains on any host, without wxc-exec. --os windows reads
 a Windows policy (the default: the Windows default policy), resolved
-lexically off Windows.`,
+lexically off Windows.
+
+Exit status: 0 when the plan has no error loss; 122 when the policy is
+invalid or a loss is an error (the plan is still shown); 121 when no
+provider can run here or --provider names one this build lacks; 2 for a
+bad flag.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := policy.ParseOS(eos)
@@ -126,8 +139,8 @@ lexically off Windows.`,
 			if plan == nil {
 				return serr
 			}
-			if output == "json" {
-				if err := writeJSON(plan); err != nil {
+			if output.data() {
+				if err := output.write(os.Stdout, plan); err != nil {
 					return err
 				}
 				return serr
@@ -319,4 +332,83 @@ func credentialLines(creds []policy.ResolvedCredential) []string {
 		}
 	}
 	return out
+}
+
+// validation is `corral policy validate`'s result.
+type validation struct {
+	File       string          `json:"file"`
+	Valid      bool            `json:"valid"`
+	SyntaxOnly bool            `json:"syntax_only,omitempty"`
+	OS         policy.OS       `json:"os,omitempty"`
+	Version    int             `json:"version,omitempty"`
+	Hash       string          `json:"hash,omitempty"`
+	Workdir    string          `json:"workdir,omitempty"`
+	Provider   string          `json:"provider,omitempty"`
+	Lexical    string          `json:"lexical,omitempty"` // why paths were resolved lexically (a Windows policy off Windows)
+	Errors     []validationErr `json:"errors,omitempty"`
+}
+
+// validationErr is one policy error (policy.Error) as data.
+type validationErr struct {
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	Column int    `json:"column,omitempty"`
+	Field  string `json:"field,omitempty"`
+	Msg    string `json:"message"`
+	Hint   string `json:"hint,omitempty"`
+}
+
+// validatePolicy checks the policy file: its syntax for the OS named os
+// ("" this host's), then unless syntaxOnly its paths resolved for workdir
+// and a provider's mapping (prov, or "auto"). The result is nil only when
+// the flags are bad; otherwise it records what was learnt, with err the
+// reason it is not valid.
+func validatePolicy(file, os, workdir, prov string, syntaxOnly bool) (*validation, error) {
+	target, err := policy.ParseOS(os)
+	if err != nil {
+		return nil, err
+	}
+	res := &validation{File: file, SyntaxOnly: syntaxOnly}
+	fail := func(err error) (*validation, error) {
+		var pe *policy.Error
+		var pes policy.Errors
+		switch {
+		case asErr(err, &pes):
+		case asErr(err, &pe):
+			pes = policy.Errors{pe}
+		default:
+			pes = policy.Errors{{Msg: err.Error()}}
+		}
+		for _, e := range pes {
+			res.Errors = append(res.Errors, validationErr{File: e.File, Line: e.Line, Column: e.Column, Field: e.Field, Msg: e.Msg, Hint: e.Hint})
+		}
+		return res, err
+	}
+	p, err := policy.LoadFor(file, target)
+	if err != nil {
+		return fail(err)
+	}
+	res.OS, res.Version, res.Hash = p.OS(), p.Version, policy.Hash(p)
+	if syntaxOnly {
+		res.Valid = true
+		return res, nil
+	}
+	r, err := resolvePolicy(p, workdir)
+	if err != nil {
+		return fail(err)
+	}
+	res.Hash, res.Workdir, res.Lexical = r.Hash, r.Workdir, r.Lexical
+	if r.Lexical != "" {
+		res.Provider, _, err = explainProvider(prov, r)
+	} else {
+		var pv provider.Provider
+		if pv, _, err = selectProvider(prov, r); pv != nil {
+			res.Provider = pv.Name()
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	res.Valid = true
+	return res, nil
 }

@@ -77,8 +77,8 @@ run.`,
 			if rep == nil {
 				return err
 			}
-			if output == "json" {
-				if werr := writeJSON(rep); werr != nil {
+			if output.data() {
+				if werr := output.write(os.Stdout, rep); werr != nil {
 					return werr
 				}
 			} else {
@@ -105,8 +105,18 @@ run.`,
 	return c
 }
 
+// verification is `corral qualify verify`'s result.
+type verification struct {
+	Report  string `json:"report"`
+	Binary  string `json:"binary"`
+	Matches bool   `json:"matches"`
+	Verdict string `json:"verdict,omitempty"` // the report's own, when it matches
+	Error   string `json:"error,omitempty"`   // the mismatch, or why the report cannot be read
+}
+
 func newQualifyVerifyCmd() *cobra.Command {
 	var bin string
+	var output outputFormat
 	c := &cobra.Command{
 		Use:   "verify REPORT.json [--bin PATH]",
 		Short: "Check that a qualify report binds this binary, kernel and Landlock ABI",
@@ -126,19 +136,32 @@ printed), 2 when the report cannot be read.`,
 				bin = exe
 			}
 			err := qualify.Verify(args[0], bin)
+			res := verification{Report: args[0], Binary: bin, Matches: err == nil}
+			code := 0
 			switch {
 			case err == nil:
-				fmt.Printf("ok: %s matches %s, this kernel and Landlock ABI\n", args[0], bin)
-				fmt.Printf("the report's verdict: %s\n", reportVerdict(args[0]))
-				return nil
+				res.Verdict = reportVerdict(args[0])
 			case errors.Is(err, qualify.ErrMismatch):
-				fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
-				return exitError{code: qualifyExitFailed}
+				res.Error, code = err.Error(), qualifyExitFailed
+			default:
+				res.Error, code = err.Error(), qualifyExitCantRun
 			}
-			fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
-			return exitError{code: qualifyExitCantRun}
+			if output.data() {
+				if werr := output.write(os.Stdout, res); werr != nil {
+					return werr
+				}
+			} else if err == nil {
+				fmt.Printf("ok: %s matches %s, this kernel and Landlock ABI\n", args[0], bin)
+				fmt.Printf("the report's verdict: %s\n", res.Verdict)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "corral: qualify verify: %v\n", err)
+				return exitError{code: code}
+			}
+			return nil
 		},
 	}
+	outputFlag(c, &output)
 	c.Flags().StringVar(&bin, "bin", "", "the corral binary to check (default: this one)")
 	return c
 }

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -25,7 +23,26 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd(), newQualifyCmd())
 	root.AddCommand(osCommands()...)
+	inheritExitStatus(root, "")
 	return root
+}
+
+// inheritExitStatus gives each command whose help does not say its exit
+// statuses its group's paragraph (from "Exit status"), so that every
+// command's --help says them (docs/exit-codes.md lists them all).
+func inheritExitStatus(c *cobra.Command, group string) {
+	if i := strings.Index(c.Long, "Exit status"); i >= 0 {
+		group = c.Long[i:]
+	} else if group != "" && c.Runnable() {
+		long := c.Long
+		if long == "" {
+			long = c.Short + "."
+		}
+		c.Long = long + "\n\n" + group
+	}
+	for _, k := range c.Commands() {
+		inheritExitStatus(k, group)
+	}
 }
 
 // providers lists the providers compiled into this binary, strongest first.
@@ -50,7 +67,11 @@ func newVersionCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "version",
 		Short: "Print version, commit, Go version and the providers compiled in",
-		Args:  cobra.NoArgs,
+		Long: `Print corral's version, the commit it was built from, the Go version, the
+platform and the providers compiled in.
+
+Exit status: 0.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var names []string
 			for _, p := range providers() {
@@ -58,8 +79,8 @@ func newVersionCmd() *cobra.Command {
 			}
 			info := map[string]any{"version": version, "commit": buildCommit(), "go": runtime.Version(),
 				"platform": runtime.GOOS + "/" + runtime.GOARCH, "providers": names}
-			if output == "json" {
-				return writeJSON(info)
+			if output.data() {
+				return output.write(os.Stdout, info)
 			}
 			fmt.Printf("corral %s\ncommit: %s\ngo: %s\nplatform: %s/%s\nproviders: %s\n",
 				version, buildCommit(), runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(names, ", "))
@@ -68,15 +89,6 @@ func newVersionCmd() *cobra.Command {
 	}
 	outputFlag(c, &output)
 	return c
-}
-
-func writeJSON(v any) error { return writeJSONTo(os.Stdout, v) }
-
-// writeJSONTo writes v to w as indented JSON.
-func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // loadPolicy reads the policy file, or the built-in default when path is
@@ -169,23 +181,4 @@ func explainProvider(name string, r *policy.Resolved) (string, *provider.Plan, e
 		return name, plan, err
 	}
 	return "", nil, &provider.Error{Code: provider.CodeUnavailable, Msg: fmt.Sprintf("no provider named %q in this build", name)}
-}
-
-// outputFormat is the value of -o/--output: "text" or "json".
-type outputFormat string
-
-func (f *outputFormat) String() string { return string(*f) }
-func (f *outputFormat) Type() string   { return "format" }
-func (f *outputFormat) Set(s string) error {
-	if s != "text" && s != "json" {
-		return fmt.Errorf("unknown output format %q: use text or json", s)
-	}
-	*f = outputFormat(s)
-	return nil
-}
-
-// outputFlag adds -o/--output to c.
-func outputFlag(c *cobra.Command, f *outputFormat) {
-	*f = "text"
-	c.Flags().VarP(f, "output", "o", "output format: text or json")
 }

@@ -129,7 +129,32 @@ outside. See docs/service.md.`,
 	c.AddCommand(newServiceProvisionCmd(), newServiceStartCmd(), newServiceStatusCmd(), newServiceStopCmd(),
 		newServiceRestartCmd(), newServiceLogsCmd(), newServiceListCmd(), newServiceDeprovisionCmd(),
 		newServiceExportCmd(), newServiceImportCmd(), newServiceReconcileCmd(), newServiceAutostartCmd(), newServiceRunCmd())
+	for _, k := range c.Commands() {
+		if st, ok := serviceExits[k.Name()]; ok {
+			k.Long += "\n\nExit status: " + st
+		}
+	}
 	return c
+}
+
+// serviceExits are the service commands' exit statuses (docs/service.md's
+// table of commands; docs/exit-codes.md): 118 whenever the named session
+// does not exist, 2 for a bad argument.
+var serviceExits = map[string]string{
+	"provision": "0; 117 the name is taken; 122 the policy is rejected; 123 provisioning failed (undone).",
+	"start": "0 up; 117 already running; 118 no such session; 122 the policy is rejected; 124 not ready in time; " +
+		"125 could not start (a layer, a port taken, the workload exited or the launcher was interrupted); " +
+		"127 the command was not found or not executable.",
+	"status":      "0 running and every check passes; 1 a check failed (it names the layer); 3 not running; 118 no such session.",
+	"stop":        "0; 118 no such session.",
+	"restart":     "as start.",
+	"logs":        "0; 118 no such session.",
+	"list":        "0.",
+	"deprovision": "0; 117 refused (running, or its home holds state no export has taken); 118 no such session.",
+	"export":      "0; 117 running; 118 no such session.",
+	"import":      "as provision; 123 extraction failed (undone).",
+	"reconcile":   "0; 1 a repair failed (the finding says which).",
+	"autostart":   "0; 118 no such session.",
 }
 
 func newServiceProvisionCmd() *cobra.Command {
@@ -385,8 +410,8 @@ every check passing, 1 a check failed (the layer is named), 3 not running.`,
 					}
 				}
 			}
-			if output == "json" {
-				if err := writeJSON(out); err != nil {
+			if output.data() {
+				if err := output.write(os.Stdout, out); err != nil {
 					return err
 				}
 			} else {
@@ -633,11 +658,11 @@ func newServiceListCmd() *cobra.Command {
 				st.Live()
 				rows = append(rows, row{n, rec.Phase, rec.Mode, rec.User, st.State, st.Workload.PID, st.Restarts, ""})
 			}
-			if output == "json" {
+			if output.data() {
 				if rows == nil {
 					rows = []row{}
 				}
-				return writeJSON(rows)
+				return output.write(os.Stdout, rows)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPHASE\tMODE\tUSER\tSTATE\tPID\tRESTARTS")
@@ -680,7 +705,7 @@ corral service reconcile.`,
 func newServiceExportCmd() *cobra.Command {
 	var out string
 	c := &cobra.Command{
-		Use:   "export NAME [-o FILE]",
+		Use:   "export NAME [--out FILE]",
 		Short: "Write a stopped session's home, policy and start settings as a .tar.zst",
 		Long: `Write session NAME (stopped) to FILE or standard output as a zstd-compressed
 tar: its policy, start settings and home. The home holds the agent's own
@@ -691,7 +716,7 @@ standard error. Keep the export as you would keep those secrets.`,
 			var w io.Writer = os.Stdout
 			if out == "" || out == "-" {
 				if term.IsTerminal(int(os.Stdout.Fd())) {
-					return errors.New("the export is binary: redirect it (corral service export NAME > NAME.tar.zst) or use -o FILE")
+					return errors.New("the export is binary: redirect it (corral service export NAME > NAME.tar.zst) or use --out FILE")
 				}
 			} else {
 				f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -726,7 +751,7 @@ standard error. Keep the export as you would keep those secrets.`,
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&out, "output", "o", "", "write to FILE (created 0600, never overwritten) instead of standard output")
+	c.Flags().StringVar(&out, "out", "", "write to FILE (created 0600, never overwritten) instead of standard output")
 	return c
 }
 
@@ -792,11 +817,11 @@ and kept. --dry-run only lists.`,
 					failed++
 				}
 			}
-			if output == "json" {
+			if output.data() {
 				if fs == nil {
 					fs = []service.Finding{}
 				}
-				if err := writeJSON(fs); err != nil {
+				if err := output.write(os.Stdout, fs); err != nil {
 					return err
 				}
 			} else {

@@ -86,7 +86,12 @@ checks from outside that the gateway runs as the agent user.
 
 The boundary is an identity boundary: an isolation session has no filesystem
 grants and cannot filter the network, so a policy must say network: host and
-grant no paths. See docs/service.md, "On Windows".`,
+grant no paths. See docs/service.md, "On Windows".
+
+Exit status (where a command's help gives none of its own): 0 done; 2 a bad
+argument; 117 refused by the session's state (a name taken, running); 118 no
+such session; 121 MXC is not available; 122 the policy is rejected; 123
+provisioning failed (undone).`,
 	}
 	c.AddCommand(mxcProvisionCmd(), mxcStartCmd(), mxcStatusCmd(), mxcStopCmd(), mxcRestartCmd(), mxcLogsCmd(),
 		mxcListCmd(), mxcDeprovisionCmd(), mxcExportCmd(), mxcImportCmd(), mxcReconcileCmd(), mxcAutostartCmd())
@@ -176,7 +181,7 @@ session's staging directory and copied into the agent user's profile by the
 in-session corral, which checks each against the SHA-256 the launcher staged;
 nothing runs from the staging directory after that. "{payload}" in the
 command is that copy. A workload not up in time is stopped again.
-Exit: 0 up, 117 already running, 122 policy rejected, 124 not ready in time,
+Exit status: 0 up, 117 already running, 122 policy rejected, 124 not ready in time,
 125 could not start.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -236,7 +241,7 @@ itself, never evidence by itself), probe readiness from the host now, and
 check from outside that the supervisor and the gateway are alive and run as
 the session's agent user, not as you (their process tokens). What cannot be
 verified from the host is listed. On the executor stand-in every check says
-mock. Exit: 0 running with no check failing, 1 a check failed, 3 not running.`,
+mock. Exit status: 0 running with no check failing, 1 a check failed, 3 not running.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(func(ctx context.Context, m *isolation.Manager) error {
@@ -249,8 +254,8 @@ mock. Exit: 0 running with no check failing, 1 a check failed, 3 not running.`,
 				if err != nil && r == nil {
 					return err
 				}
-				if output == "json" {
-					if werr := writeJSON(r); werr != nil {
+				if output.data() {
+					if werr := output.write(os.Stdout, r); werr != nil {
 						return werr
 					}
 				} else {
@@ -412,11 +417,11 @@ func mxcListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output == "json" {
+			if output.data() {
 				if rows == nil {
 					rows = []isolation.Summary{}
 				}
-				return writeJSON(rows)
+				return output.write(os.Stdout, rows)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tPHASE\tDESIRED\tSESSION\tAGENT USER")
@@ -443,7 +448,7 @@ func mxcDeprovisionCmd() *cobra.Command {
 (MXC removes the agent user, its profile and the staging directory), the
 autostart task removed, the record removed. Refused while the profile holds
 state no export has taken since the gateway last started (corral service
-export NAME -o FILE), unless --force. An interrupted removal is finished by
+export NAME --out FILE), unless --force. An interrupted removal is finished by
 corral service reconcile.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -463,7 +468,7 @@ corral service reconcile.`,
 func mxcExportCmd() *cobra.Command {
 	var out string
 	c := &cobra.Command{
-		Use:   "export NAME -o FILE",
+		Use:   "export NAME --out FILE",
 		Short: "Write a stopped session's home, policy and start settings as a .tar.zst",
 		Long: `Write session NAME (its gateway stopped) to FILE as a zstd-compressed tar:
 its policy, start settings and the gateway's home, packed inside the session
@@ -473,7 +478,7 @@ export as you would keep those.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" || out == "-" {
-				return errors.New("-o FILE is required (an export is written to a new file, never to standard output)")
+				return errors.New("--out FILE is required (an export is written to a new file, never to standard output)")
 			}
 			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if errors.Is(err, os.ErrExist) {
@@ -499,7 +504,7 @@ export as you would keep those.`,
 			})
 		},
 	}
-	c.Flags().StringVarP(&out, "output", "o", "", "the export file to create (not overwritten)")
+	c.Flags().StringVar(&out, "out", "", "the export file to create (not overwritten)")
 	return c
 }
 
@@ -565,7 +570,7 @@ interrupted deprovision finished, a session MXC no longer has reported lost.
 A provision that died before MXC named its session may have made an agent
 user nothing can address: it is listed as an orphan with what to do, and its
 record stays until --forget NAME, after you removed what it made.
-Exit: 0, or 1 when something is left for you.`,
+Exit status: 0, or 1 when something is left for you.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withManager(func(ctx context.Context, m *isolation.Manager) error {
@@ -580,17 +585,17 @@ Exit: 0, or 1 when something is left for you.`,
 				if err != nil {
 					return err
 				}
-				if output == "json" {
+				if output.data() {
 					if acts == nil {
 						acts = []isolation.Action{}
 					}
-					if err := writeJSON(acts); err != nil {
+					if err := output.write(os.Stdout, acts); err != nil {
 						return err
 					}
 				}
 				left := false
 				for _, a := range acts {
-					if output != "json" {
+					if !output.data() {
 						fmt.Printf("%s: %s: %s\n", a.Name, a.Action, oneLine(a.Detail))
 						if a.Remedy != "" {
 							fmt.Printf("  remedy: %s\n", a.Remedy)

@@ -387,7 +387,7 @@ func TestServiceMXCLifecycle(t *testing.T) {
 			t.Errorf("deprovision before an export:\n%s, want 117", r)
 		}
 		export := filepath.Join(e.dir, "claw.tar.zst")
-		if r := e.run(t, nil, "export", "claw", "-o", sl.path(export)); r.code != 0 {
+		if r := e.run(t, nil, "export", "claw", "--out", sl.path(export)); r.code != 0 {
 			t.Fatalf("export:\n%s", r)
 		}
 		if r := e.run(t, nil, "deprovision", "claw"); r.code != 0 {
@@ -524,7 +524,7 @@ func TestServiceMXCReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := filepath.Join(e.dir, "good.tar.zst")
-	if r := e.run(t, nil, "export", "r", "-o", good); r.code != 0 || !strings.Contains(r.stderr, "left out") || !strings.Contains(r.stderr, "passwd") {
+	if r := e.run(t, nil, "export", "r", "--out", good); r.code != 0 || !strings.Contains(r.stderr, "left out") || !strings.Contains(r.stderr, "passwd") {
 		t.Errorf("export of a home with a link:\n%s", r)
 	}
 	// The agent replaces its corral: its export writes an archive with a
@@ -546,7 +546,7 @@ func TestServiceMXCReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(e.dir, "bad.tar.zst")
-	if r := e.run(t, nil, "export", "r", "-o", bad); r.code == 0 || !strings.Contains(r.stderr, "archive was refused") || !strings.Contains(r.stderr, "symlink") {
+	if r := e.run(t, nil, "export", "r", "--out", bad); r.code == 0 || !strings.Contains(r.stderr, "archive was refused") || !strings.Contains(r.stderr, "symlink") {
 		t.Errorf("export of a hostile archive:\n%s", r)
 	}
 	if _, err := os.Lstat(bad); err == nil {
