@@ -106,8 +106,8 @@ func (p *Policy) validateNetwork() []*Error {
 				errs = append(errs, p.errAt(field+".single_label", "single_label applies only to an allow entry whose host is one label (other than localhost)", "remove single_label"))
 			}
 			for j, port := range e.Ports {
-				if port < 1 || port > 65535 {
-					errs = append(errs, p.errAt(fmt.Sprintf("%s.ports[%d]", field, j), fmt.Sprintf("port %d is outside 1-65535", port), "use a TCP port number"))
+				if msg, hint := PortProblem(port); msg != "" {
+					errs = append(errs, p.errAt(fmt.Sprintf("%s.ports[%d]", field, j), msg, hint))
 				}
 			}
 			if l.name == "allow" {

@@ -282,27 +282,16 @@ func (p *Policy) validate() []*Error {
 
 	env := &p.Process.Env
 	for i, name := range env.Pass {
-		field := fmt.Sprintf("process.env.pass[%d]", i)
-		pattern := strings.TrimSuffix(name, "*")
-		switch {
-		case name == "":
-			add(p.errAt(field, "empty variable name", "remove the entry"))
-		case strings.ContainsAny(pattern, "=*\x00"):
-			add(p.errAt(field, fmt.Sprintf("invalid variable name or pattern %q", name),
-				"write a name such as LANG, or a prefix ending in * such as LC_*"))
-		case name == "HOME":
-			add(p.errAt(field, "HOME cannot be passed", "the sandbox sets HOME to its own private home; remove the entry"))
+		if msg, hint := EnvPassProblem(name); msg != "" {
+			add(p.errAt(fmt.Sprintf("process.env.pass[%d]", i), msg, hint))
 		}
 	}
 	for _, name := range sortedKeys(env.Set) {
 		field := "process.env.set." + name
-		switch {
-		case name == "" || strings.ContainsAny(name, "=*\x00"):
-			add(p.errAtKey(field, fmt.Sprintf("invalid variable name %q", name), "variable names cannot be empty or contain '=', '*' or NUL"))
-		case name == "HOME":
-			add(p.errAtKey(field, "HOME cannot be set", "the sandbox sets HOME to its own private home; remove the entry"))
-		case strings.ContainsRune(env.Set[name], 0):
-			add(p.errAt(field, "value contains a NUL byte", ""))
+		if msg, hint, inKey := EnvSetProblem(name, env.Set[name]); msg != "" && inKey {
+			add(p.errAtKey(field, msg, hint))
+		} else if msg != "" {
+			add(p.errAt(field, msg, hint))
 		}
 	}
 	if p.OS() == OSWindows {

@@ -180,19 +180,27 @@ var (
 
 // DangerousForWrite reports whether read-write access to canonical path p
 // is refused by the rules above. Providers use it on where a path really
-// lives (a bind mount's source).
+// lives (a bind mount's source); policyimport on what it would write.
 func DangerousForWrite(p string) bool {
+	_, _, refused := dangerousWriteRoot(p)
+	return refused
+}
+
+// dangerousWriteRoot is the entry of dangerousRW that p is (tree false)
+// or of dangerousTrees that p is at or under (tree true); refused is
+// false when p is neither.
+func dangerousWriteRoot(p string) (root string, tree, refused bool) {
 	for _, d := range dangerousRW {
 		if p == d {
-			return true
+			return d, false, true
 		}
 	}
 	for _, d := range dangerousTrees {
 		if Within(p, d) {
-			return true
+			return d, true, true
 		}
 	}
-	return false
+	return "", false, false
 }
 
 type resolver struct {
@@ -582,17 +590,13 @@ func (r *resolver) checkTarget(field, written, canon string, fi fs.FileInfo, acc
 			r.fail(field, fmt.Sprintf("read-write access to your home directory %s is too broad", desc), hint, nil)
 			return false
 		}
-		for _, d := range dangerousRW {
-			if p == d {
-				r.fail(field, fmt.Sprintf("read-write access to %s would let the workload modify the host system", desc), hint, nil)
-				return false
+		if d, tree, refused := dangerousWriteRoot(p); refused {
+			msg := fmt.Sprintf("read-write access to %s would let the workload modify the host system", desc)
+			if tree {
+				msg = fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host system", desc, d)
 			}
-		}
-		for _, d := range dangerousTrees {
-			if Within(p, d) {
-				r.fail(field, fmt.Sprintf("read-write access to %s (under %s) would let the workload modify the host system", desc, d), hint, nil)
-				return false
-			}
+			r.fail(field, msg, hint, nil)
+			return false
 		}
 	}
 	return true

@@ -4,7 +4,6 @@ import (
 	"path"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -120,7 +119,7 @@ func (b *builder) grantWrite(n *yaml.Node, key, raw string) {
 		b.includeWorkdir = &entry{value: "true", from: b.at(line(n), key)}
 	case under(p, "/tmp"):
 		b.loss(Info, line(n), key, "not imported: the sandbox has a private /tmp, writable and discarded afterwards")
-	case isRefusedRW(p):
+	case refusedRW(p):
 		b.loss(Warning, line(n), key, "not imported: Corral refuses %s read-write (docs/policy.md); grant a directory inside it", p)
 	default:
 		addPath(&b.readWrite, p, true, b.at(line(n), key))
@@ -162,26 +161,43 @@ func codexPermissions(b *builder, root *yaml.Node, name string, at *yaml.Node) {
 		b.includeWorkdir = &entry{value: "false", from: b.at(line(at), key)}
 	}
 	minimal := base != ""
-	for _, e := range fs {
-		k := key + ".filesystem." + e.path
-		switch {
-		case e.path == "glob_scan_max_depth":
-		case e.path == ":minimal":
-			minimal = true
-		case e.path == ":root":
-			if e.access == "read" && base == "" {
-				b.loss(Warning, e.line, k, "Codex lets the command read the whole filesystem; Corral grants only the system directories and the entries listed")
-			} else if e.access == "write" {
-				b.loss(Warning, e.line, k, "not imported: Corral refuses / read-write")
+	if i := slices.IndexFunc(fs, func(e codexEntry) bool { return e.path == ":minimal" }); i >= 0 && base == "" {
+		// Codex's :minimal on Linux (linux-sandbox/src/bwrap.rs): /bin,
+		// /sbin, /usr, /etc, /lib, /lib64 (and Nix's store), Corral's
+		// system directories but /opt.
+		dropPath(&b.readOnly, "/opt")
+		b.loss(Info, fs[i].line, key+".filesystem.:minimal", "Codex's platform directories (/bin, /sbin, /usr, /etc, /lib, /lib64) are among Corral's system directories; /opt is not granted; Corral also grants /lib32 and /libx32, links into /usr on a merged-/usr host")
+	}
+	// Grants first, then read-only carve-outs, then denies, whatever the
+	// file's order: each is judged against what the grants before it
+	// reach (Codex decides by specificity, deny beating write beating
+	// read for one path, not by order).
+	for phase := phaseWrite; phase <= phaseDeny; phase++ {
+		for _, e := range fs {
+			k := key + ".filesystem." + e.path
+			switch {
+			case e.path == ":workspace_roots" || e.path == ":project_roots":
+				codexWorkspace(b, e, k, roots, phase)
+			case phase != phaseWrite:
+				if !strings.HasPrefix(e.path, ":") && e.path != "glob_scan_max_depth" {
+					b.codexAccess(e, k, e.path, phase)
+				}
+			case e.path == "glob_scan_max_depth":
+			case e.path == ":minimal":
+				minimal = true
+			case e.path == ":root":
+				if e.access == "read" && base == "" {
+					b.loss(Warning, e.line, k, "Codex lets the command read the whole filesystem; Corral grants only the system directories and the entries listed")
+				} else if e.access == "write" {
+					b.loss(Warning, e.line, k, "not imported: Corral refuses / read-write")
+				}
+			case e.path == ":tmpdir" || e.path == ":slash_tmp":
+				b.loss(Info, e.line, k, "not imported: the sandbox has a private /tmp, writable and discarded afterwards")
+			case strings.HasPrefix(e.path, ":"):
+				b.loss(Info, e.line, k, "not imported: Codex ignores an unknown special path too")
+			default:
+				b.codexAccess(e, k, e.path, phase)
 			}
-		case e.path == ":tmpdir" || e.path == ":slash_tmp":
-			b.loss(Info, e.line, k, "not imported: the sandbox has a private /tmp, writable and discarded afterwards")
-		case e.path == ":workspace_roots" || e.path == ":project_roots":
-			codexWorkspace(b, e, k, roots)
-		case strings.HasPrefix(e.path, ":"):
-			b.loss(Info, e.line, k, "not imported: Codex ignores an unknown special path too")
-		default:
-			b.codexAccess(e, k, e.path)
 		}
 	}
 	if !minimal {
@@ -253,9 +269,32 @@ func codexProfile(perms *yaml.Node, name string, depth int) (fs []codexEntry, ne
 	return
 }
 
-// codexAccess maps one path entry: read → read_only, write → read_write,
-// deny (or "none") → deny.
-func (b *builder) codexAccess(e codexEntry, key, raw string) {
+// The phases of a profile's filesystem entries (codexPermissions).
+const (
+	phaseWrite = iota
+	phaseRead
+	phaseDeny
+)
+
+// codexPhase is the phase an access is mapped in (an unknown access is
+// reported in the first).
+func codexPhase(access string) int {
+	switch access {
+	case "read":
+		return phaseRead
+	case "deny", "none":
+		return phaseDeny
+	}
+	return phaseWrite
+}
+
+// codexAccess maps one path entry in its phase: write → read_write, read
+// → read_only (protected where a read-write grant covers it: Codex's more
+// specific entry wins), deny (or "none") → deny.
+func (b *builder) codexAccess(e codexEntry, key, raw string, phase int) {
+	if codexPhase(e.access) != phase {
+		return
+	}
 	n := &yaml.Node{Line: e.line}
 	switch e.access {
 	case "read":
@@ -263,7 +302,11 @@ func (b *builder) codexAccess(e codexEntry, key, raw string) {
 		switch {
 		case !ok:
 			b.loss(Warning, e.line, key, "not imported: %q has no Corral path form", raw)
-		case under(p, "{workdir}") && b.writable(p):
+		case p == "{workdir}" && b.writable(p), slices.ContainsFunc(b.readWrite, func(e entry) bool { return e.value == quote(p) }):
+			// write beats read for one path (Codex's conflict order)
+		case b.writable(p):
+			// Inside the working directory by its relative name (kept
+			// read-only deeper in the tree too), elsewhere by its path.
 			if rel, ok := strings.CutPrefix(p, "{workdir}/"); ok {
 				p = rel
 			}
@@ -280,9 +323,10 @@ func (b *builder) codexAccess(e codexEntry, key, raw string) {
 	}
 }
 
-// codexWorkspace maps the :workspace_roots entry: the working directory
-// and the profile's workspace_roots, with its scoped subpaths.
-func codexWorkspace(b *builder, e codexEntry, key string, roots []*yaml.Node) {
+// codexWorkspace maps, in its phase, the :workspace_roots entry: the
+// working directory and the profile's workspace_roots, with its scoped
+// subpaths.
+func codexWorkspace(b *builder, e codexEntry, key string, roots []*yaml.Node, phase int) {
 	access := e.access
 	var subs []codexEntry
 	for _, s := range e.sub {
@@ -296,7 +340,9 @@ func codexWorkspace(b *builder, e codexEntry, key string, roots []*yaml.Node) {
 	for _, r := range roots {
 		p, ok := corralPath(r.Value)
 		if !ok {
-			b.loss(Warning, line(r), "workspace_roots."+r.Value, "not imported: no Corral path form")
+			if phase == phaseWrite {
+				b.loss(Warning, line(r), "workspace_roots."+r.Value, "not imported: no Corral path form")
+			}
 			continue
 		}
 		rootsOf = append(rootsOf, p)
@@ -304,6 +350,7 @@ func codexWorkspace(b *builder, e codexEntry, key string, roots []*yaml.Node) {
 	for _, r := range rootsOf {
 		from := b.at(e.line, key)
 		switch {
+		case codexPhase(access) != phase:
 		case r == "{workdir}" && access == "write":
 			b.includeWorkdir = &entry{value: "true", from: from}
 		case r == "{workdir}" && access == "read":
@@ -316,7 +363,7 @@ func codexWorkspace(b *builder, e codexEntry, key string, roots []*yaml.Node) {
 			}
 		}
 		for _, s := range subs {
-			b.codexAccess(s, key+"."+s.path, path.Join(strings.Replace(r, "{workdir}", ".", 1), s.path))
+			b.codexAccess(s, key+"."+s.path, path.Join(strings.Replace(r, "{workdir}", ".", 1), s.path), phase)
 		}
 	}
 }
@@ -345,7 +392,7 @@ func codexNetwork(b *builder, root, net *yaml.Node, key string) {
 		b.loss(Info, line(get(net, "mode")), key+".mode", "limited (GET, HEAD, OPTIONS) is each allow entry's access: read-only; the proxy inspects those hosts' TLS to decide each request")
 	}
 	for i, k := range dk {
-		pat, act, from := k.Value, str(dv[i]), b.at(line(k), key+".domains."+k.Value)
+		pat, act, dkey := codexPattern(k.Value), str(dv[i]), key+".domains."+k.Value
 		hostsOf := []string{pat}
 		switch {
 		case strings.HasPrefix(pat, "**."):
@@ -353,17 +400,17 @@ func codexNetwork(b *builder, root, net *yaml.Node, key string) {
 		case strings.HasPrefix(pat, "*."):
 			hostsOf = []string{"*" + pat} // subdomains at any depth
 		case pat == "*" || pat == "**":
-			b.loss(Warning, line(k), key+".domains."+pat, "not imported: a bare wildcard")
+			b.loss(Warning, line(k), dkey, "not imported: a bare wildcard")
 			continue
 		}
 		for _, h := range hostsOf {
 			switch act {
 			case "allow":
-				b.addEndpoint(&b.allow, strings.ToLower(h), nil, extra, from)
+				b.endpoint(listAllow, h, nil, extra, line(k), dkey)
 			case "deny":
-				b.addEndpoint(&b.denyHosts, strings.ToLower(h), nil, "", from)
+				b.endpoint(listDeny, h, nil, "", line(k), dkey)
 			default:
-				b.loss(Warning, line(k), key+".domains."+pat, "not imported: unknown action %q", act)
+				b.loss(Warning, line(k), dkey, "not imported: unknown action %q", act)
 			}
 		}
 	}
@@ -386,13 +433,49 @@ func codexNetwork(b *builder, root, net *yaml.Node, key string) {
 	}
 }
 
+// codexPattern is a domains key as Codex's proxy reads it
+// (network-proxy/src/policy.rs normalize_pattern): a leading "**." or
+// "*." kept, the rest trimmed, lower-cased, without brackets, a trailing
+// dot or a ":port" (a host with one colon: Codex matches it on every
+// port).
+func codexPattern(p string) string {
+	p = strings.TrimSpace(p)
+	prefix := ""
+	for _, w := range []string{"**.", "*."} {
+		if rest, ok := strings.CutPrefix(p, w); ok {
+			prefix, p = w, rest
+			break
+		}
+	}
+	if strings.HasPrefix(p, "[") {
+		if inner, _, ok := strings.Cut(p[1:], "]"); ok {
+			p = inner
+		}
+	} else if strings.Count(p, ":") == 1 {
+		p, _, _ = strings.Cut(p, ":")
+	}
+	return prefix + strings.TrimSuffix(strings.ToLower(p), ".")
+}
+
 // codexCore is the Unix variable set of inherit = "core"
-// (codex-rs/protocol/src/shell_environment.rs).
+// (codex-rs/protocol/src/shell_environment.rs UNIX_CORE_ENV_VARS).
 var codexCore = []string{"PATH", "SHELL", "TMPDIR", "TEMP", "TMP", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "USER"}
 
-// codexEnv maps shell_environment_policy to process.env: include_only
-// (or the inherit set) as the pass list, exclude taken out of it, set as
-// set. Corral sets HOME, USER, LOGNAME, SHELL and TMPDIR for the sandbox
+// codexDefaultExcludes are the patterns Codex drops when
+// ignore_default_excludes is false (shell_environment.rs populate_env).
+var codexDefaultExcludes = []string{"*KEY*", "*SECRET*", "*TOKEN*"}
+
+// codexEnv maps shell_environment_policy to process.env as Codex's
+// populate_env (codex-rs/protocol/src/shell_environment.rs) builds the
+// environment: the inherit set (all, core or none); less the default
+// excludes unless ignore_default_excludes (default true); less exclude;
+// plus set; then, when include_only is non-empty, only the variables it
+// matches, set ones too. Patterns are wildcards ('*', '?') compared
+// without case (WildMatchPattern::new_case_insensitive). Corral's pass
+// list takes names and prefixes ("LC_*") and compares with case: an
+// include_only pattern it cannot write is left out (Corral passes less);
+// an exclude it cannot carve out of a prefix takes the prefix out too.
+// Corral sets HOME, USER, LOGNAME, SHELL and TMPDIR for the sandbox
 // itself, so those are not passed.
 func codexEnv(b *builder, env *yaml.Node) {
 	key := "shell_environment_policy"
@@ -400,34 +483,66 @@ func codexEnv(b *builder, env *yaml.Node) {
 		b.loss(Warning, 0, key, "Codex passes the whole environment by default; Corral passes only process.env.pass (PATH, LANG, TERM, ...)")
 		return
 	}
-	var pass []string
-	src := ""
-	switch inc := items(get(env, "include_only")); {
-	case len(inc) > 0:
-		for _, n := range inc {
-			pass = append(pass, str(n))
+	inherit := str(get(env, "inherit"))
+	include := items(get(env, "include_only"))
+	var includes []string
+	for _, n := range include {
+		includes = append(includes, str(n))
+	}
+	matchesInclude := func(name string) bool {
+		for _, pat := range includes {
+			if wildMatch(pat, name, true) {
+				return true
+			}
 		}
-		src = key + ".include_only"
-	case str(get(env, "inherit")) == "core":
-		pass, src = codexCore, key+".inherit"
-	case str(get(env, "inherit")) == "none":
-		pass, src = []string{}, key+".inherit"
+		return len(includes) == 0
+	}
+	switch {
+	case inherit == "core" || inherit == "none":
+		src := key + ".inherit"
+		at := line(get(env, "inherit"))
+		b.envPass = nil
+		if inherit == "core" {
+			for _, v := range codexCore {
+				if !slices.Contains(codexOwn, v) && matchesInclude(v) {
+					b.passEnv(v, at, src)
+				}
+			}
+		}
+		if len(include) > 0 {
+			b.loss(Info, line(get(env, "include_only")), key+".include_only", "only the inherit set's variables that include_only matches are passed, as Codex's")
+		}
+		b.loss(Info, at, src, "HOME, USER, LOGNAME, SHELL and TMPDIR are the sandbox's own; the rest is process.env.pass")
+	case len(include) > 0: // inherit all, narrowed by include_only
+		at, src := line(get(env, "include_only")), key+".include_only"
+		b.envPass = nil
+		var unwritable []string
+		for i, n := range include {
+			v := str(n)
+			prefix, star := strings.CutSuffix(v, "*")
+			switch {
+			case slices.Contains(codexOwn, strings.ToUpper(v)):
+			case strings.ContainsAny(prefix, "*?"):
+				unwritable = append(unwritable, v)
+			case star && prefix == "":
+				unwritable = append(unwritable, v) // every variable: Corral passes only what it names
+			default:
+				b.passEnv(v, line(n), idx(src, i))
+			}
+		}
+		if len(unwritable) > 0 {
+			b.loss(Warning, at, src, "not passed: %s (Corral's process.env.pass takes names and prefixes ending in *, and passes no whole environment); list the variables by name", strings.Join(unwritable, ", "))
+		}
+		b.loss(Info, at, src, "HOME, USER, LOGNAME, SHELL and TMPDIR are the sandbox's own; the rest is process.env.pass (Corral matches names with case, Codex without: a variable spelled otherwise is not passed)")
 	default:
 		b.loss(Warning, line(env), key, "Codex passes the whole environment (inherit = all); Corral passes only process.env.pass (PATH, LANG, TERM, ...)")
 	}
-	if pass != nil {
-		at := line(get(env, strings.TrimPrefix(src, key+".")))
-		b.envPass = nil
-		for _, v := range pass {
-			if slices.Contains(codexOwn, strings.ToUpper(v)) {
-				continue
-			}
-			b.envPass = append(b.envPass, entry{value: quote(v), from: b.at(at, src)})
-		}
-		b.loss(Info, at, src, "HOME, USER, LOGNAME, SHELL and TMPDIR are the sandbox's own; the rest is process.env.pass (Corral matches names case-sensitively, Codex does not)")
+	if on, ok := boolean(get(env, "ignore_default_excludes")); ok && !on {
+		n := get(env, "ignore_default_excludes")
+		b.excludeEnv(line(n), key+".ignore_default_excludes", codexDefaultExcludes, true)
 	}
 	for i, n := range items(get(env, "exclude")) {
-		b.codexExclude(n, idx(key+".exclude", i), str(n))
+		b.excludeEnv(line(n), idx(key+".exclude", i), []string{str(n)}, true)
 	}
 	sk, sv := pairs(get(env, "set"))
 	order := make([]int, len(sk))
@@ -436,36 +551,14 @@ func codexEnv(b *builder, env *yaml.Node) {
 	}
 	sort.SliceStable(order, func(i, j int) bool { return sk[order[i]].Value < sk[order[j]].Value })
 	for _, i := range order {
-		b.envSet = append(b.envSet, entry{value: quote(sk[i].Value) + ": " + quote(str(sv[i])), from: b.at(line(sk[i]), key+".set."+sk[i].Value)})
-	}
-	if on, ok := boolean(get(env, "ignore_default_excludes")); ok && !on {
-		b.loss(Info, line(get(env, "ignore_default_excludes")), key+".ignore_default_excludes", "already so unless passed by name: Corral passes no *KEY*, *SECRET* or *TOKEN* variable that process.env.pass does not list")
+		k := key + ".set." + sk[i].Value
+		if !matchesInclude(sk[i].Value) {
+			b.loss(Info, line(sk[i]), k, "not set: include_only does not match it, and Codex applies include_only after set")
+			continue
+		}
+		b.setEnv(sk[i].Value, str(sv[i]), line(sk[i]), k)
 	}
 }
 
 // codexOwn are the variables Corral sets for the sandbox itself.
 var codexOwn = []string{"HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TEMP", "TMP"}
-
-// codexExclude takes the variables pattern matches (Codex: a
-// case-insensitive wildcard) out of the pass list.
-func (b *builder) codexExclude(n *yaml.Node, key, pattern string) {
-	kept := b.envPass[:0]
-	removed := false
-	for _, e := range b.envPass {
-		v, _ := strconv.Unquote(e.value)
-		if ok, _ := path.Match(strings.ToUpper(pattern), strings.ToUpper(v)); ok {
-			removed = true
-			continue
-		}
-		if hasGlob(v) && !hasGlob(pattern) {
-			if ok, _ := path.Match(v, pattern); ok {
-				b.loss(Error, line(n), key, "Corral passes %s (process.env.pass %s): narrow that pattern to keep it out", pattern, v)
-			}
-		}
-		kept = append(kept, e)
-	}
-	b.envPass = kept
-	if removed {
-		b.loss(Info, line(n), key, "taken out of process.env.pass")
-	}
-}

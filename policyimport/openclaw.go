@@ -37,6 +37,7 @@ func importOpenClaw(b *builder, data []byte) error {
 	}
 	agents := get(root, "agents")
 	sb := get(get(agents, "defaults"), "sandbox")
+	b.containerSystem(line(sb), "agents.defaults.sandbox.docker.image", "the container image's (the container reads its whole image)", []string{"/usr", "/etc"})
 	id, akey, own := openclawDefaultAgent(b, agents)
 	if own != nil {
 		b.comments = append(b.comments, "agent "+id+"'s sandbox merged over agents.defaults.sandbox")
@@ -96,29 +97,39 @@ func importOpenClaw(b *builder, data []byte) error {
 	}
 	b.envPass = nil
 	b.loss(Info, line(sb), "agents.defaults.sandbox.docker.env", "OpenClaw passes no host variable into the sandbox; nor does this policy (process.env.pass is empty; the sandbox's PATH is Corral's default)")
-	env := map[string]entry{}
+	type envVal struct {
+		value string
+		line  int
+		key   string
+	}
+	env := map[string]envVal{}
 	for _, e := range []struct {
 		n   *yaml.Node
 		key string
 	}{{get(get(sb, "docker"), "env"), "agents.defaults.sandbox.docker.env"}, {get(get(own, "docker"), "env"), akey + ".sandbox.docker.env"}} {
 		ks, vs := pairs(e.n)
 		for i, k := range ks {
-			env[k.Value] = entry{value: quote(k.Value) + ": " + quote(str(vs[i])), from: b.at(line(k), e.key+"."+k.Value)}
+			env[k.Value] = envVal{str(vs[i]), line(k), e.key + "." + k.Value}
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		b.envSet = append(b.envSet, env[k])
+		b.setEnv(k, env[k].value, env[k].line, env[k].key)
 	}
 	if n, key := val("docker", "memory"); str(n) != "" {
 		if m, ok := dockerBytes(str(n)); ok {
 			b.limits["memory"] = entry{value: quote(m), from: b.at(line(n), key)}
+		} else if m != "" {
+			b.loss(Warning, line(n), key, "not imported: %s; Corral's default memory limit applies", m)
 		} else {
 			b.loss(Warning, line(n), key, "not imported: %q is not a size", str(n))
 		}
 	}
 	if n, key := val("docker", "cpus"); str(n) != "" {
-		if _, err := strconv.ParseFloat(str(n), 64); err == nil {
-			b.limits["cpu"] = entry{value: str(n), from: b.at(line(n), key)}
+		// policy: a cpu limit is at least 0.01 cores (0: none, Docker's too).
+		if v, err := strconv.ParseFloat(str(n), 64); err == nil && (v == 0 || v >= 0.01 && v <= 1e6) {
+			b.limits["cpu"] = entry{value: strconv.FormatFloat(v, 'g', -1, 64), from: b.at(line(n), key)}
+		} else {
+			b.loss(Warning, line(n), key, "not imported: %q is not a number of cores Corral takes (0, or 0.01 and more); Corral's default cpu limit applies", str(n))
 		}
 	}
 	if n, key := val("docker", "pidsLimit"); str(n) != "" {
@@ -234,7 +245,8 @@ func openclawTools(b *builder, tools *yaml.Node) {
 }
 
 // dockerBytes is a docker size ("512m", "2g", "1024") in Corral's form
-// ("512M", "2G").
+// ("512M", "2G"), checked with policy.ParseByteSize and more than zero;
+// when ok is false, a non-empty s says why.
 func dockerBytes(s string) (string, bool) {
 	s = strings.TrimSpace(strings.ToUpper(s))
 	s = strings.TrimSuffix(s, "B")
@@ -244,6 +256,12 @@ func dockerBytes(s string) (string, bool) {
 	num := strings.TrimRight(s, "KMGT")
 	if _, err := strconv.ParseFloat(num, 64); err != nil || len(s)-len(num) > 1 {
 		return "", false
+	}
+	switch n, err := policy.ParseByteSize(s); {
+	case err != nil:
+		return err.Error(), false
+	case n <= 0:
+		return "a memory limit of " + s + " is no limit", false
 	}
 	return s, true
 }

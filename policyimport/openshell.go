@@ -3,11 +3,13 @@ package policyimport
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/corral-sandbox/corral/egress/l7"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -23,7 +25,9 @@ import (
 // sandbox reaches its hosts). The access presets are Corral's own
 // (read-only: GET, HEAD, OPTIONS; read-write: also POST, PUT, PATCH;
 // full), and REST rules map one to one; an endpoint's path selector
-// becomes rules on that path. OpenShell's enforcement defaults to audit
+// becomes rules on that path, and narrows a rule's own path (osRulePath).
+// Its allowed_ips become allow_private, which Corral applies to every
+// allowed host (osCheckPrivate says when that is looser). OpenShell's enforcement defaults to audit
 // (log only); Corral enforces what it imports (a warning). GraphQL,
 // WebSocket, MCP, JSON-RPC and SQL rules are not imported: the endpoint
 // is left out (a warning) rather than allowed unchecked.
@@ -35,6 +39,9 @@ func importOpenShell(b *builder, data []byte) error {
 	if v := str(get(root, "version")); v != "" && v != "1" {
 		return fmt.Errorf("%s:%d: version %s: only OpenShell policy version 1 is known", b.file, line(get(root, "version")), v)
 	}
+	// The baseline OpenShell adds in proxy mode (openshell-sandbox
+	// lib.rs PROXY_BASELINE_READ_ONLY; docs/sandboxes/policies.mdx).
+	b.containerSystem(line(root), "filesystem_policy", "its container image's (OpenShell's baseline)", []string{"/usr", "/lib", "/etc"})
 	keys, vals := pairs(root)
 	for i, k := range keys {
 		switch k.Value {
@@ -90,10 +97,19 @@ func osFilesystem(b *builder, fs *yaml.Node) {
 			addPath(&b.readOnly, cp, true, b.at(line(n), key))
 		}
 	}
-	b.loss(Info, line(fs), "filesystem_policy", "OpenShell's baseline paths (/usr, /lib, /etc read-only, /tmp read-write) are Corral's default system directories and private /tmp; its /var/log is not granted")
+	var missing []string
+	for _, p := range []string{"/var/log", "/app"} {
+		if !b.reachable(p) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		b.loss(Warning, line(fs), "filesystem_policy", "OpenShell's baseline also grants its image's %s read-only; Corral does not grant the host's: add read_only entries if the workload reads them", strings.Join(missing, " and "))
+	}
 }
 
 func osNetwork(b *builder, np *yaml.Node) {
+	var scoped []osPrivate
 	names, entries := pairs(np)
 	for i, nameNode := range names {
 		pol := entries[i]
@@ -106,37 +122,108 @@ func osNetwork(b *builder, np *yaml.Node) {
 			b.loss(Error, line(nameNode), key+".binaries", "Corral's egress rules apply to every process in the sandbox: the hosts of %s are reachable by any program, not only %s", nameNode.Value, strings.Join(list, ", "))
 		}
 		for j, ep := range items(get(pol, "endpoints")) {
-			osEndpoint(b, ep, idx(key+".endpoints", j))
+			osEndpoint(b, ep, idx(key+".endpoints", j), &scoped)
+		}
+	}
+	if len(b.allowed) > 0 {
+		b.loss(Warning, line(np), "network_policies", "OpenShell lets an exact host resolve to RFC 1918 addresses without allowed_ips; Corral's proxy refuses internal addresses unless network.allow_private covers them: add allow_private for an internal service an allowed name resolves to")
+	}
+	osCheckPrivate(b, scoped)
+}
+
+// osPrivate is an endpoint's allowed_ips, written as allow_private.
+type osPrivate struct {
+	host   string
+	ports  []int
+	ranges []netip.Prefix
+	line   int
+	key    string
+}
+
+// rfc1918 are the ranges OpenShell lets an exact host resolve to without
+// allowed_ips (docs/reference/policy-schema.mdx, allowed_ips).
+var rfc1918 = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.168.0.0/16")}
+
+// osCheckPrivate reports each endpoint's allowed_ips at its level.
+// OpenShell scopes them to the endpoint; Corral's allow_private holds for
+// every allowed host on its ports. That is looser (an error) when another
+// allowed host on a shared port is a wildcard, or when a range is not
+// RFC 1918 (where OpenShell lets exact hosts resolve anyway); else info.
+func osCheckPrivate(b *builder, scoped []osPrivate) {
+	for _, s := range scoped {
+		in1918 := true
+		for _, r := range s.ranges {
+			if !slices.ContainsFunc(rfc1918, func(p netip.Prefix) bool { return p.Bits() <= r.Bits() && p.Overlaps(r) }) {
+				in1918 = false
+			}
+		}
+		var loose, shared []string
+		for _, a := range b.allowed {
+			if a.host == s.host || !portsMeet(a.ports, s.ports) {
+				continue
+			}
+			if strings.Contains(a.host, "*") || !in1918 {
+				loose = append(loose, a.host)
+			} else {
+				shared = append(shared, a.host)
+			}
+		}
+		switch {
+		case len(loose) > 0:
+			b.loss(Error, s.line, s.key, "Corral's allow_private holds for every allowed host on its ports, not for %s alone: %s may reach these addresses too, which OpenShell refuses them", s.host, strings.Join(slices.Compact(slices.Sorted(slices.Values(loose))), ", "))
+		case len(shared) > 0:
+			b.loss(Info, s.line, s.key, "allow_private holds for every allowed host on its ports; the others there (%s) are exact names, which OpenShell lets resolve to RFC 1918 addresses too", strings.Join(slices.Compact(slices.Sorted(slices.Values(shared))), ", "))
+		default:
+			b.loss(Info, s.line, s.key, "allow_private holds for every allowed host on its ports; no other allowed host shares them")
 		}
 	}
 }
 
-// osEndpoint maps one endpoint to an allow entry (and allow_private for
-// its allowed_ips).
-func osEndpoint(b *builder, ep *yaml.Node, key string) {
-	from := b.at(line(ep), key)
-	host := strings.ToLower(str(get(ep, "host")))
-	var ports []int
-	for _, n := range items(get(ep, "ports")) {
-		if p, err := strconv.Atoi(str(n)); err == nil {
-			ports = append(ports, p)
-		}
+// portsMeet reports whether two allow entries' ports share one (no ports:
+// 80 and 443).
+func portsMeet(a, c []int) bool {
+	if len(a) == 0 {
+		a = []int{80, 443}
 	}
-	if len(ports) == 0 {
-		if p, err := strconv.Atoi(str(get(ep, "port"))); err == nil {
-			ports = []int{p}
-		}
+	if len(c) == 0 {
+		c = []int{80, 443}
 	}
-	for _, n := range items(get(ep, "allowed_ips")) {
-		if _, err := netip.ParsePrefix(str(n)); err != nil {
-			if _, err := netip.ParseAddr(str(n)); err != nil {
-				b.loss(Warning, line(n), key+".allowed_ips", "not imported: %q is not an address or prefix", str(n))
-				continue
+	return slices.ContainsFunc(a, func(p int) bool { return slices.Contains(c, p) })
+}
+
+// osPorts are an endpoint's ports (ports, else port); ok is false, with
+// a warning, when one is outside 1-65535 or there is none (OpenShell
+// refuses both: MissingEndpointPort, InvalidEndpointPort).
+func osPorts(b *builder, ep *yaml.Node, key string) (ports []int, ok bool) {
+	list, k := items(get(ep, "ports")), key+".ports"
+	if len(list) == 0 && get(ep, "port") != nil {
+		list, k = []*yaml.Node{get(ep, "port")}, key+".port"
+	}
+	for _, n := range list {
+		p, err := strconv.Atoi(str(n))
+		if err == nil {
+			if msg, _ := policy.PortProblem(p); msg != "" {
+				err = fmt.Errorf("%s", msg)
 			}
 		}
-		b.setNetwork(policy.NetworkProxy, from)
-		b.addEndpoint(&b.allowPrivate, str(n), ports, "", b.at(line(n), key+".allowed_ips"))
+		if err != nil {
+			b.loss(Warning, line(n), k, "not imported: %q is not a TCP port (1-65535; OpenShell refuses it too); the endpoint is left out", str(n))
+			return nil, false
+		}
+		ports = append(ports, p)
 	}
+	if len(ports) == 0 {
+		b.loss(Warning, line(ep), key, "not imported: an endpoint without a port (OpenShell requires one); it is left out")
+		return nil, false
+	}
+	return ports, true
+}
+
+// osEndpoint maps one endpoint to an allow entry (and allow_private for
+// its allowed_ips, recorded in scoped to be judged once every endpoint
+// is known).
+func osEndpoint(b *builder, ep *yaml.Node, key string, scoped *[]osPrivate) {
+	host := strings.ToLower(str(get(ep, "host")))
 	if host == "" {
 		if get(ep, "allowed_ips") == nil {
 			b.loss(Warning, line(ep), key, "not imported: an endpoint without a host")
@@ -145,6 +232,39 @@ func osEndpoint(b *builder, ep *yaml.Node, key string) {
 		}
 		return
 	}
+	ports, ok := osPorts(b, ep, key)
+	if !ok {
+		return
+	}
+	var ranges []netip.Prefix
+	for _, n := range items(get(ep, "allowed_ips")) {
+		r, ok := addrRange(str(n))
+		if !ok {
+			b.loss(Warning, line(n), key+".allowed_ips", "not imported: %q is not an address or prefix", str(n))
+			continue
+		}
+		ranges = append(ranges, r)
+	}
+	l7set, ok := osL7(b, ep, key)
+	if !ok {
+		return
+	}
+	b.setNetwork(policy.NetworkProxy, b.at(line(ep), key))
+	if !b.endpoint(listAllow, host, ports, l7set, line(ep), key) {
+		return
+	}
+	if len(ranges) > 0 {
+		for _, r := range ranges {
+			b.endpoint(listAllowPrivate, r.String(), ports, "", line(get(ep, "allowed_ips")), key+".allowed_ips")
+		}
+		*scoped = append(*scoped, osPrivate{host, ports, ranges, line(get(ep, "allowed_ips")), key + ".allowed_ips"})
+	}
+}
+
+// osL7 is an endpoint's L7 settings as the flow YAML of a Corral allow
+// entry (access, rules, deny_rules, tls); ok is false when the endpoint
+// is to be left out (its rules cannot be written: a warning says so).
+func osL7(b *builder, ep *yaml.Node, key string) (string, bool) {
 	protocol := str(get(ep, "protocol"))
 	enforce := str(get(ep, "enforcement")) == "enforce"
 	access := str(get(ep, "access"))
@@ -153,16 +273,18 @@ func osEndpoint(b *builder, ep *yaml.Node, key string) {
 	case "", "rest":
 	case "tcp":
 		b.loss(Warning, line(ep), key, "a TCP endpoint: reached through Corral's proxy, so the client must tunnel with CONNECT (HTTPS_PROXY)")
-		b.setNetwork(policy.NetworkProxy, from)
-		b.addEndpoint(&b.allow, host, ports, "", from)
-		return
+		return "", true
 	default:
 		if enforce && (access != "" || len(rules) > 0) {
 			b.loss(Warning, line(ep), key, "not imported: Corral has no %s rules; the endpoint is left out rather than allowed unchecked (add it with access or rules)", protocol)
-			return
+			return "", false
 		}
 	}
-	var l7 []string
+	if err := l7.CheckAccess(access); err != nil {
+		b.loss(Warning, line(get(ep, "access")), key+".access", "not imported: %v (OpenShell's presets are Corral's); the endpoint is left out rather than allowed unchecked", err)
+		return "", false
+	}
+	var out []string
 	if (access != "" || len(rules) > 0 || get(ep, "deny_rules") != nil) && !enforce {
 		b.loss(Warning, line(ep), key, "OpenShell only audits this endpoint's rules (enforcement defaults to audit); Corral enforces them")
 	}
@@ -176,51 +298,66 @@ func osEndpoint(b *builder, ep *yaml.Node, key string) {
 		fallthrough
 	case access != "":
 		if selector == "" {
-			l7 = append(l7, "access: "+quote(access))
-		} else {
-			var rs []string
-			for _, m := range accessMethods(access) {
-				rs = append(rs, fmt.Sprintf("{method: %s, path: %s}", quote(m), quote(osPath(selector))))
-			}
-			l7 = append(l7, "rules: ["+strings.Join(rs, ", ")+"]")
+			out = append(out, "access: "+quote(access))
+			break
 		}
+		p, _, ok := osRulePath(selector, "")
+		if !ok {
+			b.loss(Warning, line(ep), key+".path", "not imported: Corral cannot write the path selector %q as a rule path; the endpoint is left out", selector)
+			return "", false
+		}
+		var rs []string
+		for _, m := range accessMethods(access) {
+			rs = append(rs, fmt.Sprintf("{method: %s, path: %s}", quote(m), quote(p)))
+		}
+		out = append(out, "rules: ["+strings.Join(rs, ", ")+"]")
 	case len(rules) > 0:
 		var rs []string
 		for k, r := range rules {
-			rule, ok := osRule(get(r, "allow"), selector)
-			if !ok {
-				b.loss(Warning, line(r), idx(key+".rules", k), "not imported: a rule Corral cannot express (only method, path and query); the requests it allowed are refused")
-				continue
+			rule, why := osRule(get(r, "allow"), selector)
+			switch {
+			case why == osNone:
+				b.loss(Info, line(r), idx(key+".rules", k), "not imported: no request both matches the endpoint's path %q and this rule's path, so OpenShell never applies it either", selector)
+			case why != "":
+				b.loss(Warning, line(r), idx(key+".rules", k), "not imported: %s; the requests it allowed are refused", why)
+			default:
+				rs = append(rs, rule)
 			}
-			rs = append(rs, rule)
 		}
 		if len(rs) == 0 {
 			b.loss(Warning, line(ep), key, "not imported: none of its rules maps; the endpoint is left out")
-			return
+			return "", false
 		}
-		l7 = append(l7, "rules: ["+strings.Join(rs, ", ")+"]")
+		out = append(out, "rules: ["+strings.Join(rs, ", ")+"]")
 	case selector != "":
-		l7 = append(l7, fmt.Sprintf("rules: [{method: \"*\", path: %s}]", quote(osPath(selector))))
+		p, _, ok := osRulePath(selector, "")
+		if !ok {
+			b.loss(Warning, line(ep), key+".path", "not imported: Corral cannot write the path selector %q as a rule path; the endpoint is left out", selector)
+			return "", false
+		}
+		out = append(out, fmt.Sprintf("rules: [{method: \"*\", path: %s}]", quote(p)))
 	}
 	if dr := items(get(ep, "deny_rules")); len(dr) > 0 {
 		var rs []string
 		for k, r := range dr {
-			rule, ok := osRule(r, "")
-			if !ok {
-				b.loss(Error, line(r), idx(key+".deny_rules", k), "Corral cannot express this deny rule: the requests it refused are allowed")
+			// Within the endpoint's selector, but a deny wider than it
+			// refuses only what no rule of this entry allows anyway.
+			rule, why := osRule(r, "")
+			if why != "" {
+				b.loss(Error, line(r), idx(key+".deny_rules", k), "Corral cannot express this deny rule (%s): the requests it refused are allowed", why)
 				continue
 			}
 			rs = append(rs, rule)
 		}
 		if len(rs) > 0 {
-			l7 = append(l7, "deny_rules: ["+strings.Join(rs, ", ")+"]")
+			out = append(out, "deny_rules: ["+strings.Join(rs, ", ")+"]")
 		}
 	}
 	if str(get(ep, "tls")) == "skip" {
-		if len(l7) > 0 {
+		if len(out) > 0 {
 			b.loss(Warning, line(ep), key, "tls: skip with L7 rules: Corral inspects this host's TLS to apply them")
 		} else {
-			l7 = append(l7, `tls: "passthrough"`)
+			out = append(out, `tls: "passthrough"`)
 		}
 	}
 	ek, _ := pairs(ep)
@@ -235,8 +372,7 @@ func osEndpoint(b *builder, ep *yaml.Node, key string) {
 			b.loss(Warning, line(k), key+"."+k.Value, "not imported: an endpoint setting this importer does not know")
 		}
 	}
-	b.setNetwork(policy.NetworkProxy, from)
-	b.addEndpoint(&b.allow, host, ports, strings.Join(l7, ", "), from)
+	return strings.Join(out, ", "), true
 }
 
 // osEndpointKeys are the endpoint keys osEndpoint maps.
@@ -256,34 +392,109 @@ func accessMethods(access string) []string {
 	}
 }
 
-// osPath is an endpoint path selector as a Corral rule path: "X/**" is
-// X's subtree in both; a selector's other "*" crosses "/" in OpenShell,
-// so it becomes "**" (a whole segment) where it is one.
-func osPath(sel string) string {
-	parts := strings.Split(sel, "/")
-	for i, p := range parts {
-		if p == "*" {
-			parts[i] = "**"
-		}
+// osSelector reports whether the endpoint path selector sel matches the
+// literal request path p, as OpenShell's endpoint_path.rs does: "X/**"
+// is X and everything under it, otherwise a glob whose '*' crosses '/'
+// ('?' one character); ok is false for a selector with a character class
+// ('['), which this does not judge.
+func osSelector(sel, p string) (match, ok bool) {
+	if strings.Contains(sel, "[") {
+		return false, false
 	}
-	return strings.Join(parts, "/")
+	if x, sub := strings.CutSuffix(sel, "/**"); sub {
+		return wildMatch(x, p, false) || wildMatch(x+"/*", p, false), true
+	}
+	return wildMatch(sel, p, false), true
 }
 
-// osRule is a REST rule ({method, path, query}) as a Corral rule in flow
-// YAML, within selector (the endpoint's path, "" for none); ok is false
-// for a rule with other fields (GraphQL, MCP, ...).
-func osRule(r *yaml.Node, selector string) (string, bool) {
-	if r == nil || r.Kind != yaml.MappingNode {
+// osPath is a path selector with no wildcard but a "/**" tail, or whose
+// '*' are whole segments, as a Corral rule path: the selector's '*'
+// crosses '/', so a "*" segment is "*/**" (one segment or more, as the
+// selector's needs at least the '/' around it); ok is false for other
+// wildcards, which Corral's segment globs cannot write.
+func osPath(sel string) (string, bool) {
+	parts := strings.Split(sel, "/")
+	for i, p := range parts {
+		switch {
+		case p == "*":
+			parts[i] = "*/**"
+		case p == "**" && i == len(parts)-1:
+		case strings.ContainsAny(p, "*?["):
+			return "", false
+		}
+	}
+	out := strings.Join(parts, "/")
+	if l7.CheckPath(out) != nil {
 		return "", false
+	}
+	return out, true
+}
+
+// osRulePath is the Corral path of the requests that both the endpoint's
+// selector sel ("" for any) and a rule's path rp ("" for any; a
+// segment glob, '*' within one) match: none when no request does; ok is
+// false when Corral cannot write it.
+func osRulePath(sel, rp string) (p string, none, ok bool) {
+	if rp == "**" || rp == "/**" {
+		rp = ""
+	}
+	switch {
+	case sel == "":
+		return rp, false, true
+	case rp == "":
+		p, ok := osPath(sel)
+		return p, false, ok
+	case !strings.ContainsAny(rp, "*?["):
+		m, ok := osSelector(sel, rp)
+		return rp, ok && !m, ok
+	}
+	if x, sub := strings.CutSuffix(sel, "/**"); sub && !strings.ContainsAny(x, "*?[") {
+		// The rule's path is within X/** when its leading segments are X's.
+		xs, rs := strings.Split(x, "/"), strings.Split(rp, "/")
+		for i, seg := range xs {
+			switch {
+			case i >= len(rs) || strings.Contains(rs[i], "*"):
+				return "", false, false
+			case rs[i] != seg:
+				return "", true, true
+			}
+		}
+		return rp, false, true
+	}
+	if !strings.ContainsAny(sel, "*?[") {
+		// An exact selector: that path, if the rule's glob matches it.
+		if l7.MatchSegments(strings.Split(strings.TrimPrefix(rp, "/"), "/"), strings.Split(strings.TrimPrefix(sel, "/"), "/")) {
+			return sel, false, true
+		}
+		return "", true, true
+	}
+	return "", false, false
+}
+
+// osNone is osRule's why for a rule no request within the selector
+// matches.
+const osNone = "none"
+
+// osRule is a REST rule ({method, path, query}) as a Corral rule in flow
+// YAML, within selector (the endpoint's path, "" for none), each part
+// checked with egress/l7's rules (as the policy checks them); why says
+// what cannot be written (a GraphQL, MCP, ... field, or a value Corral
+// refuses), or is osNone for a rule that matches nothing in the selector.
+func osRule(r *yaml.Node, selector string) (rule, why string) {
+	if r == nil || r.Kind != yaml.MappingNode {
+		return "", "not a rule"
 	}
 	var parts []string
 	keys, vals := pairs(r)
 	for i, k := range keys {
 		switch k.Value {
 		case "method":
-			parts = append(parts, "method: "+quote(str(vals[i])))
+			m := strings.ToUpper(str(vals[i])) // OpenShell compares methods without case
+			if err := l7.CheckMethod(m); err != nil {
+				return "", err.Error()
+			}
+			parts = append(parts, "method: "+quote(m))
 		case "path":
-			parts = append(parts, "path: "+quote(str(vals[i])))
 		case "query":
 			var qs []string
 			qk, qv := pairs(vals[i])
@@ -291,22 +502,36 @@ func osRule(r *yaml.Node, selector string) (string, bool) {
 				var globs []string
 				if any := items(get(qv[j], "any")); len(any) > 0 {
 					for _, g := range any {
-						globs = append(globs, quote(str(g)))
+						globs = append(globs, str(g))
 					}
 				} else if s := str(qv[j]); s != "" {
-					globs = append(globs, quote(s))
-				} else {
-					return "", false
+					globs = append(globs, s)
+				}
+				if err := l7.CheckQuery(qk[j].Value, globs); err != nil {
+					return "", err.Error()
+				}
+				for g := range globs {
+					globs[g] = quote(globs[g])
 				}
 				qs = append(qs, quote(qk[j].Value)+": ["+strings.Join(globs, ", ")+"]")
 			}
 			parts = append(parts, "query: {"+strings.Join(qs, ", ")+"}")
 		default:
-			return "", false
+			return "", fmt.Sprintf("a %s field (Corral's rules have only method, path and query)", k.Value)
 		}
 	}
-	if selector != "" && get(r, "path") == nil {
-		parts = append(parts, "path: "+quote(osPath(selector)))
+	rp := str(get(r, "path"))
+	if err := l7.CheckPath(rp); err != nil {
+		return "", err.Error()
 	}
-	return "{" + strings.Join(parts, ", ") + "}", true
+	p, none, ok := osRulePath(selector, rp)
+	switch {
+	case none:
+		return "", osNone
+	case !ok:
+		return "", fmt.Sprintf("Corral cannot write the requests both the endpoint's path %q and the rule's %q match", selector, rp)
+	case p != "":
+		parts = append(parts, "path: "+quote(p))
+	}
+	return "{" + strings.Join(parts, ", ") + "}", ""
 }

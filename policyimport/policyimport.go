@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -139,6 +140,7 @@ type builder struct {
 	includeWorkdir                       *entry // nil: true (default)
 	netMode                              entry
 	allow, denyHosts, allowPrivate       []entry
+	allowed                              []hostPorts // the allow entries written
 	unixSockets                          *entry
 	envPass                              []entry
 	envSet                               []entry // "KEY: value"
@@ -178,7 +180,8 @@ func (b *builder) loss(sev Severity, line int, key, f string, a ...any) {
 	b.losses = append(b.losses, Loss{Severity: sev, Key: key, Line: line, Message: fmt.Sprintf(f, a...)})
 }
 
-// addPath adds p (a Corral path) to list unless it is there already.
+// addPath adds p (a Corral path, from corralPath, so one the policy
+// accepts) to list unless it is there already.
 func addPath(list *[]entry, p string, optional bool, from string) {
 	v := quote(p)
 	for i, e := range *list {
@@ -192,6 +195,18 @@ func addPath(list *[]entry, p string, optional bool, from string) {
 	*list = append(*list, entry{value: v, optional: optional, from: from})
 }
 
+// dropPath removes Corral path p from list; it reports whether it was there.
+func dropPath(list *[]entry, p string) bool {
+	v := quote(p)
+	for i, e := range *list {
+		if e.value == v {
+			*list = append((*list)[:i], (*list)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // setNetwork sets the network mode; the comment names the first source
 // line that asked for it.
 func (b *builder) setNetwork(mode policy.NetworkMode, from string) {
@@ -201,7 +216,47 @@ func (b *builder) setNetwork(mode policy.NetworkMode, from string) {
 	b.netMode = entry{value: string(mode), from: from}
 }
 
-func (b *builder) addEndpoint(list *[]entry, host string, ports []int, extra, from string) {
+// The network lists endpoint adds to.
+const (
+	listAllow        = "allow"
+	listDeny         = "deny"
+	listAllowPrivate = "allow_private"
+)
+
+// hostPorts is an allow entry as written: its host and ports (none: 80
+// and 443).
+type hostPorts struct {
+	host  string
+	ports []int
+}
+
+// endpoint adds {host, ports, extra} to network list kind (listAllow,
+// listDeny, listAllowPrivate) after checking host and ports with the
+// policy's own rules (policy.EndpointHostProblem, PortProblem). A value
+// the policy refuses is left out with a loss at line and key: a warning
+// for an allow or allow_private entry (Corral is then stricter), an
+// error for a deny entry (what it denied may be allowed). An allow host
+// of one label gets single_label: true (the source named it, so it is
+// meant), with an info loss. It reports whether the entry was added.
+func (b *builder) endpoint(kind, host string, ports []int, extra string, line int, key string) bool {
+	msg, _ := policy.EndpointHostProblem(host, kind == listAllowPrivate)
+	for _, p := range ports {
+		if msg == "" {
+			msg, _ = policy.PortProblem(p)
+		}
+	}
+	if msg != "" {
+		if kind == listDeny {
+			b.loss(Error, line, key, "Corral cannot deny this: %s; hosts it matches may stay allowed", msg)
+		} else {
+			b.loss(Warning, line, key, "not imported: %s", msg)
+		}
+		return false
+	}
+	if kind == listAllow && policy.IsSingleLabel(host) {
+		extra = strings.TrimPrefix(extra+", single_label: true", ", ")
+		b.loss(Info, line, key, "%s is a single DNS label: written with single_label: true (resolvers complete it with the local search domains or /etc/hosts)", host)
+	}
 	v := "host: " + quote(host)
 	if len(ports) > 0 {
 		ps := make([]string, len(ports))
@@ -213,12 +268,46 @@ func (b *builder) addEndpoint(list *[]entry, host string, ports []int, extra, fr
 	if extra != "" {
 		v += ", " + extra
 	}
+	list := map[string]*[]entry{listAllow: &b.allow, listDeny: &b.denyHosts, listAllowPrivate: &b.allowPrivate}[kind]
 	for _, e := range *list {
 		if e.value == "{"+v+"}" {
-			return
+			return true
 		}
 	}
-	*list = append(*list, entry{value: "{" + v + "}", from: from})
+	*list = append(*list, entry{value: "{" + v + "}", from: b.at(line, key)})
+	if kind == listAllow {
+		b.allowed = append(b.allowed, hostPorts{host, ports})
+	}
+	return true
+}
+
+// passEnv adds name (a variable or a prefix ending in "*") to
+// process.env.pass, unless the policy refuses it (policy.EnvPassProblem):
+// then it is left out with a warning at line and key.
+func (b *builder) passEnv(name string, line int, key string) bool {
+	if msg, _ := policy.EnvPassProblem(name); msg != "" {
+		b.loss(Warning, line, key, "not passed: %s", msg)
+		return false
+	}
+	v := quote(name)
+	for _, e := range b.envPass {
+		if e.value == v {
+			return true
+		}
+	}
+	b.envPass = append(b.envPass, entry{value: v, from: b.at(line, key)})
+	return true
+}
+
+// setEnv adds name: value to process.env.set, unless the policy refuses
+// it (policy.EnvSetProblem): then it is left out with a warning at line
+// and key.
+func (b *builder) setEnv(name, value string, line int, key string) {
+	if msg, _, _ := policy.EnvSetProblem(name, value); msg != "" {
+		b.loss(Warning, line, key, "not set: %s", msg)
+		return
+	}
+	b.envSet = append(b.envSet, entry{value: quote(name) + ": " + quote(value), from: b.at(line, key)})
 }
 
 // quote is s as a YAML double-quoted scalar (JSON string syntax, which
@@ -318,37 +407,57 @@ func hasGlob(p string) bool { return strings.ContainsAny(p, "*?[{") }
 // corralPath is p, a path as the source writes it relative to the
 // working directory (".", "src/", "./x", "~/x", "/abs"), as a Corral
 // policy path ("{workdir}", "{workdir}/src", "~/x", "/abs"); ok is false
-// for what has no Corral form (a glob, "..", an empty path).
+// for what has no Corral form: a glob, a ".." that would climb out of the
+// working directory or the home (the home's parent is not known here),
+// an empty path, or one the policy refuses (policy.PathProblem: a
+// /proc/self path, a NUL, a placeholder).
 func corralPath(p string) (string, bool) {
 	p = strings.TrimSpace(p)
 	if p == "" || hasGlob(p) {
 		return "", false
 	}
+	var c string
 	switch {
 	case p == "~" || strings.HasPrefix(p, "~/"):
-		c := path.Clean(p)
-		return c, !strings.Contains(c, "..")
+		if climbs(p[1:]) { // "~/../x", "~/../~/x": not under the home
+			return "", false
+		}
+		c = path.Clean(p)
 	case strings.HasPrefix(p, "/"):
-		c := path.Clean(p)
-		return c, true
+		c = path.Clean(p)
+	default:
+		c = path.Clean(p)
+		switch {
+		case c == ".." || strings.HasPrefix(c, "../"):
+			return "", false
+		case c == ".":
+			c = "{workdir}"
+		default:
+			c = "{workdir}/" + c
+		}
 	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
+	if msg, _ := policy.PathProblem(c, false); msg != "" {
 		return "", false
 	}
-	if c == "." {
-		return "{workdir}", true
-	}
-	return "{workdir}/" + c, true
+	return c, true
 }
 
-// systemRoots are the directories Corral's default grants read-only.
-func systemRoots() []string {
-	var out []string
-	for _, r := range policy.Default().Filesystem.ReadOnly {
-		out = append(out, r.Path)
+// climbs reports whether slash path rest, taken below some directory,
+// leaves it with a ".." ("/../x", "/a/../../x").
+func climbs(rest string) bool {
+	depth := 0
+	for _, c := range strings.Split(rest, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
 	}
-	return out
+	return false
 }
 
 // under reports whether p is at or under root (both clean, slash paths).
@@ -357,38 +466,57 @@ func under(p, root string) bool {
 }
 
 // reachable reports whether a read of Corral path p is possible under the
-// policy built so far: under a system directory, the working directory or
-// a read-only or read-write entry.
+// policy built so far: under the working directory (when granted) or a
+// read-only or read-write entry (the builder starts with the default's
+// system directories among them).
 func (b *builder) reachable(p string) bool {
 	if under(p, "{workdir}") {
 		return b.includeWorkdir == nil || b.includeWorkdir.value == "true"
 	}
-	roots := systemRoots()
-	for _, e := range append(append([]entry{}, b.readOnly...), b.readWrite...) {
-		if s, err := strconv.Unquote(e.value); err == nil {
-			roots = append(roots, s)
-		}
-	}
-	for _, r := range roots {
-		if under(p, r) {
-			return true
+	for _, list := range [][]entry{b.readOnly, b.readWrite} {
+		for _, e := range list {
+			if s, err := strconv.Unquote(e.value); err == nil && under(p, s) {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// isRefusedRW reports whether Corral refuses p read-write (docs/policy.md:
-// the root, the home itself, /tmp, system trees): the importer then
-// leaves it out with a loss instead of writing a policy that fails.
-func isRefusedRW(p string) bool {
-	switch p {
-	case "/", "~", "/home", "/root", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media":
-		return true
-	}
-	for _, r := range []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/proc", "/sys", "/dev", "/run", "/var/run", "/var/lib", "/var/spool", "/var/cache", "/var/log"} {
-		if under(p, r) {
-			return true
+// refusedRW reports whether Corral refuses Corral path p read-write: the
+// home itself, or what policy.DangerousForWrite names (the root, /tmp,
+// /var/tmp, system trees; docs/policy.md): the importer then leaves it
+// out with a loss instead of writing a policy that fails when resolved.
+func refusedRW(p string) bool { return p == "~" || policy.DangerousForWrite(p) }
+
+// mergedUsrLinks are the default's system directories that a merged-/usr
+// host (Debian 12, Ubuntu 22.04 and later, Fedora, Arch; the images of
+// the container-based sources) has as links into /usr: granting them
+// grants nothing /usr does not. The ELF loader (/lib64/ld-linux-x86-64.so.2)
+// and /bin/sh are found through them.
+var mergedUsrLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// containerSystem maps the system directories of a source whose sandbox
+// is a container (OpenShell, OpenClaw): the workload there reads its
+// image's system software and configuration, and under Corral, which has
+// no image, the host's. shown are the directories the source shows it
+// (OpenShell's baseline, /usr /lib /etc; for OpenClaw, whose container
+// reads its whole image, /usr and /etc). /opt, add-on software rather than
+// the system, is not granted unless the source lists it (an entry added
+// later puts it back). The mapping is reported once, as info with the
+// reason docs/policy.md gives ("Importing another sandbox's
+// configuration"): it is the same for every file of the source, the
+// host's directories take the image's place read-only with the
+// credential files denied, and an error no file can avoid would teach
+// --accept-loss, which hides the errors a file can fix.
+func (b *builder) containerSystem(line int, key, image string, shown []string) {
+	dropPath(&b.readOnly, "/opt")
+	var links []string
+	for _, l := range mergedUsrLinks {
+		if !slices.ContainsFunc(shown, func(s string) bool { return under(l, s) }) {
+			links = append(links, l)
 		}
 	}
-	return false
+	b.loss(Info, line, key, "Corral grants the host's %s read-only in place of %s, with /etc/shadow, /etc/gshadow, /etc/sudoers and /etc/ssh denied (deny what else of the host's /etc must stay hidden); also %s, links into /usr on a merged-/usr host; /opt is not granted unless listed (docs/policy.md)",
+		strings.Join(shown, ", "), image, strings.Join(links, ", "))
 }

@@ -1,6 +1,7 @@
 package policyimport
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-sandbox/corral/egress"
 	"github.com/corral-sandbox/corral/policy"
 )
 
-// imported is the import of testdata/NAME from src, parsed back and
-// resolved for a fresh working directory (so it is a policy corral runs).
+// imported is the import of testdata/NAME from src (see load).
 func imported(t *testing.T, src Source, name string) (*Result, *policy.Policy) {
 	t.Helper()
 	file := filepath.Join("testdata", name)
@@ -21,11 +22,19 @@ func imported(t *testing.T, src Source, name string) (*Result, *policy.Policy) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return load(t, src, file, data)
+}
+
+// load imports data, the file named file, from src, parses the result
+// back and, on Linux, resolves it for a fresh home and working directory
+// (so it is a policy corral runs).
+func load(t *testing.T, src Source, file string, data []byte) (*Result, *policy.Policy) {
+	t.Helper()
 	res, err := Import(src, file, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := policy.ParseFor(res.YAML, name+".yaml", policy.OSLinux)
+	p, err := policy.ParseFor(res.YAML, filepath.Base(file)+".yaml", policy.OSLinux)
 	if err != nil {
 		t.Fatalf("the imported policy does not parse: %v\n%s", err, res.YAML)
 	}
@@ -188,6 +197,8 @@ func TestCodexWorkspaceWrite(t *testing.T) {
 		"warning sandbox_workspace_write.network_access",
 		"info shell_environment_policy.inherit",
 		"info shell_environment_policy.ignore_default_excludes",
+		"info shell_environment_policy.exclude[0]",
+		"info shell_environment_policy.exclude[1]",
 	)
 }
 
@@ -252,14 +263,7 @@ mode = "limited"
 [permissions.locked.network.domains]
 "api.example.com" = "allow"
 `)
-	res, err := Import(Codex, "config.toml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.ParseFor(res.YAML, "x.yaml", policy.OSLinux)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, p := load(t, Codex, "config.toml", data)
 	if !res.HasErrors() || !strings.Contains(string(res.YAML), `{host: "api.example.com", access: "read-only"}`) || *p.Filesystem.IncludeWorkdir {
 		t.Errorf("errors %v, workdir %v:\n%s", res.Losses, *p.Filesystem.IncludeWorkdir, res.YAML)
 	}
@@ -299,6 +303,7 @@ func TestOpenShellDefault(t *testing.T) {
 		"info landlock",
 		"info process",
 		"error network_policies.claude_code.binaries",
+		"warning network_policies",
 		"error network_policies.github_rest_api.binaries",
 		"error network_policies.pypi.binaries",
 		"error network_policies.npm_registry.binaries",
@@ -324,6 +329,7 @@ func TestOpenShellL7(t *testing.T) {
 	wantIn(t, "allow", hosts(p.Network.Allow), "db.example.internal:5432", "*.svc.example.internal:443:8443")
 	wantLosses(t, res,
 		"info filesystem_policy",
+		"warning filesystem_policy",
 		"info filesystem_policy.read_only[3]",
 		"info filesystem_policy.read_only[4]",
 		"info filesystem_policy.read_write[1]",
@@ -331,10 +337,12 @@ func TestOpenShellL7(t *testing.T) {
 		"info landlock",
 		"info process",
 		"error network_policies.git_smart_http_readonly.binaries",
+		"warning network_policies",
 		"error network_policies.github_api_rw_guarded.binaries",
 		"warning network_policies.github_api_rw_guarded.endpoints[1]",
 		"error network_policies.internal_services.binaries",
 		"warning network_policies.internal_services.endpoints[0]",
+		"info network_policies.internal_services.endpoints[0].allowed_ips",
 		"error network_policies.postgres.binaries",
 		"warning network_policies.postgres.endpoints[0]",
 	)
@@ -388,6 +396,7 @@ func TestOpenClawAgents(t *testing.T) {
 		t.Errorf("workdir %v, memory %d: want none (the default) and 1G", *p.Filesystem.IncludeWorkdir, p.Process.Limits.Memory)
 	}
 	wantLosses(t, res,
+		"info agents.defaults.sandbox.docker.image",
 		"info agents.defaults.sandbox.docker.env",
 		"info agents.defaults.sandbox.workspaceAccess",
 		"info agents.defaults.sandbox.docker.binds[0]",
@@ -428,14 +437,7 @@ func TestJSON5(t *testing.T) {
 // and add a line of its own to the policy.
 func TestHostileKeys(t *testing.T) {
 	data := []byte("default_permissions = \"p\"\n[permissions.p.filesystem]\n\":minimal\" = \"read\"\n\"/srv/x\\nnetwork:\\n  mode: host\" = \"read\"\n")
-	res, err := Import(Codex, "config.toml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.ParseFor(res.YAML, "x.yaml", policy.OSLinux)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, p := load(t, Codex, "config.toml", data)
 	if p.Network.Mode != policy.NetworkNone || strings.Contains(string(res.YAML), "\n  mode: host") {
 		t.Errorf("a key's line break reached the policy:\n%s", res.YAML)
 	}
@@ -446,15 +448,338 @@ func TestHostileKeys(t *testing.T) {
 // rooted at / is an error (it can match under granted directories).
 func TestAbsoluteDenyInWorkdir(t *testing.T) {
 	data := []byte(`{"filesystem": {"denyRead": ["/srv/proj/.env", "/**/*.key"], "denyWrite": ["/srv/proj/sub"], "allowWrite": ["."]}}`)
-	res, err := Import(SRT, "s.json", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.ParseFor(res.YAML, "x.yaml", policy.OSLinux)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, p := load(t, SRT, "s.json", data)
 	wantIn(t, "deny", paths(p.Filesystem.Deny), "/srv/proj/.env")
 	wantIn(t, "protected", p.Filesystem.Protected, "/srv/proj/sub")
 	wantLosses(t, res, "warning filesystem", "error filesystem.denyRead[1]")
+}
+
+// lossOf is the first loss of res with key (nil when none).
+func lossOf(res *Result, key string) *Loss {
+	for i, l := range res.Losses {
+		if l.Key == key {
+			return &res.Losses[i]
+		}
+	}
+	return nil
+}
+
+// wantLoss fails unless res has a loss of severity sev at key.
+func wantLoss(t *testing.T, res *Result, sev Severity, key string) {
+	t.Helper()
+	for _, l := range res.Losses {
+		if l.Key == key && l.Severity == sev {
+			return
+		}
+	}
+	t.Errorf("no %s loss at %s in %+v\n%s", sev, key, res.Losses, res.YAML)
+}
+
+// TestCodexGrantsBeforeDenies: a deny is judged after every grant of the
+// profile, whatever the file's order: a deny of a working-directory path
+// written before the entry that grants the working directory is kept.
+func TestCodexGrantsBeforeDenies(t *testing.T) {
+	data := []byte(`default_permissions = "p"
+[permissions.p.filesystem]
+":minimal" = "read"
+":project_roots" = { "secrets" = "deny" }
+":workspace_roots" = { "." = "write" }
+`)
+	res, p := load(t, Codex, "config.toml", data)
+	if !*p.Filesystem.IncludeWorkdir {
+		t.Fatalf("the working directory is not granted:\n%s", res.YAML)
+	}
+	wantIn(t, "deny", paths(p.Filesystem.Deny), "{workdir}/secrets")
+}
+
+// TestCodexReadInWritableRoot: a read entry inside a writable root
+// outside the working directory stays read-only there (protected), in
+// either order of the two entries.
+func TestCodexReadInWritableRoot(t *testing.T) {
+	for _, body := range []string{
+		"\"/srv/shared\" = \"write\"\n\"/srv/shared/golden\" = \"read\"\n",
+		"\"/srv/shared/golden\" = \"read\"\n\"/srv/shared\" = \"write\"\n",
+	} {
+		data := []byte("default_permissions = \"p\"\n[permissions.p]\nextends = \":workspace\"\n[permissions.p.filesystem]\n" + body)
+		res, p := load(t, Codex, "config.toml", data)
+		wantIn(t, "read_write", paths(p.Filesystem.ReadWrite), "/srv/shared")
+		if !slices.Contains(p.Filesystem.Protected, "/srv/shared/golden") && !slices.Contains(paths(p.Filesystem.ReadOnly), "/srv/shared/golden") {
+			t.Errorf("/srv/shared/golden is writable:\n%s", res.YAML)
+		}
+	}
+}
+
+// TestCodexEnv: shell_environment_policy as Codex's populate_env: the
+// inherit set narrowed by include_only (never widened), the default
+// excludes applied first (so include_only cannot bring a *TOKEN* back),
+// patterns compared without case, set variables that include_only does
+// not match dropped, patterns Corral cannot write left out.
+func TestCodexEnv(t *testing.T) {
+	for _, c := range []struct {
+		name, env        string
+		pass, notPass    []string
+		set, notSet      []string
+		warnKey, infoKey string
+	}{
+		{name: "default excludes before include_only",
+			env:  "inherit = \"all\"\nignore_default_excludes = false\ninclude_only = [\"PATH\", \"LANG\", \"GITHUB_TOKEN\", \"lc_*\", \"*PATH\"]\nset = { FOO = \"1\", MANPATH = \"/x\" }\n",
+			pass: []string{"PATH", "LANG"}, notPass: []string{"GITHUB_TOKEN", "*PATH", "lc_*"},
+			set: []string{"MANPATH"}, notSet: []string{"FOO"},
+			warnKey: "shell_environment_policy.include_only"},
+		{name: "include_only narrows core",
+			env:  "inherit = \"core\"\ninclude_only = [\"path\", \"FOO\"]\n",
+			pass: []string{"PATH"}, notPass: []string{"FOO", "path", "LANG"}},
+		{name: "include_only narrows none",
+			env:     "inherit = \"none\"\ninclude_only = [\"PATH\"]\n",
+			notPass: []string{"PATH"}},
+		{name: "exclude without case and by wildcard",
+			env:  "inherit = \"all\"\ninclude_only = [\"GITHUB_USER\", \"AWS_REGION\", \"TERM\"]\nexclude = [\"github_*\", \"AWS_?EGION\"]\n",
+			pass: []string{"TERM"}, notPass: []string{"GITHUB_USER", "AWS_REGION"}},
+		{name: "a prefix an exclude cuts into",
+			env:  "inherit = \"all\"\nignore_default_excludes = false\n",
+			pass: []string{"PATH", "LC_ALL", "LC_CTYPE"}, notPass: []string{"LC_*"},
+			warnKey: "shell_environment_policy.ignore_default_excludes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res, p := load(t, Codex, "config.toml", []byte("[shell_environment_policy]\n"+c.env))
+			wantIn(t, "env pass", p.Process.Env.Pass, c.pass...)
+			wantOut(t, "env pass", p.Process.Env.Pass, c.notPass...)
+			for _, k := range c.set {
+				if _, ok := p.Process.Env.Set[k]; !ok {
+					t.Errorf("%s not set: %v", k, p.Process.Env.Set)
+				}
+			}
+			for _, k := range c.notSet {
+				if _, ok := p.Process.Env.Set[k]; ok {
+					t.Errorf("%s set, though include_only drops it: %v", k, p.Process.Env.Set)
+				}
+			}
+			if c.warnKey != "" {
+				wantLoss(t, res, Warning, c.warnKey)
+			}
+		})
+	}
+}
+
+// TestSRTResolvedAddresses: deniedResolvedAddresses are judged by their
+// whole range: already so only when every address of it is one Corral's
+// proxy refuses (egress.Classify).
+func TestSRTResolvedAddresses(t *testing.T) {
+	ranges := []string{"10.0.0.0/8", "10.0.0.0/7", "172.16.0.0/11", "8.8.8.8", "169.254.169.254", "fc00::/7",
+		"::ffff:10.0.0.0/104", "224.0.0.0/3", "0.0.0.0/0", "192.168.1.0/24", "2001:db8::/31", "::/0"}
+	want := []Severity{Info, Error, Error, Error, Info, Info, Info, Info, Error, Info, Error, Error}
+	q := make([]string, len(ranges))
+	for i, r := range ranges {
+		q[i] = strconv.Quote(r)
+	}
+	data := []byte(`{"network": {"allowedDomains": ["example.com"], "deniedResolvedAddresses": [` + strings.Join(q, ", ") + `]}}`)
+	res, _ := load(t, SRT, "s.json", data)
+	for i, r := range ranges {
+		l := lossOf(res, idx("network.deniedResolvedAddresses", i))
+		if l == nil || l.Severity != want[i] {
+			t.Errorf("%s: %+v, want %s", r, l, want[i])
+		}
+	}
+}
+
+// TestProxyRefusedAgrees: every address of each proxyRefused range is
+// one egress.Classify blocks (checked at its ends and middle), and the
+// ranges proxyDepends names are not judged refused.
+func TestProxyRefusedAgrees(t *testing.T) {
+	for _, r := range proxyRefused {
+		first := r.Masked().Addr()
+		last := lastAddr(r)
+		mid := netip.PrefixFrom(first, r.Bits()+1)
+		for _, a := range []netip.Addr{first, last, lastAddr(mid), lastAddr(mid).Next()} {
+			if inDepends(a) {
+				continue
+			}
+			if blocked, class := egress.Classify(a); !blocked {
+				t.Errorf("%s in refused %s is %s to egress.Classify", a, r, class)
+			}
+		}
+	}
+	for _, d := range proxyDepends {
+		if proxyRefuses(d) {
+			t.Errorf("%s judged refused", d)
+		}
+	}
+	if a := netip.MustParseAddr("::ffff:8.8.8.8"); !inDepends(a) {
+		t.Error("the IPv4-mapped range is not in proxyDepends")
+	} else if blocked, _ := egress.Classify(a); blocked {
+		t.Errorf("%s blocked", a)
+	}
+}
+
+func inDepends(a netip.Addr) bool {
+	return slices.ContainsFunc(proxyDepends, func(d netip.Prefix) bool { return d.Contains(a) })
+}
+
+// lastAddr is the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// TestOpenShellSelectorAndRulePath: a rule with its own path is kept only
+// within the endpoint's path selector: inside it as written, outside it
+// dropped (no request reaches it there), and where Corral cannot write
+// the intersection, left out with a warning, never widened.
+func TestOpenShellSelectorAndRulePath(t *testing.T) {
+	data := []byte(`version: 1
+network_policies:
+  api:
+    endpoints:
+      - host: api.example.com
+        port: 443
+        protocol: rest
+        enforcement: enforce
+        path: "/repos/**"
+        rules:
+          - allow: {method: get, path: "/repos/*/issues"}
+          - allow: {method: GET, path: "/user/**"}
+          - allow: {method: POST}
+      - {host: other.example.com, port: 443, protocol: rest, enforcement: enforce, path: "/v*/items",
+         rules: [{allow: {method: GET, path: "/*/items"}}, {allow: {method: GET, path: "/v2/items"}}]}
+`)
+	res, p := load(t, OpenShell, "policy.yaml", data)
+	api := endpoint(p, "api.example.com")
+	if api == nil {
+		t.Fatalf("api.example.com not allowed:\n%s", res.YAML)
+	}
+	var got []string
+	for _, r := range api.Rules {
+		got = append(got, r.Method+" "+r.Path)
+	}
+	if !slices.Equal(got, []string{"GET /repos/*/issues", "POST /repos/**"}) {
+		t.Errorf("api.example.com rules %q, want GET /repos/*/issues and POST /repos/** (nothing outside /repos)", got)
+	}
+	wantLoss(t, res, Info, "network_policies.api.endpoints[0].rules[1]")
+	other := endpoint(p, "other.example.com")
+	if other == nil || len(other.Rules) != 1 || other.Rules[0].Path != "/v2/items" {
+		t.Errorf("other.example.com: %+v, want only GET /v2/items", other)
+	}
+	wantLoss(t, res, Warning, "network_policies.api.endpoints[1].rules[0]")
+}
+
+// TestOpenShellAllowedIPs: an endpoint's allowed_ips become allow_private,
+// which holds for every allowed host on those ports: an error when a
+// wildcard host shares a port, or when the range is not RFC 1918 (which
+// OpenShell lets exact hosts reach anyway); info otherwise.
+func TestOpenShellAllowedIPs(t *testing.T) {
+	data := []byte(`version: 1
+network_policies:
+  internal:
+    endpoints:
+      - {host: git.corp.example, port: 443, allowed_ips: ["10.1.0.0/16"]}
+      - {host: "*.cdn.example.com", port: 443}
+      - {host: cache.corp.example, port: 8080, allowed_ips: ["10.2.0.0/16"]}
+      - {host: metrics.corp.example, port: 9090, allowed_ips: ["100.64.0.0/10"]}
+      - {host: dash.corp.example, port: 9090}
+`)
+	res, p := load(t, OpenShell, "policy.yaml", data)
+	wantIn(t, "allow_private", hosts(p.Network.AllowPrivate), "10.1.0.0/16:443", "10.2.0.0/16:8080")
+	wantLoss(t, res, Error, "network_policies.internal.endpoints[0].allowed_ips")
+	wantLoss(t, res, Info, "network_policies.internal.endpoints[2].allowed_ips")
+	wantLoss(t, res, Error, "network_policies.internal.endpoints[3].allowed_ips")
+}
+
+// TestContainerSystemDirs: OpenShell and OpenClaw run in a container,
+// whose system directories are its image's: the import says Corral grants
+// the host's in their place, and does not grant /opt, which neither
+// source shows (unless it lists it).
+func TestContainerSystemDirs(t *testing.T) {
+	for _, c := range []struct {
+		src       Source
+		file, key string
+		data      string
+	}{
+		{OpenShell, "policy.yaml", "filesystem_policy", "version: 1\nfilesystem_policy: {include_workdir: true, read_only: [/usr]}\n"},
+		{OpenClaw, "openclaw.json", "agents.defaults.sandbox.docker.image", `{agents: {defaults: {sandbox: {mode: "all", workspaceAccess: "rw"}}}}`},
+	} {
+		res, p := load(t, c.src, c.file, []byte(c.data))
+		wantOut(t, string(c.src)+" read_only", paths(p.Filesystem.ReadOnly), "/opt")
+		wantIn(t, string(c.src)+" read_only", paths(p.Filesystem.ReadOnly), "/usr", "/etc")
+		if l := lossOf(res, c.key); l == nil || !strings.Contains(l.Message, "host's /usr") || !strings.Contains(l.Message, "/etc") {
+			t.Errorf("%s: no loss naming the host's system directories: %+v", c.src, res.Losses)
+		}
+	}
+	res, p := load(t, OpenShell, "policy.yaml", []byte("version: 1\nfilesystem_policy: {read_only: [/opt/tools]}\n"))
+	wantIn(t, "read_only", paths(p.Filesystem.ReadOnly), "/opt/tools")
+	if !strings.Contains(string(res.YAML), `"/opt/tools", optional: true}  # openshell`) {
+		t.Errorf("/opt/tools not granted from the source:\n%s", res.YAML)
+	}
+}
+
+// TestUnvalidatedValues: a value the policy would refuse never reaches
+// it (Import would fail with "internal error"): each is a loss at its
+// key, a warning where leaving it out is stricter, an error where it is
+// looser (a deny).
+func TestUnvalidatedValues(t *testing.T) {
+	for _, c := range []struct {
+		src       Source
+		data      string
+		sev       Severity
+		key       string
+		wantAllow string // a host:port the result allows (hosts() form), if any
+	}{
+		{SRT, `{"network": {"allowedDomains": ["[::1]:8080"]}}`, "", "", "::1:8080"},
+		{SRT, `{"network": {"allowedDomains": ["*example.com"]}}`, Warning, "network.allowedDomains[0]", ""},
+		{SRT, `{"network": {"allowedDomains": ["*.com"]}}`, Warning, "network.allowedDomains[0]", ""},
+		{SRT, `{"network": {"allowedDomains": ["intranet"]}}`, Warning, "network.allowedDomains[0]", ""},
+		{SRT, `{"network": {"allowedDomains": ["a.example.com"], "deniedDomains": ["*.com"]}}`, Error, "network.deniedDomains[0]", ""},
+		{SRT, `{"network": {"allowedDomains": ["a.example.com"], "deniedDomains": ["*example.com"]}}`, Info, "network.deniedDomains[0]", ""},
+		{SRT, `{"filesystem": {"allowWrite": ["~/../x"]}}`, Warning, "filesystem.allowWrite[0]", ""},
+		{SRT, `{"filesystem": {"denyRead": ["~/../x"]}}`, Error, "filesystem.denyRead[0]", ""},
+		{SRT, `{"filesystem": {"denyRead": ["~/../~/.ssh"]}}`, Error, "filesystem.denyRead[0]", ""},
+		{SRT, `{"filesystem": {"allowWrite": ["/var/tmp"]}}`, Warning, "filesystem.allowWrite[0]", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: \"*-x.googleapis.com\", port: 443}\n", Warning, "network_policies.p.endpoints[0]", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: a.example.com, port: 0}\n", Warning, "network_policies.p.endpoints[0].port", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: a.example.com, ports: [443, 70000]}\n", Warning, "network_policies.p.endpoints[0].ports", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: a.example.com}\n", Warning, "network_policies.p.endpoints[0]", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: a.example.com, port: 443, protocol: rest, enforcement: enforce, access: readonly}\n", Warning, "network_policies.p.endpoints[0].access", ""},
+		{OpenShell, "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - {host: a.example.com, port: 443, protocol: rest, enforcement: enforce, rules: [{allow: {method: FETCH}}]}\n", Warning, "network_policies.p.endpoints[0].rules[0]", ""},
+		{Codex, "default_permissions = \"p\"\n[features]\nnetwork_proxy = true\n[permissions.p]\nextends = \":workspace\"\n[permissions.p.network]\nenabled = true\n[permissions.p.network.domains]\n\"api.example.com:8443\" = \"allow\"\n", "", "", "api.example.com"},
+		{Codex, "default_permissions = \"p\"\n[features]\nnetwork_proxy = true\n[permissions.p]\nextends = \":workspace\"\n[permissions.p.network]\nenabled = true\n[permissions.p.network.domains]\n\"a.example.com\" = \"allow\"\n\"api-*.example.com\" = \"deny\"\n", Error, "permissions.p.network.domains.api-*.example.com", ""},
+		{OpenClaw, `{agents: {defaults: {sandbox: {docker: {env: {"A=B": "1", "OK": "2"}}}}}}`, Warning, "agents.defaults.sandbox.docker.env.A=B", ""},
+		{OpenClaw, `{agents: {defaults: {sandbox: {docker: {cpus: -1}}}}}`, Warning, "agents.defaults.sandbox.docker.cpus", ""},
+		{OpenClaw, `{agents: {defaults: {sandbox: {docker: {cpus: 0.001}}}}}`, Warning, "agents.defaults.sandbox.docker.cpus", ""},
+		{OpenClaw, `{agents: {defaults: {sandbox: {docker: {memory: "-5m"}}}}}`, Warning, "agents.defaults.sandbox.docker.memory", ""},
+		{Codex, "[shell_environment_policy]\ninherit = \"all\"\ninclude_only = [\"A=B\"]\n", Warning, "shell_environment_policy.include_only[0]", ""},
+	} {
+		res, err := Import(c.src, "f", []byte(c.data))
+		if err != nil {
+			t.Errorf("%s %s: %v", c.src, c.data, err)
+			continue
+		}
+		p, err := policy.ParseFor(res.YAML, "x.yaml", policy.OSLinux)
+		if err != nil {
+			t.Errorf("%s %s: %v", c.src, c.data, err)
+			continue
+		}
+		if c.key != "" {
+			wantLoss(t, res, c.sev, c.key)
+		}
+		if c.wantAllow != "" {
+			wantIn(t, "allow", append(hosts(p.Network.Allow), hosts(p.Network.AllowPrivate)...), c.wantAllow)
+		}
+	}
+}
+
+// TestSRTDenyWriteWorkdir: denyWrite of the working directory makes it
+// read-only (a protected {workdir} is refused when corral runs), and
+// beats an allowWrite inside it, as srt's denyWrite beats allowWrite.
+func TestSRTDenyWriteWorkdir(t *testing.T) {
+	res, p := load(t, SRT, "s.json", []byte(`{"filesystem": {"allowWrite": [".", "src", "/srv/out"], "denyWrite": [".", "/srv"]}}`))
+	if *p.Filesystem.IncludeWorkdir || !slices.Contains(paths(p.Filesystem.ReadOnly), "{workdir}") {
+		t.Errorf("include_workdir %v, read_only %v: want the working directory read-only", *p.Filesystem.IncludeWorkdir, paths(p.Filesystem.ReadOnly))
+	}
+	wantOut(t, "read_write", paths(p.Filesystem.ReadWrite), "{workdir}/src", "/srv/out")
+	wantOut(t, "protected", p.Filesystem.Protected, "{workdir}")
+	wantIn(t, "read_only", paths(p.Filesystem.ReadOnly), "/srv/out")
+	wantLoss(t, res, Info, "filesystem.denyWrite[0]")
 }

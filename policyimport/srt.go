@@ -2,7 +2,6 @@ package policyimport
 
 import (
 	"net/netip"
-	"path"
 	"strconv"
 	"strings"
 
@@ -66,13 +65,15 @@ func srtFilesystem(b *builder, fs *yaml.Node) {
 		key, raw := idx("filesystem.allowWrite", i), str(n)
 		p, ok := corralPath(strings.TrimSuffix(raw, "/**"))
 		switch {
+		case !ok && !hasGlob(raw):
+			b.loss(Warning, line(n), key, "not imported: %q has no Corral path form (a .. above the home or the working directory, or a path the policy refuses)", raw)
 		case !ok:
 			b.loss(Info, line(n), key, "not imported: %q is a pattern, which srt skips on Linux too (only literal paths and a trailing /** are writable)", raw)
 		case p == "{workdir}":
 			b.includeWorkdir = &entry{value: "true", from: b.at(line(n), key)}
 		case p == "/tmp" || under(p, "/tmp"):
 			b.loss(Info, line(n), key, "not imported: the sandbox has a private /tmp, writable and discarded afterwards")
-		case isRefusedRW(p):
+		case refusedRW(p):
 			b.loss(Warning, line(n), key, "not imported: Corral refuses %s read-write (docs/policy.md); grant a directory inside it", p)
 		default:
 			addPath(&b.readWrite, p, true, b.at(line(n), key))
@@ -93,6 +94,8 @@ func srtFilesystem(b *builder, fs *yaml.Node) {
 		key, raw := idx("filesystem.denyRead", i), str(n)
 		b.denyPath(n, key, strings.TrimSuffix(raw, "/**"), raw)
 	}
+	// denyWrite beats allowWrite, also at or above it (srt's README,
+	// "Precedence"): a read-write grant it covers is made read-only.
 	for i, n := range items(get(fs, "denyWrite")) {
 		key, raw := idx("filesystem.denyWrite", i), str(n)
 		p, ok := corralPath(raw)
@@ -103,11 +106,16 @@ func srtFilesystem(b *builder, fs *yaml.Node) {
 			} else {
 				b.loss(Info, line(n), key, "nothing to do: %q is outside every read-write directory", raw)
 			}
+		case p == "{workdir}":
+			b.unwrite(p, line(n), key)
+			codexReadOnlyWorkdir(b, b.at(line(n), key))
 		case !strings.HasPrefix(p, "{workdir}"):
+			b.unwrite(p, line(n), key)
 			addPath(&b.protected, p, false, b.at(line(n), key)) // it may be inside the working directory
 		case !b.writable(p):
 			b.loss(Info, line(n), key, "already read-only: %s is not in a read-write directory", p)
 		default:
+			b.unwrite(p, line(n), key)
 			// A path under the working directory is protected by its
 			// relative name, which Corral also keeps read-only deeper
 			// in the tree; others by their path.
@@ -127,6 +135,8 @@ func srtFilesystem(b *builder, fs *yaml.Node) {
 func (b *builder) denyPath(n *yaml.Node, key, p, raw string) {
 	cp, ok := corralPath(p)
 	switch {
+	case !ok && !hasGlob(p):
+		b.loss(Error, line(n), key, "Corral cannot deny %q: it has no Corral path form (a .. above the home or the working directory, or a path the policy refuses); deny the path it names", raw)
 	case !ok:
 		// A pattern may match under the working directory, which an
 		// absolute or ~ pattern can name too: only a relative pattern
@@ -160,6 +170,29 @@ func (b *builder) writable(p string) bool {
 	return false
 }
 
+// unwrite makes the read-write grants at or under Corral path p
+// read-only (a write deny at or above them beats them), reporting each
+// at line and key.
+func (b *builder) unwrite(p string, line int, key string) {
+	kept := b.readWrite[:0]
+	var moved []entry
+	for _, e := range b.readWrite {
+		if s, err := strconv.Unquote(e.value); err == nil && under(s, p) {
+			moved = append(moved, e)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	b.readWrite = kept
+	for _, e := range moved {
+		s, _ := strconv.Unquote(e.value)
+		if !b.reachable(s) {
+			b.readOnly = append(b.readOnly, e)
+		}
+		b.loss(Info, line, key, "%s is read-only, not read-write: the write deny covers it", s)
+	}
+}
+
 // literalRoot is the Corral path of a pattern's leading literal
 // directories ("**/.env" → "{workdir}", "~/src/*.pem" → "~/src"), "" when
 // it starts with a wildcard at the root.
@@ -191,22 +224,24 @@ func srtNetwork(b *builder, net *yaml.Node) {
 	for i, n := range items(get(net, "allowedDomains")) {
 		key, raw := idx("network.allowedDomains", i), str(n)
 		host, port, ok := srtDomain(raw)
-		if !ok || host == "*" {
-			b.loss(Warning, line(n), key, "not imported: %q is not a domain Corral's allow list takes", raw)
+		if !ok || host == "*" || policy.IsSingleLabel(host) {
+			// srt's isValidDomainPattern refuses a name without a dot
+			// (but localhost) too.
+			b.loss(Warning, line(n), key, "not imported: %q is not a domain Corral's allow list takes (nor srt's)", raw)
 			continue
 		}
 		var ports []int
 		if port > 0 {
 			ports = []int{port}
-		} else {
-			anyPort = append(anyPort, raw)
 		}
 		b.setNetwork(policy.NetworkProxy, b.at(line(get(net, "allowedDomains")), "network.allowedDomains"))
+		kind := listAllow
 		if a, err := netip.ParseAddr(host); err == nil && (a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast()) {
-			b.addEndpoint(&b.allowPrivate, host, ports, "", b.at(line(n), key))
-			continue
+			kind = listAllowPrivate
 		}
-		b.addEndpoint(&b.allow, host, ports, "", b.at(line(n), key))
+		if b.endpoint(kind, host, ports, "", line(n), key) && port == 0 && kind == listAllow {
+			anyPort = append(anyPort, raw)
+		}
 	}
 	if len(anyPort) > 0 {
 		b.loss(Warning, line(get(net, "allowedDomains")), "network.allowedDomains", "srt allows %s on every port; Corral's allow entry without ports is 80 and 443: add ports: [...] for others", strings.Join(anyPort, ", "))
@@ -221,12 +256,17 @@ func srtNetwork(b *builder, net *yaml.Node) {
 			b.loss(Warning, line(n), key, "not imported: %q is not a domain", raw)
 		case b.netMode.value != string(policy.NetworkProxy):
 			b.loss(Info, line(n), key, "already so: the network is off")
+		case strings.Contains(host, "*") && !strings.HasPrefix(host, "**.") || strings.Contains(strings.TrimPrefix(host, "**."), "*"):
+			// srt's matcher (domain-pattern.js matchesDomainPattern) takes
+			// only a leading "*." as a wildcard: another '*' is compared
+			// as itself, and no host name has one.
+			b.loss(Info, line(n), key, "already so: srt compares %q literally (only a leading *. is a wildcard), so it matches no host name", raw)
 		default:
 			var ports []int
 			if port > 0 {
 				ports = []int{port}
 			}
-			b.addEndpoint(&b.denyHosts, host, ports, "", b.at(line(n), key))
+			b.endpoint(listDeny, host, ports, "", line(n), key)
 		}
 	}
 	keys, vals := pairs(net)
@@ -240,16 +280,14 @@ func srtNetwork(b *builder, net *yaml.Node) {
 			b.loss(Info, line(k), key, "already so: Corral asks nobody about a host unless the policy's consent section lets the workload ask")
 		case "deniedResolvedAddresses":
 			for j, n := range items(v) {
-				pfx, err := netip.ParsePrefix(str(n))
-				if err != nil {
-					if a, aerr := netip.ParseAddr(str(n)); aerr == nil {
-						pfx, err = a.Prefix(a.BitLen())
-					}
-				}
-				if err == nil && (pfx.Addr().IsPrivate() || pfx.Addr().IsLoopback() || pfx.Addr().IsLinkLocalUnicast()) {
-					b.loss(Info, line(n), idx(key, j), "already so: Corral's proxy refuses private, loopback and link-local addresses for names not in allow_private")
-				} else {
-					b.loss(Error, line(n), idx(key, j), "Corral cannot refuse %q as a resolved address of an allowed name; narrow network.allow instead", str(n))
+				pfx, ok := addrRange(str(n))
+				switch {
+				case !ok:
+					b.loss(Warning, line(n), idx(key, j), "not imported: %q is not an IP address or CIDR (srt refuses it too)", str(n))
+				case proxyRefuses(pfx):
+					b.loss(Info, line(n), idx(key, j), "already so: Corral's proxy refuses every address of %s for a name, unless network.allow_private lets it", pfx)
+				default:
+					b.loss(Error, line(n), idx(key, j), "Corral cannot refuse %s as a resolved address of an allowed name (its proxy refuses only internal ranges, and %s is not wholly one); narrow network.allow instead", pfx, pfx)
 				}
 			}
 		case "allowUnixSockets":
@@ -275,16 +313,37 @@ func srtNetwork(b *builder, net *yaml.Node) {
 }
 
 // srtDomain splits an srt domain pattern ("api.example.com",
-// "*.example.com:8443", "*") into a Corral host and port (0: any).
+// "*.example.com:8443", "[::1]:8080", "::1", "*") into a Corral host and
+// port (0: any), as srt's splitDomainPatternPort does (domain-pattern.js):
+// an IPv6 literal with a port is bracketed, one with two or more colons
+// and no brackets is never split.
 func srtDomain(s string) (host string, port int, ok bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return "", 0, false
 	}
 	host = s
-	if i := strings.LastIndex(s, ":"); i > 0 && !strings.Contains(s[:i], ":") {
-		p, err := strconv.Atoi(s[i+1:])
-		if err != nil || p < 1 || p > 65535 {
+	portOf := func(p string) (int, bool) {
+		n, err := strconv.Atoi(p)
+		return n, err == nil && n >= 1 && n <= 65535
+	}
+	switch i := strings.LastIndex(s, ":"); {
+	case strings.HasPrefix(s, "["):
+		inner, rest, closed := strings.Cut(s[1:], "]")
+		if !closed {
+			return "", 0, false
+		}
+		host = inner
+		if rest != "" {
+			p, pok := portOf(strings.TrimPrefix(rest, ":"))
+			if !pok || !strings.HasPrefix(rest, ":") {
+				return "", 0, false
+			}
+			port = p
+		}
+	case i > 0 && !strings.Contains(s[:i], ":"):
+		p, pok := portOf(s[i+1:])
+		if !pok {
 			return "", 0, false
 		}
 		host, port = s[:i], p
@@ -309,7 +368,7 @@ func srtCredentials(b *builder, cr *yaml.Node) {
 			b.loss(Warning, line(n), key, "not imported: to hand the sandbox a placeholder for %s and let the proxy put the value in requests, declare it as a Corral credential (docs/policy.md#credentials); until then it is not passed at all", name)
 			continue
 		}
-		b.denyEnv(n, key, name)
+		b.excludeEnv(line(n), key, []string{name}, false)
 	}
 	keys, _ := pairs(cr)
 	for _, k := range keys {
@@ -319,21 +378,4 @@ func srtCredentials(b *builder, cr *yaml.Node) {
 			b.loss(Info, line(k), "credentials."+k.Value, "not imported: Corral's credentials section has its own form (docs/policy.md#credentials)")
 		}
 	}
-}
-
-// denyEnv keeps the environment variable name from the workload.
-func (b *builder) denyEnv(n *yaml.Node, key, name string) {
-	for i, e := range b.envPass {
-		pat, _ := strconv.Unquote(e.value)
-		if pat == name {
-			b.envPass = append(b.envPass[:i], b.envPass[i+1:]...)
-			b.loss(Info, line(n), key, "%s taken out of process.env.pass", name)
-			return
-		}
-		if ok, _ := path.Match(pat, name); ok {
-			b.loss(Error, line(n), key, "Corral passes %s (process.env.pass %s): narrow that pattern to keep it out", name, pat)
-			return
-		}
-	}
-	b.loss(Info, line(n), key, "already so: Corral passes only the variables in process.env.pass, and %s is not among them", name)
 }
