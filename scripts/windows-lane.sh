@@ -83,6 +83,16 @@ if [ ${#e2eagain[@]} -gt 0 ]; then
 		go test -count=1 -timeout 5m -json ./e2e/windows >>"$retry" 2>>"$out/test.stderr" || true
 fi
 
+# The MSI step (packaging/msi/wine-test.sh, docs/install-windows.md): MSIs
+# of v1.0.0 and v2.0.0 built with Debian's wixl, installed, upgraded, a
+# downgrade refused and uninstalled with Wine's msiexec in a copy of the
+# prefix, checking the files, `corral version` (by path and through PATH),
+# the Add/Remove Programs entry, the UpgradeCode registration and the
+# system PATH. Its WINE ARTIFACT lines are where Wine's msi.dll is not
+# Windows Installer: noted, never counted as passes.
+msi_rc=0
+packaging/msi/wine-test.sh "$out/msi" | tee "$out/msi.log" || msi_rc=$?
+
 python3 - "$log" "$((SECONDS - start))" "$retry" <<'EOF'
 import json, sys
 from collections import defaultdict
@@ -165,3 +175,6 @@ if other:
 print(f"windows lane: {secs} s")
 sys.exit(1 if failed or not result else 0)
 EOF
+# The MSI step's outcome again, next to the summary.
+grep -E '^msi: (FAIL|SKIP|WINE ARTIFACT)|^msi: [0-9]+ checks passed' "$out/msi.log" || true
+[ "$msi_rc" = 0 ] || { echo "windows lane: the MSI step failed ($out/msi.log)"; exit 1; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up Wine to run Corral's Windows build (the CI's Windows lane,
-# scripts/windows-lane.sh): installs Debian's wine and mingw-w64 if missing,
+# scripts/windows-lane.sh): installs Debian's wine and mingw-w64 (and wixl
+# and msitools, for the MSI step) if missing,
 # builds the ProcessPrng shim (bcryptprimitives.c: Go >= 1.24's runtime
 # needs it, Wine 8 lacks it), boots a prefix and puts the shim in its
 # system32. Idempotent and fast when done. Prints the prefix on stdout
@@ -18,6 +19,13 @@ if ! command -v wine >/dev/null 2>&1 || ! [ -x /usr/lib/wine/wine64 ] || ! comma
 	echo "wine setup: installing wine64 and gcc-mingw-w64-x86-64" >&2
 	apt-get update -qq >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wine wine64 gcc-mingw-w64-x86-64 >&2
+fi
+# wixl and msibuild (Debian's wixl and msitools packages, msitools 0.101):
+# the lane's MSI step builds packaging/msi/corral.wxs with them.
+if ! command -v wixl >/dev/null 2>&1 || ! command -v msibuild >/dev/null 2>&1; then
+	echo "wine setup: installing wixl and msitools" >&2
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends wixl msitools >&2
 fi
 
 # The shim, rebuilt when its sources change.
