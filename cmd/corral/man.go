@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,26 +10,9 @@ import (
 // manArg is argv[1] of the hidden `corral __man DIR` that writes the man
 // pages (section 1) of the whole command tree into DIR, one per command
 // (corral.1, corral-run.1, corral-service-start.1, ...), with cobra/doc's
-// GenManTree. packaging/deb/build.sh calls it; hidden commands (the
-// sandbox init's and supervisors' roles) get no page.
+// GenManTree. packaging/deb/build.sh calls it; hidden commands (this one,
+// the sandbox init's and supervisors' roles) get no page.
 const manArg = "__man"
-
-// init runs `corral __man DIR` before main: the command is added to the
-// tree newRootCmd builds only here, so that it stays out of every other
-// invocation (and of the pages and completions it writes).
-func init() {
-	if len(os.Args) < 2 || os.Args[1] != manArg {
-		return
-	}
-	root := newRootCmd()
-	root.AddCommand(newManCmd())
-	root.SetArgs(os.Args[1:])
-	if err := root.Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
-		os.Exit(2)
-	}
-	os.Exit(0)
-}
 
 // newManCmd is `corral __man DIR`: DIR is made (0755) if missing; pages
 // are named by command path with "-" (corral-service-start.1, as Debian's

@@ -23,6 +23,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newRunCmd(), newVersionCmd(), newPolicyCmd(), newDoctorCmd(), newQualifyCmd())
 	root.AddCommand(osCommands()...)
+	root.AddCommand(newManCmd())
 	inheritExitStatus(root, "")
 	return root
 }
