@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -62,7 +63,7 @@ func TestEveryCommandTakesOutput(t *testing.T) {
 		if f == nil {
 			f = c.InheritedFlags().Lookup("output")
 		}
-		if _, exempt := noData[path]; exempt {
+		if _, exempt := noData[path]; exempt || c.Annotations[noDataAnnotation] != "" {
 			continue
 		}
 		if f == nil || f.Shorthand != "o" {
@@ -78,8 +79,11 @@ func TestEveryCommandTakesOutput(t *testing.T) {
 			t.Errorf("%s -o out.json: got %v, want an error naming --out FILE", path, err)
 		}
 	}
+	if runtime.GOOS != "linux" {
+		return // noData is the Linux tree's; corral.exe lacks some
+	}
 	for path := range noData {
-		if _, ok := commands(newRootCmd())[path]; !ok && !strings.HasPrefix(path, "corral service") { // corral.exe's differ
+		if _, ok := commands(newRootCmd())[path]; !ok {
 			t.Errorf("noData lists %s, which is not a command", path)
 		}
 	}
@@ -208,7 +212,7 @@ func TestExitCodesDoc(t *testing.T) {
 // TestDoctorPackageFix: a docker provider without a Docker Engine on the
 // host gets, first, the host's package manager's install command.
 func TestDoctorPackageFix(t *testing.T) {
-	t.Setenv("PATH", t.TempDir()) // no dockerd
+	t.Setenv("PATH", filepath.Join(os.TempDir(), "corral-test-no-such-dir")) // no dockerd
 	rep := doctorReport{Host: map[string]string{}, Providers: []doctorProvider{
 		{HostReport: provider.HostReport{Provider: "docker", Fixes: []string{"start the Docker daemon"}}},
 		{HostReport: provider.HostReport{Provider: "linux", Available: true}},

@@ -32,6 +32,10 @@ func (f *outputFormat) Set(s string) error {
 	return fmt.Errorf("unknown output format %q: use text, json or yaml%s", s, hint)
 }
 
+// noDataAnnotation marks a command that prints no data, so takes no -o
+// (cobra.Command.Annotations; its value says what it prints instead).
+const noDataAnnotation = "corral/no-data"
+
 // outputFlag adds -o/--output (default text) to c's flags, or to its
 // persistent flags when persistent (a command group's subcommands).
 func outputFlag(c *cobra.Command, f *outputFormat, persistent ...bool) {
