@@ -85,6 +85,8 @@ for f in /usr/share/man/man1/corral.1.gz /usr/share/man/man1/corral-service-star
 	[ -s "$f" ] || fail "$f is not installed"
 done
 zcat /usr/share/man/man1/corral-run.1.gz | grep -q '^\.TH "CORRAL-RUN" "1"' || fail "corral-run.1 is not a man page"
+doctor=$("$corral" doctor -o json 2>/dev/null || true)
+grep -q '"installed_by": "dpkg' <<<"$doctor" || fail "corral doctor does not say dpkg installed it: $(grep installed_by <<<"$doctor")"
 
 step "README's first command through /usr/bin/corral"
 repo=$work/repo
