@@ -5,14 +5,12 @@ package docker
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"golang.org/x/sys/unix"
 
 	"github.com/corral-sandbox/corral/internal/hostscan"
 	"github.com/corral-sandbox/corral/internal/identity"
@@ -65,9 +63,6 @@ type Bind struct {
 	Dir      bool   `json:"dir"`
 	Mask     bool   `json:"mask,omitempty"`
 	Field    string `json:"field"`
-	// IDMap: the container binds an idmapped clone of Source that
-	// Provision attaches at idmapSource (idmap.go), not Source itself.
-	IDMap bool `json:"idmap,omitempty"`
 }
 
 // Tmpfs is one private tmpfs.
@@ -269,7 +264,7 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 	spec.Env = env
 	spec.Shim.Env = env
 
-	mapFilesystem(r, spec, h.dataRoot, func() string { return h.idmapBlocked(spec) }, add)
+	mapFilesystem(r, spec, h.dataRoot, add)
 	loss = append(loss, provider.LintLoss(r)...) // credentials exposed, /usr, absent protected paths
 	if !r.Visible(r.Workdir) {
 		spec.Workdir = r.Home
@@ -310,26 +305,10 @@ func (p *Provider) Map(ctx context.Context, r *policy.Resolved) (*provider.Plan,
 // imageOf is the image reference (policy.Resolved.DockerImage).
 func imageOf(r *policy.Resolved) string { return r.DockerImage() }
 
-// idmapBlocked says why a root caller's root-owned read-write trees cannot
-// be idmapped for spec's workload (idmap.go), or "" when they can be: the
-// daemon must share this mount namespace (it binds the clones by path) and
-// corral's seccomp filter must be applied (it refuses set-id bits on the
-// files the workload creates, which are root's on disk).
-func (h *hostFacts) idmapBlocked(spec *Spec) string {
-	if ok, why := h.propagation(); !ok {
-		return why
-	}
-	if !spec.Shim.Seccomp {
-		return "corral's seccomp filter is not applied here, and it is what keeps set-id bits off the files the workload would create there as root's on disk"
-	}
-	return ""
-}
-
 // mapFilesystem turns the grants into image-served trees, binds, masks and
 // tmpfs mounts, derives the Landlock rules, and reports what Docker cannot
-// do as the policy says. idmapBlocked is called only when a root caller
-// has root-owned read-write trees: why they cannot be idmapped, or "".
-func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked func() string, add func(provider.Severity, string, string, string, ...any)) {
+// do as the policy says.
+func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, add func(provider.Severity, string, string, string, ...any)) {
 	granted := map[string]bool{}
 	for _, g := range r.Grants {
 		granted[g.Path] = true
@@ -355,7 +334,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked
 		}
 		return policy.PathGrant{}, false
 	}
-	var rootOwned, setIDGrants []string
+	var rootOwned []string
 	for i, g := range r.Grants {
 		par, hasParent := parent(i)
 		if g.Access != policy.AccessDeny && hasParent && par.Access == g.Access && (!served[par.Path] || g.Access == policy.AccessReadOnly) {
@@ -399,25 +378,15 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked
 				ll.RWFiles = append(ll.RWFiles, g.Path)
 			}
 			if os.Getuid() == 0 && spec.UID != 0 && identity.Owner(g.Path) == 0 {
-				if info, err := os.Lstat(g.Path); err == nil && !g.Dir && isSetID(g.Path, info) {
-					setIDGrants = append(setIDGrants, g.Path) // never idmapped: the workload would own it
-				} else {
-					rootOwned = append(rootOwned, g.Path)
-				}
+				rootOwned = append(rootOwned, g.Path)
 			}
 		}
 	}
 	if len(spec.ImageServed) > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.read_only", "served by the image %s, not the host: %s", spec.Image, strings.Join(spec.ImageServed, ", "))
 	}
-	// A root caller's root-owned read-write trees are idmapped where they
-	// can be (idmap.go); the why-not is decided before the walk below,
-	// which then also keeps their set-id files read-only.
-	idmapWhy := ""
 	if len(rootOwned) > 0 {
-		if idmapWhy = idmapBlocked(); idmapWhy == "" {
-			idmapWhy = idmapProbe(rootOwned, spec.UID, spec.GID)
-		}
+		add(provider.SeverityWarning, "filesystem", "filesystem.read_write", "owned by root, so the workload (uid %d) cannot write them: Docker here has no idmapped mounts (set process.run_as_user to their owner, or chown them): %s", spec.UID, strings.Join(rootOwned, ", "))
 	}
 	if sock := daemonSocket(); sock != "" && r.Visible(sock) {
 		add(provider.SeverityError, "filesystem", r.Covering(sock).Field, "the Docker socket %s is inside this grant: it would give the workload the daemon, i.e. root on the host; deny it or grant less", sock)
@@ -444,15 +413,7 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked
 		if !b.ReadOnly {
 			protect = names
 		}
-		var setID func(string, fs.DirEntry)
-		if idmapWhy == "" && slices.Contains(rootOwned, b.Source) {
-			setID = func(p string, d fs.DirEntry) {
-				if info, err := d.Info(); err == nil && isSetID(p, info) {
-					spec.Binds = append(spec.Binds, Bind{Source: p, Target: p, ReadOnly: true, Field: b.Field + " (set-id or file-capability file kept read-only)"})
-				}
-			}
-		}
-		socks, nested := hostscan.Scan(b.Source, protect, &budget, setID)
+		socks, nested := hostscan.Scan(b.Source, protect, &budget, nil)
 		for _, sock := range socks {
 			spec.Binds = append(spec.Binds, Bind{Target: sock, ReadOnly: true, Mask: true, Field: b.Field + " (unix socket hidden)"})
 		}
@@ -462,25 +423,11 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked
 	}
 	if budget < 0 {
 		add(provider.SeverityWarning, "filesystem", "filesystem", "the grants hold more than %d entries: unix sockets and nested protected names beyond them were not looked for", hostscan.Limit)
-		if idmapWhy == "" {
-			idmapWhy = errIDMapLimit.Error()
-		}
 	}
 	// Absent protected names: the placeholders Provision creates, bound
 	// read-only so the workload cannot create them.
 	for _, ph := range r.Placeholders {
 		spec.Binds = append(spec.Binds, Bind{Source: ph.Path, Target: ph.Path, Dir: ph.Dir, ReadOnly: true, Field: ph.Field + placeholderField})
-	}
-	if len(setIDGrants) > 0 {
-		add(provider.SeverityWarning, "filesystem", "filesystem.read_write", "set-id or file-capability files owned by root are not idmapped, so the workload (uid %d) cannot write them: owning one, it could keep the bit through a write by mmap(2); grant them read-only: %s", spec.UID, strings.Join(setIDGrants, ", "))
-	}
-	switch {
-	case len(rootOwned) == 0:
-	case idmapWhy == "":
-		markIDMaps(spec, rootOwned)
-		add(provider.SeverityInfo, "filesystem", "filesystem.read_write", "owned by root: bound through idmapped mounts corral makes, so inside root's files there are the workload's (uid %d, gid %d) and what it creates is root's on disk, as with the linux provider; every other owner stays itself, so git still refuses a repository another uid planted there: %s", spec.UID, spec.GID, strings.Join(rootOwned, ", "))
-	default:
-		add(provider.SeverityWarning, "filesystem", "filesystem.read_write", "owned by root, so the workload (uid %d) cannot write them and git refuses a repository there (\"dubious ownership\"): Docker makes no idmapped mounts and corral cannot here (%s); chown them to an unprivileged user (the workload then runs as the workdir's owner), or use the linux provider: %s", spec.UID, idmapWhy, strings.Join(rootOwned, ", "))
 	}
 	var nested []string
 	mounts, _ := mountinfo.Read("/proc/self/mountinfo")
@@ -499,22 +446,6 @@ func mapFilesystem(r *policy.Resolved, spec *Spec, dataRoot string, idmapBlocked
 	if n := len(r.Placeholders); n > 0 {
 		add(provider.SeverityInfo, "filesystem", "filesystem.protected", "%d protected names are absent; each is held by an empty read-only placeholder for the sandbox's life, so the workload cannot create it, and removed afterwards", n)
 	}
-}
-
-// isSetID says whether the file at p (info from Lstat) has a set-user-ID or set-group-ID
-// bit, or is executable with file capabilities (security.capability,
-// capabilities(7)): in an idmapped tree the workload owns such a root-owned
-// file, and a write through mmap(2) keeps the bit write(2) would clear.
-func isSetID(p string, info fs.FileInfo) bool {
-	mode := info.Mode()
-	if mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
-		return true
-	}
-	if mode.Perm()&0o111 == 0 {
-		return false
-	}
-	n, err := unix.Lgetxattr(p, "security.capability", nil)
-	return err == nil && n > 0
 }
 
 // placeholderField ends the Field of a placeholder's bind (Recover finds

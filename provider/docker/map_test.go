@@ -152,7 +152,7 @@ func TestMapLosses(t *testing.T) {
 		{"grant holding the daemon's data root", "filesystem: {read_only: [/usr, {path: " + dataParent + ", optional: true}]}", provider.SeverityError, "filesystem.read_only[1]", "data root", false},
 		{"unknown run_as_user", "process: {run_as_user: corral-no-such-user}", provider.SeverityError, "process.run_as_user", "no such user", true},
 		{"uid beyond the runtime's range", "process: {run_as_user: \"4294967294\"}", provider.SeverityError, "process.run_as_user", "2147483647", true},
-		{"root-owned read-write tree", "filesystem: {read_write: [" + rootDir + "]}", provider.SeverityInfo, "filesystem.read_write", rootDir, true}, // idmapped (TestMapIDMap)
+		{"root-owned read-write tree", "filesystem: {read_write: [" + rootDir + "]}", provider.SeverityWarning, "filesystem.read_write", rootDir, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

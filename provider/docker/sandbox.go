@@ -185,10 +185,6 @@ func (p *Provider) Provision(ctx context.Context, plan *provider.Plan, opts prov
 		return fail(err)
 	}
 	s.placeholders = ph
-	// After the placeholders: an idmapped one is cloned from the host too.
-	if err := s.mountIDMaps(); err != nil {
-		return fail(err)
-	}
 	cfg, hcfg, err := s.containerConfig(h.bin)
 	if err != nil {
 		return fail(err)
@@ -391,11 +387,8 @@ func (s *Sandbox) containerConfig(bin string) (*container.Config, *container.Hos
 		}
 		hc.Tmpfs[t.Path] = opts
 	}
-	for i, b := range sp.Binds {
+	for _, b := range sp.Binds {
 		src := b.Source
-		if b.IDMap {
-			src = idmapSource(s.state, i)
-		}
 		if b.Mask {
 			src = filepath.Join(s.state, "masks", "file")
 			if b.Dir {

@@ -113,9 +113,6 @@ func verifyLayer(l policy.Layer, sp *Spec, pid int, hc *container.HostConfig, he
 			if b.ReadOnly && !hasOpt(opts, "ro") {
 				return "", fmt.Errorf("%s (%s) is not read-only in the container", b.Target, b.Field)
 			}
-			if b.IDMap && !hasOpt(opts, "idmapped") {
-				return "", fmt.Errorf("%s (%s) is not idmapped in the container", b.Target, b.Field)
-			}
 		}
 		detail := fmt.Sprintf("read-only root from %s, %d binds and masks, tmpfs %s (verified in /proc/%d/mountinfo)", sp.Image, len(sp.Binds), tmpfsPaths(sp), pid)
 		for _, k := range trustKinds {
