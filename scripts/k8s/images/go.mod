@@ -1,0 +1,3 @@
+module corral.local/k8s/images
+
+go 1.26.0
