@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sandbox/corral/internal/setid"
 	"github.com/corral-sandbox/corral/internal/startup"
 )
 
@@ -133,6 +134,14 @@ func preClones(mounts []MountSpec, uid, gid, slot int) ([]int, error) {
 			fd, err = unix.FcntlInt(uintptr(slot), unix.F_DUPFD_CLOEXEC, 0)
 		default:
 			fd, err = cloneTree(m.Source, m.ReadOnly, false)
+			if err == nil && m.IDMap && !m.ReadOnly {
+				// The plan vetted the path; the file this clone holds
+				// is vetted again, whatever the plan took it for.
+				sid, serr := setid.FD(fd)
+				if err = vetSetIDFile(m.Source, sid, serr); err != nil {
+					unix.Close(fd)
+				}
+			}
 		}
 		if err == nil && m.IDMap {
 			err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)})

@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/corral-sandbox/corral/internal/hostscan"
 	"github.com/corral-sandbox/corral/internal/mountinfo"
+	"github.com/corral-sandbox/corral/internal/setid"
 	"github.com/corral-sandbox/corral/policy"
 )
 
@@ -21,7 +20,9 @@ import (
 // repository) are kept read-only, and in an idmapped tree (a root caller's)
 // every set-id or file-capability file is kept read-only: the workload
 // owns such a tree's root-owned files, and a write through mmap(2) keeps a
-// set-id bit that write(2) would have cleared.
+// set-id bit that write(2) would have cleared. A read-write grant of one
+// such file (an idmapped file bind) is refused outright, at plan time by
+// path and again at mount time on the opened file (vetSetIDFile).
 
 // vetLimit bounds the entries examined per run; beyond it an idmapped tree
 // is refused (it cannot be vetted), others get a warning.
@@ -91,19 +92,10 @@ type vetResult struct {
 func vetTree(m MountSpec, protectedNames map[string]bool, idmapped bool, budget *int, res *vetResult) {
 	var setIDCheck func(string, fs.DirEntry)
 	if idmapped {
-		setIDCheck = func(p string, d fs.DirEntry) {
-			info, err := d.Info()
-			if err != nil {
-				return
-			}
-			mode := info.Mode()
-			setID := mode&(fs.ModeSetuid|fs.ModeSetgid) != 0
-			if !setID && mode.Perm()&0o111 != 0 {
-				if n, err := unix.Lgetxattr(p, "security.capability", nil); err == nil && n > 0 {
-					setID = true
-				}
-			}
-			if setID {
+		setIDCheck = func(p string, _ fs.DirEntry) {
+			// An error (an unreadable attribute) counts as set-id: the
+			// file is only kept read-only.
+			if sid, err := setid.Path(p); sid || err != nil {
 				res.readOnly = append(res.readOnly, MountSpec{Kind: MountBind, Path: p, Source: p, ReadOnly: true, Field: m.Field + " (set-id or file-capability file kept read-only)"})
 			}
 		}
@@ -153,6 +145,13 @@ func vetReadWrite(mounts []MountSpec, protectedNames map[string]bool, dangerous 
 	mi := readMountInfo()
 	budget := vetLimit
 	for _, m := range mounts {
+		if m.Kind == MountBind && !m.Dir && !m.ReadOnly && m.IDMap {
+			sid, err := setid.Path(m.Source)
+			if err := vetSetIDFile(m.Source, sid, err); err != nil {
+				res.errs = append(res.errs, planErr{m.Field, err.Error()})
+			}
+			continue
+		}
 		if m.Kind != MountBind || !m.Dir {
 			continue
 		}
@@ -187,4 +186,24 @@ func vetReadWrite(mounts []MountSpec, protectedNames map[string]bool, dangerous 
 		}
 	}
 	return res
+}
+
+// vetSetIDFile is the error refusing an idmapped read-write bind of the
+// file name when sid says it is a set-id or file-capability file, or err
+// says that could not be told (fail closed); nil otherwise. sid and err
+// are setid.Path's at plan time and setid.FD's of the detached mount at
+// mount time (preClones), so a path swapped in between does not matter.
+// Idmapped, the workload owns the file, so it could write any content
+// through mmap(2), which keeps the bits: a set-id or capability binary of
+// its choosing on the host. The plan fails rather than binding the file
+// read-only, which would silently drop the access the policy asked for;
+// the message says what to change.
+func vetSetIDFile(name string, sid bool, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: cannot tell whether it is a set-id or file-capability file (%v); a read-write grant of such a file of root's is refused", name, err)
+	}
+	if !sid {
+		return nil
+	}
+	return fmt.Errorf("%s is a set-uid, set-gid or file-capability file of root's; a read-write grant would let the workload, which owns it through the idmapped mount, replace its content and keep the bit (through mmap(2)), leaving a privileged binary of its choosing on the host: grant it read-only, or clear the bits first (chmod ug-s %s; setcap -r %s)", name, name, name)
 }
